@@ -1,0 +1,115 @@
+/**
+ * JSONata compilation and evaluation, shared by operators, edge conditions and http templates.
+ * Compiled expressions are cached by their text: a flow revision's expressions are parsed once and
+ * reused by every run, which keeps small-flow run latency to evaluation cost only.
+ */
+import jsonata from "jsonata";
+
+type Compiled = ReturnType<typeof jsonata>;
+
+const MAX_CACHED = 10_000;
+const cache = new Map<string, Compiled>();
+
+/** Compile (or fetch from cache). Throws JSONata's error for invalid text. */
+export function compileExpr(text: string): Compiled {
+  let compiled = cache.get(text);
+  if (compiled === undefined) {
+    compiled = jsonata(text);
+    // Bounded so that ad-hoc deploys cannot grow memory without end; oldest entries go first.
+    if (cache.size >= MAX_CACHED) {
+      const oldest = cache.keys().next().value;
+      if (oldest !== undefined) cache.delete(oldest);
+    }
+    cache.set(text, compiled);
+  }
+  return compiled;
+}
+
+/** A message describing why `text` is not valid JSONata, or null when it compiles. */
+export function expressionError(text: string): string | null {
+  try {
+    compileExpr(text);
+    return null;
+  } catch (err) {
+    const e = err as { message?: string; position?: number };
+    const at = typeof e.position === "number" ? ` (at position ${e.position})` : "";
+    return `${e.message ?? String(err)}${at}`;
+  }
+}
+
+/** Evaluate with `input` as context and `$params` bound to the run parameter. */
+export async function evalExpr(text: string, input: unknown, params: unknown): Promise<unknown> {
+  return compileExpr(text).evaluate(input, { params });
+}
+
+/** JSONata's $boolean casting: empty strings, 0, empty arrays/objects and undefined are false. */
+export function truthy(value: unknown): boolean {
+  if (Array.isArray(value)) return value.some(truthy);
+  if (typeof value === "object" && value !== null) return Object.keys(value).length > 0;
+  return Boolean(value);
+}
+
+export type TemplatePart = string | { expr: string };
+
+const templateCache = new Map<string, TemplatePart[]>();
+
+/**
+ * Split a string holding `{{expr}}` templates into literal and expression parts. Throws on an
+ * unclosed `{{`, so that the validator can report it like any other invalid expression.
+ */
+export function parseTemplate(text: string): TemplatePart[] {
+  const cached = templateCache.get(text);
+  if (cached) return cached;
+  const parts: TemplatePart[] = [];
+  let rest = text;
+  for (;;) {
+    const open = rest.indexOf("{{");
+    if (open < 0) break;
+    const close = rest.indexOf("}}", open + 2);
+    if (close < 0) throw new Error(`unclosed "{{" in template: ${text}`);
+    if (open > 0) parts.push(rest.slice(0, open));
+    parts.push({ expr: rest.slice(open + 2, close) });
+    rest = rest.slice(close + 2);
+  }
+  if (rest !== "") parts.push(rest);
+  if (templateCache.size >= MAX_CACHED) templateCache.clear();
+  templateCache.set(text, parts);
+  return parts;
+}
+
+/** The expressions of a template string (for validation). */
+export function templateExpressions(text: string): string[] {
+  return parseTemplate(text).flatMap((p) => (typeof p === "string" ? [] : [p.expr]));
+}
+
+function stringify(value: unknown): string {
+  if (value === undefined || value === null) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/**
+ * Render a template. A string that is exactly one `{{expr}}` yields the raw value (so a JSON body
+ * field can carry a number or an object); otherwise parts are concatenated as text.
+ */
+export async function renderTemplate(text: string, input: unknown, params: unknown): Promise<unknown> {
+  const parts = parseTemplate(text);
+  const only = parts.length === 1 ? parts[0] : undefined;
+  if (only !== undefined && typeof only !== "string") return evalExpr(only.expr, input, params);
+  let out = "";
+  for (const part of parts) {
+    out += typeof part === "string" ? part : stringify(await evalExpr(part.expr, input, params));
+  }
+  return out;
+}
+
+/** Render every string inside a JSON-like value (body objects of http nodes). */
+export async function renderDeep(value: unknown, input: unknown, params: unknown): Promise<unknown> {
+  if (typeof value === "string") return renderTemplate(value, input, params);
+  if (Array.isArray(value)) return Promise.all(value.map((v) => renderDeep(v, input, params)));
+  if (typeof value === "object" && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = await renderDeep(v, input, params);
+    return out;
+  }
+  return value;
+}

@@ -1,0 +1,192 @@
+/**
+ * The flow graph and `configure` of contract §6–7 as TypeBox schemas. The schemas are the single
+ * source of truth for shapes: the validator checks requests against them, the executor relies on
+ * the types they induce.
+ */
+import { type Static, Type } from "typebox";
+
+/** Locator of an element (§4): elementId wins; otherwise name + type, optionally in a folder. */
+export const Locator = Type.Object({
+  elementName: Type.String({ minLength: 1 }),
+  elementType: Type.Optional(Type.Union([Type.Literal("PY"), Type.Literal("DPL")])),
+  folderId: Type.Optional(Type.String()),
+  path: Type.Optional(Type.String()),
+  elementId: Type.Optional(Type.Union([Type.String(), Type.Integer()])),
+});
+export type Locator = Static<typeof Locator>;
+
+export const NODE_TYPES = [
+  "input",
+  "transform",
+  "script",
+  "http",
+  "subflow",
+  "merge",
+  "output",
+] as const;
+export type NodeType = (typeof NODE_TYPES)[number];
+
+export function isNodeType(value: unknown): value is NodeType {
+  return typeof value === "string" && (NODE_TYPES as readonly string[]).includes(value);
+}
+
+/** Extra keys are allowed on vertexes and edges: editors keep layout data there. */
+export const Vertex = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  type: Type.String({ minLength: 1 }),
+  name: Type.Optional(Type.String()),
+  config: Type.Optional(Type.Unknown()),
+  retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+  retryDelayMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  continueOnError: Type.Optional(Type.Boolean()),
+});
+export type Vertex = Static<typeof Vertex>;
+
+export const Edge = Type.Object({
+  id: Type.Optional(Type.String()),
+  source: Type.String({ minLength: 1 }),
+  target: Type.String({ minLength: 1 }),
+  when: Type.Optional(Type.String()),
+});
+export type Edge = Static<typeof Edge>;
+
+export const Graph = Type.Object({
+  vertexes: Type.Array(Vertex),
+  edges: Type.Optional(Type.Array(Edge)),
+});
+export type Graph = Static<typeof Graph>;
+
+// ---- configure (§7) ----
+
+export const ManualTrigger = Type.Object({
+  type: Type.Literal("manual"),
+  name: Type.Optional(Type.String()),
+});
+export const CronTrigger = Type.Object({
+  type: Type.Literal("cron"),
+  name: Type.String({ minLength: 1 }),
+  crontab: Type.String({ minLength: 1 }),
+  timezone: Type.Optional(Type.String({ minLength: 1 })),
+  parameter: Type.Optional(Type.Unknown()),
+});
+export type ManualTrigger = Static<typeof ManualTrigger>;
+export type CronTrigger = Static<typeof CronTrigger>;
+export type Trigger = ManualTrigger | CronTrigger;
+
+export const EmailHandler = Type.Object({
+  to: Type.Array(Type.String({ minLength: 3 }), { minItems: 1 }),
+  subject: Type.Optional(Type.String()),
+});
+export const BotHandler = Type.Object({
+  webhookUrl: Type.String({ pattern: "^https?://" }),
+  kind: Type.Optional(
+    Type.Union([
+      Type.Literal("generic"),
+      Type.Literal("slack"),
+      Type.Literal("dingtalk"),
+      Type.Literal("feishu"),
+    ]),
+  ),
+});
+export const CustomHandler = Type.Object({ element: Locator });
+export const ErrorHandlers = Type.Object({
+  email: Type.Optional(EmailHandler),
+  bot: Type.Optional(BotHandler),
+  custom: Type.Optional(CustomHandler),
+});
+export type ErrorHandlers = Static<typeof ErrorHandlers>;
+
+export const RunTimeout = Type.Union([
+  Type.Object({ type: Type.Literal("system") }),
+  Type.Object({ type: Type.Literal("customized"), seconds: Type.Number({ exclusiveMinimum: 0 }) }),
+  Type.Object({ type: Type.Literal("sentinel"), seconds: Type.Number({ exclusiveMinimum: 0 }) }),
+]);
+export type RunTimeout = Static<typeof RunTimeout>;
+
+export const LogContent = Type.Union([Type.Literal("DETAILED"), Type.Literal("CONCISE")]);
+export type LogContent = Static<typeof LogContent>;
+
+export const FileCleanup = Type.Union([
+  Type.Object({ type: Type.Literal("default") }),
+  Type.Object({ type: Type.Literal("keep") }),
+  Type.Object({ type: Type.Literal("afterRun") }),
+  Type.Object({ type: Type.Literal("days"), days: Type.Integer({ minimum: 1 }) }),
+]);
+export type FileCleanup = Static<typeof FileCleanup>;
+
+/**
+ * Variant schemas by discriminator. The validator picks the variant by `type` itself, so that an
+ * error names the field that is wrong instead of a wall of anyOf failures.
+ */
+export const TRIGGER_VARIANTS = { manual: ManualTrigger, cron: CronTrigger } as const;
+export const RUN_TIMEOUT_VARIANTS = {
+  system: Type.Object({ type: Type.Literal("system") }),
+  customized: Type.Object({
+    type: Type.Literal("customized"),
+    seconds: Type.Number({ exclusiveMinimum: 0 }),
+  }),
+  sentinel: Type.Object({
+    type: Type.Literal("sentinel"),
+    seconds: Type.Number({ exclusiveMinimum: 0 }),
+  }),
+} as const;
+export const FILE_CLEANUP_VARIANTS = {
+  default: Type.Object({ type: Type.Literal("default") }),
+  keep: Type.Object({ type: Type.Literal("keep") }),
+  afterRun: Type.Object({ type: Type.Literal("afterRun") }),
+  days: Type.Object({ type: Type.Literal("days"), days: Type.Integer({ minimum: 1 }) }),
+} as const;
+
+export const DEFAULT_RUN_NAME_TEMPLATE = "${elementName}-${date:yyyyMMddHHmmss}";
+
+/** `configure` after defaults: every field present. */
+export interface Configure {
+  triggers: Trigger[];
+  errorHandlers: ErrorHandlers;
+  prelude: string;
+  runNameTemplate: string;
+  runTimeout: RunTimeout;
+  logContent: LogContent;
+  fileCleanup: FileCleanup;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Apply the §7 defaults to a `configure` that passed validation. Missing or null fields get their
+ * default; bot `kind` defaults to generic, cron `timezone` to UTC, so callers never re-derive them.
+ */
+export function normalizeConfigure(raw: unknown): Configure {
+  const c = isRecord(raw) ? raw : {};
+  const triggers = Array.isArray(c.triggers)
+    ? (c.triggers as Trigger[]).map((t) =>
+        t.type === "cron" ? { ...t, timezone: t.timezone ?? "UTC" } : t,
+      )
+    : [{ type: "manual" as const }];
+  const handlers = isRecord(c.errorHandlers) ? (c.errorHandlers as ErrorHandlers) : {};
+  const errorHandlers: ErrorHandlers = handlers.bot
+    ? { ...handlers, bot: { ...handlers.bot, kind: handlers.bot.kind ?? "generic" } }
+    : handlers;
+  return {
+    triggers,
+    errorHandlers,
+    prelude: typeof c.prelude === "string" ? c.prelude : "",
+    runNameTemplate:
+      typeof c.runNameTemplate === "string" && c.runNameTemplate !== ""
+        ? c.runNameTemplate
+        : DEFAULT_RUN_NAME_TEMPLATE,
+    runTimeout: isRecord(c.runTimeout) ? (c.runTimeout as RunTimeout) : { type: "system" },
+    logContent: c.logContent === "CONCISE" ? "CONCISE" : "DETAILED",
+    fileCleanup: isRecord(c.fileCleanup) ? (c.fileCleanup as FileCleanup) : { type: "default" },
+  };
+}
+
+/** Inline code with the flow's prelude in front; `lineOffset` maps combined lines back to the user's. */
+export function joinPrelude(prelude: string, code: string): { code: string; lineOffset: number } {
+  if (prelude === "") return { code, lineOffset: 0 };
+  const head = prelude.endsWith("\n") ? prelude : `${prelude}\n`;
+  return { code: head + code, lineOffset: head.split("\n").length - 1 };
+}

@@ -1,0 +1,85 @@
+/**
+ * `http`: one request. `{{expr}}` templates in url, header values and body strings are evaluated
+ * against the node input (with `$params`); template values are not URL-encoded (use
+ * `$encodeUrlComponent`). An object/array body is sent as JSON. The response body is parsed as JSON
+ * when it parses, else returned as text; a non-2xx status fails the node.
+ */
+import { Type } from "typebox";
+import { renderDeep, renderTemplate } from "../expr.ts";
+import type { ConfigExpression, NodeDef } from "./types.ts";
+
+const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as const;
+
+/** Paths of every string inside a JSON-like value, for template validation. */
+function stringsIn(value: unknown, path: (string | number)[]): ConfigExpression[] {
+  if (typeof value === "string") return [{ path, text: value, kind: "template" }];
+  if (Array.isArray(value)) return value.flatMap((v, i) => stringsIn(v, [...path, i]));
+  if (typeof value === "object" && value !== null) {
+    return Object.entries(value).flatMap(([k, v]) => stringsIn(v, [...path, k]));
+  }
+  return [];
+}
+
+function parseBody(text: string): unknown {
+  if (text === "") return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+export const httpNode: NodeDef = {
+  type: "http",
+  configSchema: Type.Object({
+    method: Type.Optional(Type.Union(METHODS.map((m) => Type.Literal(m)))),
+    url: Type.String({ minLength: 1 }),
+    headers: Type.Optional(Type.Record(Type.String(), Type.String())),
+    body: Type.Optional(Type.Unknown()),
+    timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  }),
+  expressions(config) {
+    return [
+      ...stringsIn(config.url, ["url"]),
+      ...stringsIn(config.headers ?? {}, ["headers"]),
+      ...stringsIn(config.body, ["body"]),
+    ];
+  },
+  async run(ctx) {
+    const { config, input, params } = ctx;
+    const url = String(await renderTemplate(config.url as string, input, params));
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries((config.headers ?? {}) as Record<string, string>)) {
+      const value = await renderTemplate(v, input, params);
+      headers[k] = typeof value === "string" ? value : JSON.stringify(value);
+    }
+    let body: string | undefined;
+    if (config.body !== undefined) {
+      const rendered = await renderDeep(config.body, input, params);
+      if (typeof rendered === "string") body = rendered;
+      else {
+        body = JSON.stringify(rendered);
+        if (!Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) {
+          headers["content-type"] = "application/json";
+        }
+      }
+    }
+    const signals = [ctx.signal];
+    if (typeof config.timeoutSeconds === "number") {
+      signals.push(AbortSignal.timeout(config.timeoutSeconds * 1000));
+    }
+    const method = (config.method as string | undefined) ?? "GET";
+    const res = await ctx.deps.fetch(url, {
+      method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      signal: AbortSignal.any(signals),
+    });
+    const parsed = parseBody(await res.text());
+    if (!res.ok) {
+      const detail = typeof parsed === "string" ? parsed : JSON.stringify(parsed);
+      throw new Error(`HTTP ${res.status} from ${method} ${url}: ${detail.slice(0, 500)}`);
+    }
+    return parsed;
+  },
+};

@@ -1,0 +1,41 @@
+/** `script`: Python by PY element locator or inline code (prelude prepended), input as parameter. */
+import { Type } from "typebox";
+import { joinPrelude, Locator } from "../graph.ts";
+import type { NodeDef } from "./types.ts";
+
+export const scriptNode: NodeDef = {
+  type: "script",
+  configSchema: Type.Object({
+    element: Type.Optional(Locator),
+    code: Type.Optional(Type.String({ minLength: 1 })),
+  }),
+  check(config) {
+    const hasElement = config.element !== undefined;
+    const hasCode = config.code !== undefined;
+    if (hasElement === hasCode) {
+      return [{ path: [], message: "give exactly one of element and code" }];
+    }
+    const el = config.element as Locator | undefined;
+    if (el?.folderId !== undefined && el.path !== undefined) {
+      return [{ path: ["element"], message: "folderId and path are mutually exclusive" }];
+    }
+    return [];
+  },
+  async run(ctx) {
+    const { vertex, config, deps } = ctx;
+    const code =
+      typeof config.code === "string" ? joinPrelude(ctx.prelude, config.code).code : undefined;
+    const result = await deps.runScript({
+      nodeId: vertex.id,
+      ...(config.element !== undefined ? { element: config.element as Locator } : {}),
+      ...(code !== undefined ? { code } : {}),
+      parameter: ctx.input,
+      ...(vertex.timeoutSeconds !== undefined ? { timeoutMs: vertex.timeoutSeconds * 1000 } : {}),
+      signal: ctx.signal,
+    });
+    ctx.log.stdout = (ctx.log.stdout ?? "") + result.stdout;
+    ctx.log.stderr = (ctx.log.stderr ?? "") + result.stderr;
+    if (!result.ok) throw new Error(result.error);
+    return result.value;
+  },
+};

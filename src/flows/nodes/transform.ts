@@ -1,0 +1,45 @@
+/** `transform`: a chain of JSONata-based operators over the node input. */
+import { Type } from "typebox";
+import { applyOperators, operatorDef } from "../operators/index.ts";
+import { schemaIssues } from "../schema-issues.ts";
+import type { ConfigExpression, ConfigIssue, NodeDef } from "./types.ts";
+
+type Op = Record<string, unknown>;
+const opInfo = (op: Op) => ({
+  operatorId: typeof op.id === "string" ? op.id : undefined,
+  operatorType: typeof op.type === "string" ? op.type : undefined,
+});
+
+export const transformNode: NodeDef = {
+  type: "transform",
+  // Operators are checked one by one in `check`, so that findings carry operatorId/operatorType.
+  configSchema: Type.Object({ operators: Type.Array(Type.Object({ type: Type.String() })) }),
+  check(config) {
+    const issues: ConfigIssue[] = [];
+    (config.operators as Op[]).forEach((op, i) => {
+      const def = operatorDef(op.type);
+      if (!def) {
+        issues.push({ path: ["operators", i, "type"], message: `unknown operator type "${String(op.type)}"`, ...opInfo(op) });
+        return;
+      }
+      for (const issue of schemaIssues(def.schema, op)) {
+        issues.push({ path: ["operators", i, ...issue.path], message: issue.message, ...opInfo(op) });
+      }
+    });
+    return issues;
+  },
+  expressions(config) {
+    const out: ConfigExpression[] = [];
+    (config.operators as Op[]).forEach((op, i) => {
+      const def = operatorDef(op.type);
+      if (!def || schemaIssues(def.schema, op).length > 0) return;
+      for (const e of def.expressions(op)) {
+        out.push({ path: ["operators", i, ...e.path], text: e.text, kind: "expr", ...opInfo(op) });
+      }
+    });
+    return out;
+  },
+  run(ctx) {
+    return applyOperators(ctx.config.operators as Op[], ctx.input, { params: ctx.params });
+  },
+};

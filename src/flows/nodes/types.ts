@@ -1,0 +1,70 @@
+/** The contract between the executor and the node types, and the executor's injected effects. */
+import type { TSchema } from "typebox";
+import type { Locator, NodeType, Vertex } from "../graph.ts";
+import type { JsonPath } from "../schema-issues.ts";
+
+export type ScriptResult =
+  | { ok: true; value: unknown; stdout: string; stderr: string }
+  | { ok: false; error: string; stdout: string; stderr: string };
+
+export interface FlowDeps {
+  runScript(req: {
+    nodeId: string;
+    element?: Locator;
+    code?: string;
+    parameter: unknown;
+    timeoutMs?: number;
+    signal: AbortSignal;
+  }): Promise<ScriptResult>;
+  runSubflow(req: {
+    nodeId: string;
+    element: Locator;
+    parameter: unknown;
+    signal: AbortSignal;
+  }): Promise<{ ok: true; value: unknown } | { ok: false; error: string }>;
+  fetch: typeof fetch;
+  now(): number;
+}
+
+export interface NodeContext {
+  runId: string;
+  vertex: Vertex;
+  /** `vertex.config` (schema-valid, since the graph passed validation). */
+  config: Record<string, unknown>;
+  /** One taken input: its value; several incoming edges: an object keyed by source id. */
+  input: unknown;
+  /** Values of the taken incoming edges, in edge order (merge needs order and sources). */
+  inputs: { source: string; value: unknown }[];
+  params: unknown;
+  prelude: string;
+  signal: AbortSignal;
+  deps: FlowDeps;
+  /** Where a node puts its process output for the node log. */
+  log: { stdout?: string; stderr?: string };
+}
+
+/** A validation finding inside one vertex's config, relative to `config`. */
+export interface ConfigIssue {
+  path: JsonPath;
+  message: string;
+  operatorId?: string;
+  operatorType?: string;
+}
+
+/** A JSONata text inside a config: `expr` is one expression, `template` holds `{{…}}` parts. */
+export interface ConfigExpression {
+  path: JsonPath;
+  text: string;
+  kind: "expr" | "template";
+  operatorId?: string;
+  operatorType?: string;
+}
+
+export interface NodeDef {
+  type: NodeType;
+  configSchema: TSchema;
+  /** Checks beyond the schema; only called on a schema-valid config. */
+  check?(config: Record<string, unknown>, info: { sources: string[] }): ConfigIssue[];
+  expressions?(config: Record<string, unknown>): ConfigExpression[];
+  run(ctx: NodeContext): Promise<unknown>;
+}

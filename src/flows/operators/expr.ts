@@ -1,0 +1,19 @@
+/** `expr {expr}`: one JSONata expression over the whole input; its value is the output. */
+import { Type } from "typebox";
+import { evalExpr } from "../expr.ts";
+import type { OperatorDef } from "./types.ts";
+
+export const expr: OperatorDef = {
+  type: "expr",
+  schema: Type.Object({
+    type: Type.Literal("expr"),
+    id: Type.Optional(Type.String()),
+    expr: Type.String({ minLength: 1 }),
+  }),
+  expressions: (op) => [{ path: ["expr"], text: op.expr as string }],
+  async apply(op, input, ctx) {
+    const value = await evalExpr(op.expr as string, input, ctx.params);
+    // JSONata marks result sequences with extra properties; a plain copy keeps outputs plain JSON.
+    return Array.isArray(value) ? [...value] : (value ?? null);
+  },
+};
