@@ -1,0 +1,50 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { contextPlugin } from "./http/context.ts";
+import { installErrorHandler } from "./http/error-handler.ts";
+import { installBodyDecoding } from "./http/gzip-body.ts";
+import { healthRoutes } from "./http/health-routes.ts";
+import { scriptRoutes } from "./http/script-routes.ts";
+import { uploadRoutes } from "./http/upload-routes.ts";
+import type { ScriptRunner } from "./scripts/runner-types.ts";
+import type { TaskService } from "./scripts/task-service.ts";
+import type { Store } from "./store/types.ts";
+
+export interface AppDeps {
+  config: Config;
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  tasks: TaskService;
+  runner: ScriptRunner;
+}
+
+/** The whole HTTP application. It never listens: main.ts and the tests decide that. */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config } = deps;
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: config.limits.bodyBytes,
+    genReqId: (req) => {
+      const given = req.headers["x-request-id"];
+      return typeof given === "string" && given.length <= 128 ? given : crypto.randomUUID();
+    },
+    ajv: { customOptions: { coerceTypes: "array", useDefaults: true, removeAdditional: false, allErrors: false } },
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  installErrorHandler(app);
+  installBodyDecoding(app);
+  await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
+  await app.register(healthRoutes, { sandbox: deps.runner.sandbox, mode: config.mode });
+  await app.register(
+    async (script) => {
+      await script.register(scriptRoutes, { config, tasks: deps.tasks });
+      await script.register(uploadRoutes, { config, store: deps.store, clock: deps.clock });
+    },
+    { prefix: config.scriptPrefix },
+  );
+  return app;
+}

@@ -1,0 +1,52 @@
+import { parseArgs } from "node:util";
+import { makeSessionCookie, signToken } from "./auth/tokens.ts";
+import { loadConfig } from "./config.ts";
+
+const USAGE = `usage: sluice <command>
+  serve                                   start the service (default)
+  token --app A --space S --user U [--internal] [--ttl SECONDS]
+                                          mint a token header and a session cookie from the configured secrets`;
+
+export async function runCli(argv: string[]): Promise<void> {
+  const [command = "serve", ...rest] = argv;
+  switch (command) {
+    case "serve": {
+      const { serve } = await import("./main.ts");
+      await serve();
+      return;
+    }
+    case "token":
+      process.stdout.write(mintToken(rest, process.env));
+      return;
+    default:
+      process.stderr.write(`${USAGE}\n`);
+      process.exitCode = 2;
+  }
+}
+
+export function mintToken(args: string[], env: Record<string, string | undefined>, nowS = Math.floor(Date.now() / 1000)): string {
+  const { values } = parseArgs({
+    args,
+    options: {
+      app: { type: "string" },
+      space: { type: "string" },
+      user: { type: "string", default: "" },
+      internal: { type: "boolean", default: false },
+      ttl: { type: "string" },
+    },
+  });
+  if (!values.app || !values.space) throw new Error("token: --app and --space are required");
+  const config = loadConfig(env);
+  const id = { app: values.app, space: values.space, user: values.user ?? "" };
+  const secret = values.internal ? config.auth.internalSecret : config.auth.appSecrets[values.app];
+  const lines: string[] = [];
+  if (secret) lines.push(`token: ${signToken(secret, id, nowS)}`);
+  else lines.push(`token: (no ${values.internal ? "AUTH_INTERNAL_SECRET" : `secret for app ${values.app} in AUTH_APP_SECRETS`})`);
+  if (config.auth.sessionSecret) {
+    const ttl = Number(values.ttl ?? 8 * 3600);
+    lines.push(`cookie: session=${makeSessionCookie(config.auth.sessionSecret, id, nowS + ttl)}`);
+  } else {
+    lines.push("cookie: (no AUTH_SESSION_SECRET)");
+  }
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,132 @@
+import path from "node:path";
+
+/** Every knob of the service, read once from the environment (contract §1, §11). */
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  mode: "embedded" | "cluster";
+  dataflowPrefix: string;
+  scriptPrefix: string;
+  logLevel: string;
+  auth: {
+    mode: "off" | "signature";
+    appSecrets: Record<string, string>;
+    internalSecret: string | undefined;
+    sessionSecret: string | undefined;
+    tokenTtlS: number;
+  };
+  smtpUrl: string | undefined;
+  limits: {
+    bodyBytes: number;
+    uploadFileBytes: number;
+    zipEntries: number;
+    zipUncompressedBytes: number;
+    outputBytes: number;
+    resultBytes: number;
+    maxWaitS: number;
+    maxRunS: number;
+    queuedRuns: number;
+    flowRunsAtOnce: number;
+  };
+  python: {
+    executable: string;
+    concurrency: number;
+    prefork: number;
+    memoryBytes: number;
+    openFiles: number;
+    processes: number;
+    fileSizeBytes: number;
+    network: boolean;
+    sandbox: "auto" | "bwrap" | "none";
+    uidBase: number;
+    uidCount: number;
+  };
+  timeZone: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, key: string, fallback: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) throw new Error(`config: ${key} must be a number, got "${raw}"`);
+  return n;
+}
+
+function bool(env: Env, key: string, fallback: boolean): boolean {
+  const raw = env[key]?.toLowerCase();
+  if (raw === undefined || raw === "") return fallback;
+  return raw === "1" || raw === "true" || raw === "yes";
+}
+
+/** `app1=secret1,app2=secret2` */
+export function parseAppSecrets(raw: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (raw ?? "").split(",")) {
+    const eq = pair.indexOf("=");
+    if (eq > 0) out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+  }
+  return out;
+}
+
+const MiB = 1024 * 1024;
+
+export function loadConfig(env: Env = process.env): Config {
+  const databaseUrl = env.DATABASE_URL || undefined;
+  const authMode = env.AUTH_MODE ?? "off";
+  if (authMode !== "off" && authMode !== "signature") {
+    throw new Error(`config: AUTH_MODE must be "off" or "signature", got "${authMode}"`);
+  }
+  const sandbox = env.SCRIPT_SANDBOX ?? "auto";
+  if (sandbox !== "auto" && sandbox !== "bwrap" && sandbox !== "none") {
+    throw new Error(`config: SCRIPT_SANDBOX must be auto, bwrap or none, got "${sandbox}"`);
+  }
+  const maxRunS = int(env, "MAX_RUN_S", 3600);
+  return {
+    port: int(env, "PORT", 8080),
+    host: env.HOST ?? "127.0.0.1",
+    dataDir: path.resolve(env.DATA_DIR ?? "./data"),
+    databaseUrl,
+    mode: databaseUrl?.startsWith("postgres") ? "cluster" : "embedded",
+    dataflowPrefix: env.DATAFLOW_PREFIX ?? "/dataflow-3-0",
+    scriptPrefix: env.SCRIPT_PREFIX ?? "/script",
+    logLevel: env.LOG_LEVEL ?? "info",
+    auth: {
+      mode: authMode,
+      appSecrets: parseAppSecrets(env.AUTH_APP_SECRETS),
+      internalSecret: env.AUTH_INTERNAL_SECRET || undefined,
+      sessionSecret: env.AUTH_SESSION_SECRET || undefined,
+      tokenTtlS: int(env, "AUTH_TOKEN_TTL_S", 300),
+    },
+    smtpUrl: env.SMTP_URL || undefined,
+    limits: {
+      bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
+      uploadFileBytes: int(env, "LIMIT_UPLOAD_FILE_BYTES", 50 * MiB),
+      zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
+      zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
+      outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
+      resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
+      maxWaitS: int(env, "MAX_WAIT_S", 3600),
+      maxRunS,
+      queuedRuns: int(env, "LIMIT_QUEUED_RUNS", 10000),
+      flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
+    },
+    python: {
+      executable: env.PYTHON ?? "/usr/bin/python3",
+      concurrency: int(env, "SCRIPT_CONCURRENCY", 64),
+      prefork: int(env, "SCRIPT_PREFORK", 8),
+      memoryBytes: int(env, "SCRIPT_MEMORY_BYTES", 1024 * MiB),
+      openFiles: int(env, "SCRIPT_OPEN_FILES", 1024),
+      processes: int(env, "SCRIPT_PROCESSES", 64),
+      fileSizeBytes: int(env, "SCRIPT_FILE_SIZE_BYTES", 256 * MiB),
+      network: bool(env, "SCRIPT_NETWORK", false),
+      sandbox,
+      uidBase: int(env, "SCRIPT_UID_BASE", 200000),
+      uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
+    },
+    timeZone: env.TZ_RUN_NAMES ?? "UTC",
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * The error catalog of contract §3, in one place. Everything the service answers as a failure is a
+ * SluiceError; the HTTP error handler turns it into the envelope.
+ */
+export const ErrorCode = {
+  BAD_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  TOO_LARGE: 413,
+  TOO_MANY: 429,
+  BUSINESS: 999999,
+  ELEMENT_NOT_FOUND: 28010001,
+  ELEMENT_NOT_UNIQUE: 28010002,
+  FOLDER_NOT_FOUND: 28010003,
+  FLOW_NOT_RUNNABLE: 28020001,
+  RUN_NOT_FOUND: 28020002,
+  RUN_NOT_FINISHED: 28020003,
+  RUN_FAILED: 28020004,
+  RUN_CANCELED: 28020005,
+  RUN_WAIT_ELAPSED: 28020006,
+  SCRIPT_FAILED: 28030001,
+  SCRIPT_TIMEOUT: 28030002,
+  TASK_NOT_FOUND: 28030003,
+  TASK_NOT_FINISHED: 28030004,
+  TASK_CANCELED: 28030005,
+} as const;
+
+export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export type Language = "en" | "zh-cn";
+
+/** Message templates; `{0}`, `{1}` are filled from the error's args. */
+const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
+  400: { en: "invalid request: {0}", "zh-cn": "请求参数错误：{0}" },
+  401: { en: "UNAUTHORIZED", "zh-cn": "UNAUTHORIZED" },
+  403: { en: "forbidden: {0}", "zh-cn": "无权执行：{0}" },
+  404: { en: "no such endpoint: {0}", "zh-cn": "接口不存在：{0}" },
+  413: { en: "payload too large: {0}", "zh-cn": "请求内容过大：{0}" },
+  429: { en: "too many requests: {0}", "zh-cn": "请求过多：{0}" },
+  999999: { en: "{0}", "zh-cn": "{0}" },
+  28010001: { en: "element does not exist: {0}", "zh-cn": "元素不存在：{0}" },
+  28010002: {
+    en: "element name not unique: {0}; supply path or folderId",
+    "zh-cn": "元素名称不唯一：{0}；请提供 path 或 folderId",
+  },
+  28010003: { en: "folder does not exist: {0}", "zh-cn": "目录不存在：{0}" },
+  28020001: {
+    en: "flow not runnable: {0} has no approved release (status {1})",
+    "zh-cn": "流程不可运行：{0} 没有已启用的发布（状态 {1}）",
+  },
+  28020002: { en: "run does not exist: {0}", "zh-cn": "运行记录不存在：{0}" },
+  28020003: {
+    en: "run {0} not finished yet (status {1})",
+    "zh-cn": "运行 {0} 尚未结束（状态 {1}）",
+  },
+  28020004: { en: "{0}", "zh-cn": "{0}" },
+  28020005: { en: "run {0} was canceled", "zh-cn": "运行 {0} 已取消" },
+  28020006: {
+    en: "wait elapsed; run {0} goes on (status {1})",
+    "zh-cn": "等待超时；运行 {0} 仍在继续（状态 {1}）",
+  },
+  28030001: { en: "{0}", "zh-cn": "{0}" },
+  28030002: { en: "script timeout: task {0} {1}", "zh-cn": "脚本超时：任务 {0} {1}" },
+  28030003: { en: "task does not exist: {0}", "zh-cn": "任务不存在：{0}" },
+  28030004: {
+    en: "task {0} not finished yet (status {1})",
+    "zh-cn": "任务 {0} 尚未结束（状态 {1}）",
+  },
+  28030005: { en: "task {0} was canceled", "zh-cn": "任务 {0} 已取消" },
+};
+
+export class SluiceError extends Error {
+  readonly code: ErrorCodeValue;
+  readonly args: readonly string[];
+  /** Extra response headers (x-run-id, x-task-id, x-task-status). */
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCodeValue, args: readonly string[] = [], headers: Record<string, string> = {}) {
+    super(formatMessage(code, args, "en"));
+    this.name = "SluiceError";
+    this.code = code;
+    this.args = args;
+    this.headers = headers;
+  }
+
+  messageIn(language: Language): string {
+    return formatMessage(this.code, this.args, language);
+  }
+}
+
+export function formatMessage(code: ErrorCodeValue, args: readonly string[], language: Language): string {
+  const template = messages[code][language];
+  return template.replace(/\{(\d)\}/g, (_, i: string) => args[Number(i)] ?? "");
+}
+
+export function languageOf(header: string | string[] | undefined): Language {
+  const value = Array.isArray(header) ? header[0] : header;
+  return value?.toLowerCase().startsWith("zh") ? "zh-cn" : "en";
+}
+
+export const badRequest = (what: string) => new SluiceError(ErrorCode.BAD_REQUEST, [what]);
+export const businessError = (what: string) => new SluiceError(ErrorCode.BUSINESS, [what]);
+
+/** Normalise anything thrown into an Error, once. */
+export function coerceError(err: unknown): Error {
+  if (err instanceof Error) return err;
+  return new Error(typeof err === "string" ? err : JSON.stringify(err), { cause: err });
+}

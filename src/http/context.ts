@@ -1,0 +1,114 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
+import { type Identity, readSessionCookie, sessionFromCookieHeader, verifyToken } from "../auth/tokens.ts";
+import type { Config } from "../config.ts";
+import { ErrorCode, type Language, SluiceError, badRequest, languageOf } from "../errors.ts";
+import type { Scope } from "../store/types.ts";
+
+/**
+ * Who may call a route and where its scope comes from (contract §2):
+ * - `context`: app/space/user required (from headers or a valid session cookie).
+ * - `contextEnv`: required in signature mode; optional in off mode (then lookups are unscoped).
+ * - `list`: headers, else the session cookie; in off mode with neither, every scope.
+ * - `internal`: internal script endpoints; signature mode accepts only internal-secret tokens.
+ * - `external`: external script endpoints; app tokens or the session cookie.
+ * - `lookup`: script result lookups; app or internal tokens or the session cookie.
+ */
+export type Access = "context" | "contextEnv" | "list" | "internal" | "external" | "lookup";
+
+export interface RequestContext {
+  /** null only where the contract allows an unscoped lookup. */
+  scope: Scope | null;
+  user: string | null;
+  language: Language;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    ctx: RequestContext;
+  }
+  interface FastifyContextConfig {
+    access?: Access;
+  }
+}
+
+const header = (req: FastifyRequest, name: string): string | undefined => {
+  const v = req.headers[name];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s === undefined || s === "" ? undefined : s;
+};
+
+function unauthorized(): SluiceError {
+  return new SluiceError(ErrorCode.UNAUTHORIZED);
+}
+
+export function resolveContext(config: Config, req: FastifyRequest, access: Access, nowS: number): RequestContext {
+  const language = languageOf(req.headers.language);
+  const app = header(req, "app");
+  const space = header(req, "space");
+  const user = header(req, "user");
+  const token = header(req, "token");
+  const auth = config.auth;
+  const sessionValue = sessionFromCookieHeader(header(req, "cookie"));
+  const cookie =
+    sessionValue !== undefined && auth.sessionSecret ? readSessionCookie(auth.sessionSecret, sessionValue, nowS) : null;
+
+  let identity: Partial<Identity> = { app, space, user };
+  if (auth.mode === "signature") {
+    if (token !== undefined) {
+      if (!app || !space || user === undefined) throw unauthorized();
+      const id = { app, space, user };
+      const secrets: (string | undefined)[] = [];
+      if (access === "internal" || access === "lookup") secrets.push(auth.internalSecret);
+      if (access !== "internal") secrets.push(auth.appSecrets[app]);
+      const ok = secrets.some((s) => s !== undefined && verifyToken(s, token, id, nowS, auth.tokenTtlS));
+      if (!ok) throw unauthorized();
+    } else if (sessionValue !== undefined && access !== "internal") {
+      if (!cookie) throw unauthorized();
+      if ((app && app !== cookie.app) || (space && space !== cookie.space) || (user && user !== cookie.user)) {
+        throw unauthorized();
+      }
+      identity = cookie;
+    } else {
+      throw unauthorized();
+    }
+  } else if (sessionValue !== undefined && auth.sessionSecret) {
+    // Off mode trusts headers, but a cookie that is there must still be valid and agree with them.
+    if (!cookie) throw unauthorized();
+    if (!app && !space) identity = cookie;
+    else if (app !== cookie.app || space !== cookie.space) throw unauthorized();
+  }
+
+  const required =
+    access === "context" ||
+    access === "internal" ||
+    access === "external" ||
+    (access === "contextEnv" && auth.mode === "signature");
+  if (required || (access !== "list" && (identity.app || identity.space))) {
+    if (!identity.app) throw badRequest("header app is required");
+    if (!identity.space) throw badRequest("header space is required");
+    if (access === "context" && identity.user === undefined) throw badRequest("header user is required");
+  }
+  const scope = identity.app && identity.space ? { app: identity.app, space: identity.space } : null;
+  return { scope, user: identity.user ?? null, language };
+}
+
+/** Resolves every request's context before its body is even parsed, so auth answers first. */
+export const contextPlugin = fp(
+  async (app: FastifyInstance, opts: { config: Config; nowS: () => number }) => {
+    app.decorateRequest("ctx", null as unknown as RequestContext);
+    app.addHook("onRequest", async (req) => {
+      const access = req.routeOptions.config.access;
+      req.ctx = access
+        ? resolveContext(opts.config, req, access, opts.nowS())
+        : { scope: null, user: null, language: languageOf(req.headers.language) };
+    });
+  },
+  { name: "sluice-context" },
+);
+
+/** The scope of a route whose access guarantees one. */
+export function scopeOf(req: FastifyRequest): Scope {
+  if (!req.ctx.scope) throw badRequest("header app is required");
+  return req.ctx.scope;
+}

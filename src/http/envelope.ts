@@ -1,0 +1,27 @@
+import { type TSchema, Type } from "typebox";
+
+/** RespGenericModel: every envelope answer, success or failure (contract §3). */
+export const Envelope = <T extends TSchema>(data: T) =>
+  Type.Object({
+    status: Type.Boolean(),
+    code: Type.Union([Type.Integer(), Type.Null()]),
+    message: Type.Union([Type.String(), Type.Null()]),
+    data: Type.Union([data, Type.Null()]),
+  });
+
+export const AnyEnvelope = Envelope(Type.Unknown());
+
+export interface EnvelopeBody<T> {
+  status: boolean;
+  code: number | null;
+  message: string | null;
+  data: T | null;
+}
+
+export function ok<T>(data: T): EnvelopeBody<T> {
+  return { status: true, code: 0, message: "success", data };
+}
+
+export function fail(code: number, message: string): EnvelopeBody<null> {
+  return { status: false, code, message, data: null };
+}

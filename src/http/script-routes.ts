@@ -1,0 +1,207 @@
+import { gunzipSync } from "node:zlib";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { Type } from "typebox";
+import type { Config } from "../config.ts";
+import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import type { TaskService } from "../scripts/task-service.ts";
+import type { Run } from "../store/types.ts";
+import { scopeOf } from "./context.ts";
+import { AnyEnvelope, Envelope, ok } from "./envelope.ts";
+import {
+  ExternalParams,
+  ExternalRunQuery,
+  ExternalRunSyncQuery,
+  InternalRunBody,
+  InternalRunSyncBody,
+  Lifespan,
+  ScriptParameterBody,
+  TaskParams,
+  WaitQuery,
+} from "./script-schemas.ts";
+
+/** Script service endpoints 15–20: external and internal runs, result and lifespan lookups. */
+export async function scriptRoutes(
+  fastify: FastifyInstance,
+  opts: { config: Config; tasks: TaskService },
+): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { tasks, config } = opts;
+
+  app.post(
+    "/external/:elementName/run-sync",
+    {
+      config: { access: "external" },
+      schema: {
+        params: ExternalParams,
+        querystring: ExternalRunSyncQuery,
+        body: ScriptParameterBody,
+        response: { 200: Type.Unknown({ description: "the script's return value, or a failure envelope" }) },
+      },
+    },
+    async (req, reply) => {
+      const q = req.query;
+      const run = await tasks.runSync(
+        {
+          scope: scopeOf(req),
+          user: req.ctx.user,
+          locator: { elementName: req.params.elementName, elementType: pyType(q.elementType), path: q.path, folderId: q.folderId },
+          parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
+          taskName: q.taskName,
+          trigger: "SYNC",
+        },
+        { timeoutS: q.timeout, terminateOnTimeout: q.terminateOnTimeout ?? false },
+      );
+      reply.header("x-task-id", run.id).header("x-task-status", run.status);
+      assertSucceeded(run, q.terminateOnTimeout ?? false);
+      // The stored result is already JSON text: send it as is, no parse and re-stringify.
+      return reply.type("application/json").send(run.result ?? "null");
+    },
+  );
+
+  app.post(
+    "/external/:elementName/run",
+    {
+      config: { access: "external" },
+      schema: { params: ExternalParams, querystring: ExternalRunQuery, body: ScriptParameterBody, response: { 200: Envelope(Type.String()) } },
+    },
+    async (req, reply) => {
+      const q = req.query;
+      const id = await tasks.submit({
+        scope: scopeOf(req),
+        user: req.ctx.user,
+        locator: { elementName: req.params.elementName, elementType: pyType(q.elementType), path: q.path, folderId: q.folderId },
+        parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
+        taskName: q.taskName,
+        trigger: "ASYNC",
+      });
+      reply.header("x-task-id", id);
+      return ok(id);
+    },
+  );
+
+  app.post(
+    "/script/run-sync",
+    { config: { access: "internal" }, schema: { body: InternalRunSyncBody, response: { 200: AnyEnvelope } } },
+    async (req, reply) => {
+      const b = req.body;
+      const run = await tasks.runSync(
+        {
+          scope: scopeOf(req),
+          user: req.ctx.user,
+          locator: { elementName: b.elementName, elementType: pyType(b.elementType), path: b.path, folderId: b.folderId },
+          parameter: b.parameter ?? {},
+          trigger: "SYNC",
+        },
+        { timeoutS: b.timeout, terminateOnTimeout: b.terminateOnTimeout ?? false },
+      );
+      reply.header("x-task-id", run.id).header("x-task-status", run.status);
+      assertSucceeded(run, b.terminateOnTimeout ?? false);
+      return sendResultEnvelope(reply, run.result);
+    },
+  );
+
+  app.post(
+    "/script/run",
+    { config: { access: "internal" }, schema: { body: InternalRunBody, response: { 200: Envelope(Type.String()) } } },
+    async (req, reply) => {
+      const b = req.body;
+      const id = await tasks.submit({
+        scope: scopeOf(req),
+        user: req.ctx.user,
+        locator: { elementName: b.elementName, elementType: pyType(b.elementType), path: b.path, folderId: b.folderId },
+        parameter: b.parameter ?? {},
+        trigger: "ASYNC",
+      });
+      reply.header("x-task-id", id);
+      return ok(id);
+    },
+  );
+
+  app.get(
+    "/script/result/:taskId",
+    { config: { access: "lookup" }, schema: { params: TaskParams, querystring: WaitQuery, response: { 200: AnyEnvelope } } },
+    async (req, reply) => {
+      const run = await lookup(tasks, req.ctx.scope, req.params.taskId, req.query.timeout ?? 0);
+      reply.header("x-task-id", run.id).header("x-task-status", run.status);
+      if (run.status === "FAILURE") throw new SluiceError(ErrorCode.SCRIPT_FAILED, [run.error ?? "script failed"]);
+      if (run.status === "CANCELED") throw new SluiceError(ErrorCode.TASK_CANCELED, [run.id]);
+      if (run.status !== "SUCCESS") throw new SluiceError(ErrorCode.TASK_NOT_FINISHED, [run.id, run.status]);
+      return sendResultEnvelope(reply, run.result);
+    },
+  );
+
+  app.get(
+    "/script/lifespan/:taskId",
+    { config: { access: "lookup" }, schema: { params: TaskParams, querystring: WaitQuery, response: { 200: Envelope(Lifespan) } } },
+    async (req, reply) => {
+      const run = await lookup(tasks, req.ctx.scope, req.params.taskId, req.query.timeout ?? 0);
+      reply.header("x-task-id", run.id).header("x-task-status", run.status);
+      if (run.status === "QUEUED" || run.status === "STARTED") {
+        throw new SluiceError(ErrorCode.TASK_NOT_FINISHED, [run.id, run.status]);
+      }
+      return ok({
+        success: run.status === "SUCCESS",
+        retval: run.result == null ? null : JSON.parse(run.result),
+        stdout: run.stdout ?? "",
+        stderr: run.stderr ?? run.error ?? "",
+      });
+    },
+  );
+}
+
+async function lookup(tasks: TaskService, scope: Run["scope"] | null, taskId: string, timeoutS: number): Promise<Run> {
+  const run = await tasks.waitForEnd(scope, taskId, timeoutS);
+  if (!run) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [taskId]);
+  return run;
+}
+
+function pyType(elementType: string | undefined): "PY" {
+  if (elementType !== undefined && elementType !== "PY") throw badRequest(`elementType must be PY, got "${elementType}"`);
+  return "PY";
+}
+
+/** Maps an unsuccessful task to its failure envelope (contract §3, §10). */
+function assertSucceeded(run: Run, terminateOnTimeout: boolean): void {
+  const headers = { "x-task-id": run.id, "x-task-status": run.status };
+  switch (run.status) {
+    case "SUCCESS":
+      return;
+    case "FAILURE":
+      throw new SluiceError(ErrorCode.SCRIPT_FAILED, [run.error ?? "script failed"], headers);
+    case "CANCELED":
+      throw new SluiceError(ErrorCode.TASK_CANCELED, [run.id], headers);
+    default:
+      throw new SluiceError(
+        ErrorCode.SCRIPT_TIMEOUT,
+        [run.id, terminateOnTimeout ? "was killed" : "goes on; fetch its result by task ID"],
+        headers,
+      );
+  }
+}
+
+function sendResultEnvelope(reply: FastifyReply, resultJson: string | null): FastifyReply {
+  return reply
+    .type("application/json")
+    .send(`{"status":true,"code":0,"message":"success","data":${resultJson ?? "null"}}`);
+}
+
+/** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (contract §10). */
+export function decodeParameter(body: unknown, compressed: boolean, limitBytes: number): unknown {
+  if (!compressed) return body ?? {};
+  if (typeof body !== "string") throw badRequest("body must be a base64 string when compressedFlag is true");
+  let text: string;
+  try {
+    text = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes }).toString("utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
+      throw new SluiceError(ErrorCode.TOO_LARGE, [`compressed body inflates past ${limitBytes} bytes`]);
+    }
+    throw badRequest("body is not base64 gzip data (compressedFlag is true)");
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badRequest("body: the decompressed parameters are not valid JSON");
+  }
+}

@@ -1,0 +1,63 @@
+import multipart from "@fastify/multipart";
+import type { FastifyInstance } from "fastify";
+import { Type } from "typebox";
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { targetFolder } from "../elements/locator.ts";
+import { badRequest } from "../errors.ts";
+import { type UploadFile, importScripts } from "../scripts/importer.ts";
+import type { Store } from "../store/types.ts";
+import { scopeOf } from "./context.ts";
+import { Envelope, ok } from "./envelope.ts";
+import { UploadItem } from "./script-schemas.ts";
+
+/** POST /file/batch-upload (endpoint 21): .py and .zip files become PY elements. */
+export async function uploadRoutes(
+  app: FastifyInstance,
+  opts: { config: Config; store: Store; clock: Clock },
+): Promise<void> {
+  await app.register(multipart, {
+    limits: { fileSize: opts.config.limits.uploadFileBytes, files: 1000, fields: 20, fieldSize: 64 * 1024 },
+  });
+
+  app.post(
+    "/file/batch-upload",
+    {
+      config: { access: "internal" },
+      schema: {
+        consumes: ["multipart/form-data"],
+        response: { 200: Envelope(Type.Array(UploadItem)) },
+      },
+    },
+    async (req) => {
+      if (!req.isMultipart()) throw badRequest("content-type must be multipart/form-data with batchFile parts");
+      const scope = scopeOf(req);
+      const files: UploadFile[] = [];
+      const fields: Record<string, string> = {};
+      // Fields may follow the files, so every part is read before anything is imported.
+      for await (const part of req.parts()) {
+        if (part.type === "file") {
+          if (part.fieldname !== "batchFile") throw badRequest(`unknown file field "${part.fieldname}"; use batchFile`);
+          const bytes = await part.toBuffer().catch((err: Error & { code?: string }) => {
+            if (err.code === "FST_REQ_FILE_TOO_LARGE") return null;
+            throw err;
+          });
+          files.push({ filename: part.filename, bytes: bytes ?? Buffer.alloc(0), truncated: bytes === null || part.file.truncated });
+        } else {
+          fields[part.fieldname] = String(part.value);
+        }
+      }
+      if (files.length === 0) throw badRequest("batchFile is required");
+      const overwrite = parseBool(fields.overwrite, "overwrite");
+      const folder = await targetFolder(opts.store, scope, { folderId: fields.folderId, path: fields.path }, opts.clock.now());
+      return ok(await importScripts(opts, scope, folder, files, overwrite));
+    },
+  );
+}
+
+function parseBool(value: string | undefined, field: string): boolean {
+  if (value === undefined || value === "") return false;
+  if (value === "true" || value === "1") return true;
+  if (value === "false" || value === "0") return false;
+  throw badRequest(`${field} must be true or false`);
+}

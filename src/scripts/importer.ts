@@ -1,0 +1,80 @@
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { checkElementName, joinPath } from "../elements/paths.ts";
+import type { Scope, Store } from "../store/types.ts";
+import { checkPythonSyntax } from "./syntax-check.ts";
+import { inspectZip } from "./zip-inspect.ts";
+
+export interface UploadFile {
+  filename: string;
+  bytes: Buffer;
+  /** The multipart layer cut the file at the size limit. */
+  truncated: boolean;
+}
+
+export interface UploadResult {
+  filePath: string;
+  status: 0 | 1 | 2 | 3;
+  message: string;
+}
+
+/**
+ * Imports `.py` modules and `.zip` packages as PY elements (contract §10). Each item is checked
+ * completely before one transaction stores it, so an item is all or nothing.
+ */
+export async function importScripts(
+  deps: { store: Store; config: Config; clock: Clock },
+  scope: Scope,
+  folder: { id: string; path: string },
+  files: UploadFile[],
+  overwrite: boolean,
+): Promise<UploadResult[]> {
+  const results: UploadResult[] = [];
+  for (const file of files) {
+    results.push(await importOne(deps, scope, folder, file, overwrite));
+  }
+  return results;
+}
+
+async function importOne(
+  deps: { store: Store; config: Config; clock: Clock },
+  scope: Scope,
+  folder: { id: string; path: string },
+  file: UploadFile,
+  overwrite: boolean,
+): Promise<UploadResult> {
+  const { config } = deps;
+  const base = file.filename.split(/[\\/]/).pop() ?? "";
+  const match = /^(.*)\.(py|zip)$/i.exec(base);
+  const name = match?.[1] ?? base;
+  const filePath = joinPath(folder.path, name);
+  const reject = (message: string): UploadResult => ({ filePath, status: 2, message });
+
+  if (!match) return reject(`"${base}" is not a .py or .zip file`);
+  const badName = checkElementName(name);
+  if (badName) return reject(`element name "${name}" ${badName}`);
+  if (file.truncated || file.bytes.length > config.limits.uploadFileBytes) {
+    return { filePath, status: 3, message: `file is larger than ${config.limits.uploadFileBytes} bytes` };
+  }
+
+  const kind = match[2]?.toLowerCase() === "zip" ? "package" : "module";
+  let sources: { name: string; source: string }[];
+  if (kind === "module") {
+    sources = [{ name: base, source: file.bytes.toString("utf8") }];
+  } else {
+    const verdict = await inspectZip(file.bytes, config.limits);
+    if (!verdict.ok) return { filePath, status: verdict.status, message: verdict.message };
+    sources = verdict.pyFiles;
+  }
+  const problems = await checkPythonSyntax(config.python.executable, sources);
+  for (const [i, problem] of problems.entries()) {
+    if (problem) return reject(`Python syntax error in ${sources[i]?.name} line ${problem.line}: ${problem.message}`);
+  }
+
+  const outcome = await deps.store.putScript(
+    { scope, folderId: folder.id, name, kind, content: file.bytes, now: deps.clock.now() },
+    overwrite,
+  );
+  if (outcome === "exists") return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
+  return { filePath, status: 0, message: outcome };
+}

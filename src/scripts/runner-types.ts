@@ -1,0 +1,48 @@
+/** What the rest of Sluice knows about executing Python: one task in, one outcome out. */
+
+export interface ScriptSource {
+  /** Module name the script is registered under in `sys.modules` (the element name). */
+  name: string;
+  /** `module`: `content` is UTF-8 Python text. `package`: `content` is zip bytes (contract §10). */
+  kind: "module" | "package";
+  content: Uint8Array;
+}
+
+export interface TaskSpec {
+  taskId: string;
+  source: ScriptSource;
+  /** Passed to `main` per contract §10. Must be JSON-serialisable. */
+  parameter: unknown;
+  /**
+   * Name of the working directory under the runner's tasks root. Tasks that share a name (the
+   * script nodes of one flow run) share the directory and its sandbox uid. Default: taskId.
+   */
+  workDirName?: string;
+  /** Keep the working directory after the task ends (flows decide cleanup themselves). */
+  keepWorkDir?: boolean;
+  /** Hard limit in ms; past it the process group is killed and the task ends FAILURE. */
+  timeoutMs?: number;
+}
+
+export type TaskStatus = "SUCCESS" | "FAILURE" | "CANCELED";
+
+export interface TaskOutcome {
+  status: TaskStatus;
+  /** The JSON value `main` returned (SUCCESS only). */
+  value?: unknown;
+  /** FAILURE/CANCELED: `type` is the exception type or a runner reason (Timeout, Killed, ...). */
+  error?: { type: string; message: string; traceback?: string };
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+}
+
+export interface ScriptRunner {
+  /** Which isolation is in force: bubblewrap, uid drop + rlimits only, or nothing (not root). */
+  readonly sandbox: "bwrap" | "uid" | "none";
+  run(spec: TaskSpec): Promise<TaskOutcome>;
+  /** Kill a running task's whole process group. `terminate` → CANCELED, `timeout` → FAILURE. */
+  kill(taskId: string, reason: "terminate" | "timeout"): boolean;
+  stats(): { running: number; idle: number; queued: number };
+  close(): Promise<void>;
+}

@@ -1,0 +1,197 @@
+import type { Logger } from "pino";
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { type Locator, locateElement } from "../elements/locator.ts";
+import { ErrorCode, SluiceError } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { RunQueue } from "../queue/types.ts";
+import type { RunEvents } from "../runs/run-events.ts";
+import type { Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
+import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
+
+export interface TaskRequest {
+  scope: Scope;
+  user: string | null;
+  locator: Locator;
+  parameter: unknown;
+  taskName?: string | undefined;
+  trigger: TriggerType;
+}
+
+export interface TaskService {
+  /** Runs at once and waits up to `timeoutS` (undefined: the server's limit). */
+  runSync(req: TaskRequest, wait: { timeoutS?: number | undefined; terminateOnTimeout: boolean }): Promise<Run>;
+  /** Commits the task as QUEUED, queues it and returns its ID. */
+  submit(req: TaskRequest): Promise<string>;
+  /** Executes a queued task (the queue's worker side). */
+  execute(runId: string): Promise<void>;
+  /** The task once it ended, or as it stands when `timeoutS` elapsed. Undefined: no such task. */
+  waitForEnd(scope: ScopeFilter, taskId: string, timeoutS: number): Promise<Run | undefined>;
+  terminate(run: Run): Promise<boolean>;
+  /** Restart recovery: STARTED tasks of a dead process end FAILURE; QUEUED ones are queued again. */
+  recover(): Promise<{ failed: number; requeued: number }>;
+}
+
+interface Deps {
+  config: Config;
+  store: Store;
+  runner: ScriptRunner;
+  queue: RunQueue;
+  events: RunEvents;
+  clock: Clock;
+  logger: Logger;
+  nodeId: string;
+}
+
+export function createTaskService(deps: Deps): TaskService {
+  const { store, runner, events, clock, config } = deps;
+
+  async function newTask(req: TaskRequest, status: "QUEUED" | "STARTED") {
+    const el = await locateElement(store, req.scope, req.locator, "PY");
+    if (el.type !== "PY") throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [el.name]);
+    const now = clock.now();
+    const run = {
+      id: newId(now),
+      scope: req.scope,
+      elementId: el.id,
+      elementType: "PY" as const,
+      elementName: el.name,
+      folderId: el.folderId,
+      version: null,
+      triggerType: req.trigger,
+      status,
+      runName: req.taskName ?? el.name,
+      runParam: JSON.stringify(req.parameter ?? null),
+      initiator: req.user ? { userId: req.user } : null,
+      parentRunId: null,
+      inProcess: status === "STARTED",
+      nodeId: status === "STARTED" ? deps.nodeId : null,
+      createTime: now,
+      startTime: status === "STARTED" ? now : null,
+    };
+    await store.insertRun(run);
+    return run;
+  }
+
+  /** Runs the script of a STARTED task and records its end; never throws. */
+  async function runTask(runId: string, scope: Scope, elementId: string, parameter: unknown): Promise<void> {
+    let end: RunEnd;
+    try {
+      const script = await store.scriptById(scope, elementId);
+      if (!script) throw new Error("the script element was deleted before the task started");
+      const outcome = await runner.run({
+        taskId: runId,
+        source: { name: script.name, kind: script.kind, content: script.content },
+        parameter,
+        timeoutMs: config.limits.maxRunS * 1000,
+      });
+      end = outcomeToEnd(outcome, clock.now(), config.limits.resultBytes);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      end = { status: "FAILURE", endTime: clock.now(), summary: message, error: message };
+    }
+    await store.endRun(runId, end);
+    events.notify(runId);
+  }
+
+  async function waitForEnd(scope: ScopeFilter, taskId: string, timeoutS: number): Promise<Run | undefined> {
+    const first = await store.getRun(scope, taskId);
+    if (!first || first.elementType !== "PY" || isTerminal(first) || timeoutS <= 0) {
+      return first?.elementType === "PY" ? first : undefined;
+    }
+    const ms = Math.min(timeoutS, config.limits.maxWaitS) * 1000;
+    const deadline = clock.now() + ms;
+    // A notify can land between the read above and the subscription; re-reading after each wake
+    // (and once at the deadline) closes that gap without polling.
+    while (true) {
+      const remaining = deadline - clock.now();
+      const woke = await events.waitFor(taskId, Math.max(0, remaining));
+      const run = await store.getRun(scope, taskId);
+      if (!run || isTerminal(run) || !woke || clock.now() >= deadline) return run;
+    }
+  }
+
+  return {
+    async runSync(req, wait) {
+      const run = await newTask(req, "STARTED");
+      const done = runTask(run.id, req.scope, run.elementId, req.parameter);
+      const limitS = wait.timeoutS && wait.timeoutS > 0 ? wait.timeoutS : config.limits.maxWaitS;
+      let ended: Run | undefined;
+      if (wait.timeoutS === undefined || wait.timeoutS <= 0) {
+        await done;
+        ended = await store.getRun(req.scope, run.id);
+      } else {
+        ended = await waitForEnd(req.scope, run.id, limitS);
+      }
+      if (!ended) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [run.id]);
+      if (!isTerminal(ended) && wait.terminateOnTimeout) {
+        runner.kill(run.id, "timeout");
+        await done;
+      }
+      return ended;
+    },
+
+    async submit(req) {
+      const run = await newTask(req, "QUEUED");
+      await deps.queue.enqueue({ runId: run.id, kind: "script" });
+      return run.id;
+    },
+
+    async execute(runId) {
+      const run = await store.getRun(null, runId);
+      if (!run || run.status !== "QUEUED") return;
+      if (!(await store.startRun(runId, clock.now(), deps.nodeId))) return;
+      await runTask(runId, run.scope, run.elementId, JSON.parse(run.runParam ?? "null"));
+    },
+
+    waitForEnd,
+
+    async terminate(run) {
+      if (isTerminal(run)) return false;
+      const ended = await store.endRun(run.id, {
+        status: "CANCELED",
+        endTime: clock.now(),
+        summary: "terminated",
+        error: "terminated by request",
+      });
+      if (ended) {
+        runner.kill(run.id, "terminate");
+        events.notify(run.id);
+      }
+      return ended;
+    },
+
+    async recover() {
+      const started = await store.unfinishedRuns(["STARTED"]);
+      let failed = 0;
+      for (const run of started) {
+        if (run.elementType !== "PY") continue;
+        const message = "the service restarted while this task was running; its process was lost";
+        if (await store.endRun(run.id, { status: "FAILURE", endTime: clock.now(), summary: message, error: message })) {
+          failed++;
+        }
+      }
+      const queued = (await store.unfinishedRuns(["QUEUED"])).filter((r) => r.elementType === "PY");
+      for (const run of queued) await deps.queue.enqueue({ runId: run.id, kind: "script" });
+      return { failed, requeued: queued.length };
+    },
+  };
+}
+
+export function isTerminal(run: Run): boolean {
+  return run.status === "SUCCESS" || run.status === "FAILURE" || run.status === "CANCELED";
+}
+
+function outcomeToEnd(o: TaskOutcome, endTime: number, resultBytes: number): RunEnd {
+  const base = { endTime, stdout: o.stdout, stderr: o.stderr };
+  if (o.status === "SUCCESS") {
+    const result = JSON.stringify(o.value ?? null);
+    if (Buffer.byteLength(result) > resultBytes) {
+      const error = `ResultTooLarge: the return value is ${Buffer.byteLength(result)} bytes, over the ${resultBytes} byte limit`;
+      return { ...base, status: "FAILURE", summary: error, error };
+    }
+    return { ...base, status: "SUCCESS", result, summary: `returned ${result.length} bytes` };
+  }
+  const error = o.error ? `${o.error.type}: ${o.error.message}` : "the script failed";
+  return { ...base, status: o.status, summary: error.split("\n")[0] ?? error, error };
+}

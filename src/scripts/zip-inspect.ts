@@ -1,0 +1,89 @@
+import yauzl from "yauzl";
+
+export type ZipVerdict =
+  | { ok: true; pyFiles: { name: string; source: string }[]; entry: string }
+  | { ok: false; status: 2 | 3; message: string };
+
+const S_IFMT = 0o170000;
+const S_IFLNK = 0o120000;
+
+/**
+ * Checks a package zip before import (contract §10): no `../`, absolute paths or links, entry
+ * count and uncompressed size within limits, `main.py` at the root or inside a single top folder.
+ * Returns the .py sources for the syntax check.
+ */
+export async function inspectZip(
+  bytes: Buffer,
+  limits: { zipEntries: number; zipUncompressedBytes: number },
+): Promise<ZipVerdict> {
+  let zip: yauzl.ZipFile;
+  try {
+    zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
+      yauzl.fromBuffer(bytes, { lazyEntries: true, strictFileNames: false }, (err, z) => (err ? reject(err) : resolve(z))),
+    );
+  } catch (err) {
+    return { ok: false, status: 2, message: `not a valid zip file: ${(err as Error).message}` };
+  }
+  if (zip.entryCount > limits.zipEntries) {
+    zip.close();
+    return { ok: false, status: 3, message: `zip has ${zip.entryCount} entries, over the limit of ${limits.zipEntries}` };
+  }
+
+  const entries: yauzl.Entry[] = [];
+  let total = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      zip.on("entry", (e: yauzl.Entry) => {
+        entries.push(e);
+        zip.readEntry();
+      });
+      zip.on("end", resolve);
+      zip.on("error", reject);
+      zip.readEntry();
+    });
+  } catch (err) {
+    return { ok: false, status: 2, message: `corrupt zip: ${(err as Error).message}` };
+  }
+
+  for (const e of entries) {
+    const name = e.fileName;
+    if (name.startsWith("/") || name.includes("\\") || /^[A-Za-z]:/.test(name) || name.split("/").includes("..")) {
+      return { ok: false, status: 2, message: `unsafe zip entry "${name}"` };
+    }
+    if ((((e.externalFileAttributes >>> 16) & S_IFMT) >>> 0) === S_IFLNK) {
+      return { ok: false, status: 2, message: `zip entry "${name}" is a link` };
+    }
+    total += e.uncompressedSize;
+    if (total > limits.zipUncompressedBytes) {
+      return { ok: false, status: 3, message: `zip uncompresses to more than ${limits.zipUncompressedBytes} bytes` };
+    }
+  }
+
+  const files = entries.filter((e) => !e.fileName.endsWith("/"));
+  const tops = new Set(files.map((e) => e.fileName.split("/")[0]));
+  let entry = "main.py";
+  if (!files.some((e) => e.fileName === "main.py")) {
+    const [top] = [...tops];
+    if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}/main.py`)) entry = `${top}/main.py`;
+    else return { ok: false, status: 2, message: "zip has no main.py at its root or in a single top-level folder" };
+  }
+
+  const pyFiles: { name: string; source: string }[] = [];
+  for (const e of files.filter((f) => f.fileName.endsWith(".py"))) {
+    pyFiles.push({ name: e.fileName, source: (await readEntry(zip, e)).toString("utf8") });
+  }
+  zip.close();
+  return { ok: true, pyFiles, entry };
+}
+
+function readEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    zip.openReadStream(entry, (err, stream) => {
+      if (err || !stream) return reject(err ?? new Error("no stream"));
+      const chunks: Buffer[] = [];
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => resolve(Buffer.concat(chunks)));
+      stream.on("error", reject);
+    });
+  });
+}

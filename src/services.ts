@@ -1,0 +1,60 @@
+import { hostname } from "node:os";
+import type { Logger } from "pino";
+import { systemClock, type Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { createLocalQueue } from "./queue/local-queue.ts";
+import type { RunQueue } from "./queue/types.ts";
+import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
+import { createPythonRunner } from "./scripts/python-runner.ts";
+import type { ScriptRunner } from "./scripts/runner-types.ts";
+import { createTaskService, type TaskService } from "./scripts/task-service.ts";
+import { openStore, type OpenedStore } from "./store/open-store.ts";
+
+export interface Services {
+  config: Config;
+  clock: Clock;
+  logger: Logger;
+  store: OpenedStore;
+  runner: ScriptRunner;
+  events: RunEvents;
+  queue: RunQueue;
+  tasks: TaskService;
+  close(): Promise<void>;
+}
+
+/**
+ * Builds every long-lived part from the configuration, in dependency order. main.ts and the
+ * integration tests both use it, so the tests exercise the real wiring.
+ */
+export async function createServices(opts: { config: Config; logger: Logger; clock?: Clock }): Promise<Services> {
+  const { config, logger } = opts;
+  const clock = opts.clock ?? systemClock;
+  const nodeId = `${hostname()}:${process.pid}`;
+  const store = await openStore(config);
+  const runner = await createPythonRunner({ config, logger });
+  const events = createRunEvents({ clock });
+  const queue = createLocalQueue({ bound: config.limits.queuedRuns, concurrency: config.python.concurrency });
+  const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
+
+  const recovered = await tasks.recover();
+  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished script tasks");
+  await queue.start(async (job) => {
+    if (job.kind === "script") await tasks.execute(job.runId);
+  });
+
+  return {
+    config,
+    clock,
+    logger,
+    store,
+    runner,
+    events,
+    queue,
+    tasks,
+    async close() {
+      await queue.stop();
+      await runner.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,256 @@
+import { type Kysely, sql } from "kysely";
+import { newId } from "../ids.ts";
+import { toElement, toRun, toScript } from "./rows.ts";
+import type { Database } from "./schema.ts";
+import type {
+  Element,
+  ElementQuery,
+  Folder,
+  NewRun,
+  NewScriptElement,
+  Run,
+  RunEnd,
+  RunStatus,
+  Scope,
+  ScopeFilter,
+  ScriptElement,
+  Store,
+} from "./types.ts";
+
+const ELEMENT_COLUMNS = [
+  "e.id",
+  "e.app",
+  "e.space",
+  "e.folder_id",
+  "e.type",
+  "e.name",
+  "e.description",
+  "e.status",
+  "e.kind",
+  "e.release_version",
+  "e.release_user",
+  "e.release_time",
+  "e.created_at",
+  "e.updated_at",
+  "f.path",
+] as const;
+
+/** The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. */
+export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "postgres", onClose: () => Promise<void>): Store & { db: Kysely<Database> } {
+  const elements = () => db.selectFrom("elements as e").innerJoin("folders as f", "f.id", "e.folder_id");
+
+  async function folderByPath(scope: Scope, path: string): Promise<Folder | undefined> {
+    return db
+      .selectFrom("folders")
+      .select(["id", "path"])
+      .where("app", "=", scope.app)
+      .where("space", "=", scope.space)
+      .where("path", "=", path)
+      .executeTakeFirst();
+  }
+
+  async function ensureFolder(scope: Scope, path: string, now: number): Promise<Folder> {
+    const existing = await folderByPath(scope, path);
+    if (existing) return existing;
+    const segments = path.split("/").filter(Boolean);
+    let current = "";
+    for (let i = 0; i <= segments.length; i++) {
+      current = i === 0 ? "/" : `${current === "/" ? "" : current}/${segments[i - 1]}`;
+      await db
+        .insertInto("folders")
+        .values({ id: newId(now), app: scope.app, space: scope.space, path: current, created_at: now })
+        .onConflict((oc) => oc.columns(["app", "space", "path"]).doNothing())
+        .execute();
+    }
+    const made = await folderByPath(scope, path);
+    if (!made) throw new Error(`folder ${path} vanished after creation`);
+    return made;
+  }
+
+  return {
+    db,
+    dialect,
+    folderByPath,
+    ensureFolder,
+
+    async folderById(scope, id) {
+      return db
+        .selectFrom("folders")
+        .select(["id", "path"])
+        .where("app", "=", scope.app)
+        .where("space", "=", scope.space)
+        .where("id", "=", id)
+        .executeTakeFirst();
+    },
+
+    async findElements(scope: Scope, query: ElementQuery): Promise<Element[]> {
+      let q = elements()
+        .select(ELEMENT_COLUMNS)
+        .where("e.app", "=", scope.app)
+        .where("e.space", "=", scope.space)
+        .where("e.type", "=", query.type)
+        .where("e.name", "=", query.name);
+      if (query.folderId !== undefined) q = q.where("e.folder_id", "=", query.folderId);
+      const rows = await q.limit(2).execute();
+      return rows.map(toElement);
+    },
+
+    async elementById(scope, id) {
+      if (!/^\d+$/.test(id)) return undefined;
+      const row = await elements()
+        .select(ELEMENT_COLUMNS)
+        .where("e.app", "=", scope.app)
+        .where("e.space", "=", scope.space)
+        .where("e.id", "=", Number(id))
+        .executeTakeFirst();
+      return row && toElement(row);
+    },
+
+    async scriptById(scope, id): Promise<ScriptElement | undefined> {
+      if (!/^\d+$/.test(id)) return undefined;
+      const row = await elements()
+        .select([...ELEMENT_COLUMNS, "e.content"])
+        .where("e.app", "=", scope.app)
+        .where("e.space", "=", scope.space)
+        .where("e.id", "=", Number(id))
+        .where("e.type", "=", "PY")
+        .executeTakeFirst();
+      return row && toScript(row);
+    },
+
+    async putScript(el: NewScriptElement, overwrite: boolean) {
+      return db.transaction().execute(async (tx) => {
+        const existing = await tx
+          .selectFrom("elements")
+          .select("id")
+          .where("app", "=", el.scope.app)
+          .where("space", "=", el.scope.space)
+          .where("folder_id", "=", el.folderId)
+          .where("type", "=", "PY")
+          .where("name", "=", el.name)
+          .executeTakeFirst();
+        if (existing && !overwrite) return "exists" as const;
+        if (existing) {
+          await tx
+            .updateTable("elements")
+            .set({ kind: el.kind, content: el.content, updated_at: el.now })
+            .where("id", "=", existing.id)
+            .execute();
+          return "overwritten" as const;
+        }
+        await tx
+          .insertInto("elements")
+          .values({
+            app: el.scope.app,
+            space: el.scope.space,
+            folder_id: el.folderId,
+            type: "PY",
+            name: el.name,
+            kind: el.kind,
+            content: el.content,
+            description: null,
+            status: null,
+            release_version: null,
+            release_user: null,
+            release_time: null,
+            created_at: el.now,
+            updated_at: el.now,
+          })
+          .execute();
+        return "created" as const;
+      });
+    },
+
+    async insertRun(run: NewRun) {
+      await db
+        .insertInto("runs")
+        .values({
+          id: run.id,
+          app: run.scope.app,
+          space: run.scope.space,
+          element_id: Number(run.elementId),
+          element_type: run.elementType,
+          element_name: run.elementName,
+          folder_id: run.folderId,
+          version: run.version,
+          trigger_type: run.triggerType,
+          status: run.status,
+          run_name: run.runName,
+          run_param: run.runParam,
+          initiator: run.initiator ? JSON.stringify(run.initiator) : null,
+          parent_run_id: run.parentRunId,
+          in_process: run.inProcess ? 1 : 0,
+          node_id: run.nodeId,
+          create_time: run.createTime,
+          start_time: run.startTime ?? null,
+        })
+        .execute();
+    },
+
+    async startRun(id, startTime, nodeId) {
+      const r = await db
+        .updateTable("runs")
+        .set({ status: "STARTED", start_time: startTime, node_id: nodeId })
+        .where("id", "=", id)
+        .where("status", "=", "QUEUED")
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
+
+    async endRun(id, end: RunEnd) {
+      const r = await db
+        .updateTable("runs")
+        .set({
+          status: end.status,
+          end_time: end.endTime,
+          duration: sql<number>`${end.endTime} - coalesce(start_time, create_time)`,
+          summary: end.summary,
+          result: end.result ?? null,
+          error: end.error ?? null,
+          stdout: end.stdout ?? null,
+          stderr: end.stderr ?? null,
+          detail: end.detail ? JSON.stringify(end.detail) : null,
+        })
+        .where("id", "=", id)
+        .where("status", "in", ["QUEUED", "STARTED"])
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
+
+    async getRun(scope, id): Promise<Run | undefined> {
+      const row = await db
+        .selectFrom("runs")
+        .selectAll()
+        .where("id", "=", id)
+        .$if(scope !== null, (q) => q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""))
+        .executeTakeFirst();
+      return row && toRun(row);
+    },
+
+    async deleteRuns(scope, ids) {
+      if (ids.length === 0) return new Set<string>();
+      const rows = await db
+        .deleteFrom("runs")
+        .where("id", "in", ids)
+        .where("status", "in", ["SUCCESS", "FAILURE", "CANCELED"])
+        .$if(scope !== null, (q) => q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""))
+        .returning("id")
+        .execute();
+      return new Set(rows.map((r) => r.id));
+    },
+
+    async unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null) {
+      let q = db.selectFrom("runs").selectAll().where("status", "in", statuses);
+      if (nodeId !== undefined) q = nodeId === null ? q.where("node_id", "is", null) : q.where("node_id", "=", nodeId);
+      const rows = await q.orderBy("create_time").execute();
+      return rows.map(toRun);
+    },
+
+    async childRuns(parentRunId) {
+      const rows = await db.selectFrom("runs").selectAll().where("parent_run_id", "=", parentRunId).execute();
+      return rows.map(toRun);
+    },
+
+    close: onClose,
+  };
+}

@@ -1,0 +1,22 @@
+import { type Kysely, type Migration, Migrator } from "kysely";
+import * as m001 from "./migrations/001-init.ts";
+
+type Dialect = "sqlite" | "postgres";
+interface MigrationModule {
+  up(db: Kysely<unknown>, dialect: Dialect): Promise<void>;
+}
+
+/** Numbered migrations, applied in order; each knows both dialects. */
+const MIGRATIONS: Record<string, MigrationModule> = {
+  "001-init": m001,
+};
+
+export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+  const migrations: Record<string, Migration> = {};
+  for (const [name, mod] of Object.entries(MIGRATIONS)) {
+    migrations[name] = { up: (k) => mod.up(k, dialect) };
+  }
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const { error } = await migrator.migrateToLatest();
+  if (error) throw error;
+}

@@ -1,0 +1,30 @@
+import fs from "node:fs";
+import path from "node:path";
+import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import pg from "pg";
+import { createKyselyStore } from "./kysely-store.ts";
+import { migrate } from "./migrate.ts";
+import type { Database } from "./schema.ts";
+import { openSqlite } from "./sqlite-driver.ts";
+import type { Store } from "./types.ts";
+
+// int8 columns (timestamps in ms, counts) fit a JS number; pg would hand them over as strings.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export type OpenedStore = Store & { db: Kysely<Database> };
+
+/** Opens and migrates the store the configuration names: PostgreSQL for a postgres:// URL, else SQLite. */
+export async function openStore(opts: { databaseUrl?: string | undefined; dataDir: string }): Promise<OpenedStore> {
+  if (opts.databaseUrl?.startsWith("postgres")) {
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    await migrate(db as Kysely<unknown>, "postgres");
+    return createKyselyStore(db, "postgres", () => db.destroy());
+  }
+  fs.mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  const file = path.join(opts.dataDir, "sluice.db");
+  const { db: sqlite } = openSqlite(file);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  await migrate(db as Kysely<unknown>, "sqlite");
+  return createKyselyStore(db, "sqlite", () => db.destroy());
+}

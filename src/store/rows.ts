@@ -1,0 +1,66 @@
+import type { Selectable } from "kysely";
+import type { ElementTable, RunTable } from "./schema.ts";
+import type { Element, ElementType, FlowStatus, Run, RunStatus, ScriptElement, TriggerType } from "./types.ts";
+
+/** Row ↔ domain mapping, shared by both dialects. */
+
+const parseJson = <T>(text: string | null): T | null => (text == null ? null : (JSON.parse(text) as T));
+const num = (v: number | string | null): number | null => (v == null ? null : Number(v));
+
+export type ElementRow = Omit<Selectable<ElementTable>, "content"> & { path: string };
+
+export function toElement(row: ElementRow): Element {
+  return {
+    id: String(row.id),
+    scope: { app: row.app, space: row.space },
+    folderId: row.folder_id,
+    path: row.path,
+    type: row.type as ElementType,
+    name: row.name,
+    description: parseJson(row.description),
+    status: row.status as FlowStatus | null,
+    releaseVersion: row.release_version,
+    releaseUser: parseJson(row.release_user),
+    releaseTime: num(row.release_time),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+export function toScript(row: ElementRow & { content: Uint8Array | null }): ScriptElement {
+  return {
+    ...toElement(row),
+    kind: row.kind === "package" ? "package" : "module",
+    content: row.content ?? new Uint8Array(),
+  };
+}
+
+export function toRun(row: Selectable<RunTable>): Run {
+  return {
+    id: row.id,
+    scope: { app: row.app, space: row.space },
+    elementId: String(row.element_id),
+    elementType: row.element_type as ElementType,
+    elementName: row.element_name,
+    folderId: row.folder_id,
+    version: row.version,
+    triggerType: row.trigger_type as TriggerType,
+    status: row.status as RunStatus,
+    runName: row.run_name,
+    runParam: row.run_param,
+    initiator: parseJson(row.initiator),
+    parentRunId: row.parent_run_id,
+    inProcess: Boolean(row.in_process),
+    nodeId: row.node_id,
+    createTime: Number(row.create_time),
+    startTime: num(row.start_time),
+    endTime: num(row.end_time),
+    duration: num(row.duration),
+    summary: row.summary,
+    result: row.result,
+    error: row.error,
+    stdout: row.stdout,
+    stderr: row.stderr,
+    detail: parseJson(row.detail),
+  };
+}

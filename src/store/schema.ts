@@ -1,0 +1,79 @@
+import type { Generated } from "kysely";
+
+/** Table shapes as Kysely sees them; the same columns in SQLite and PostgreSQL. */
+export interface Database {
+  folders: FolderTable;
+  elements: ElementTable;
+  flow_revisions: FlowRevisionTable;
+  runs: RunTable;
+}
+
+export interface FolderTable {
+  id: string;
+  app: string;
+  space: string;
+  path: string;
+  created_at: number;
+}
+
+export interface ElementTable {
+  id: Generated<number>;
+  app: string;
+  space: string;
+  folder_id: string;
+  type: string;
+  name: string;
+  /** JSON object of localized titles. */
+  description: string | null;
+  /** DPL only: DRAFT | APPROVED | OBSOLETE. */
+  status: string | null;
+  /** PY only: module | package. */
+  kind: string | null;
+  content: Uint8Array | null;
+  release_version: number | null;
+  release_user: string | null;
+  release_time: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface FlowRevisionTable {
+  element_id: number;
+  version: number;
+  name: string;
+  flow: string;
+  configure: string;
+  created_at: number;
+  user_id: string | null;
+}
+
+export interface RunTable {
+  id: string;
+  app: string;
+  space: string;
+  element_id: number;
+  element_type: string;
+  element_name: string;
+  folder_id: string;
+  version: string | null;
+  trigger_type: string;
+  status: string;
+  run_name: string | null;
+  run_param: string | null;
+  initiator: string | null;
+  parent_run_id: string | null;
+  in_process: number;
+  node_id: string | null;
+  create_time: number;
+  start_time: number | null;
+  end_time: number | null;
+  duration: number | null;
+  summary: string | null;
+  /** JSON text of the result value (SUCCESS). */
+  result: string | null;
+  error: string | null;
+  stdout: string | null;
+  stderr: string | null;
+  /** JSON: node logs, error handler results and other per-run detail. */
+  detail: string | null;
+}

@@ -1,0 +1,130 @@
+/** The one narrow interface through which Sluice reads and writes its state. */
+
+export interface Scope {
+  app: string;
+  space: string;
+}
+
+/** A lookup by ID in auth mode `off` without headers is not limited to a scope (contract §2). */
+export type ScopeFilter = Scope | null;
+
+export type ElementType = "DPL" | "PY";
+export type FlowStatus = "DRAFT" | "APPROVED" | "OBSOLETE";
+export type RunStatus = "QUEUED" | "STARTED" | "SUCCESS" | "FAILURE" | "CANCELED";
+export type TriggerType = "API" | "SCHEDULED" | "SYNC" | "ASYNC";
+
+export const TERMINAL: ReadonlySet<RunStatus> = new Set(["SUCCESS", "FAILURE", "CANCELED"]);
+
+export interface Folder {
+  id: string;
+  path: string;
+}
+
+export interface Element {
+  id: string;
+  scope: Scope;
+  folderId: string;
+  path: string;
+  type: ElementType;
+  name: string;
+  description: Record<string, string> | null;
+  status: FlowStatus | null;
+  releaseVersion: number | null;
+  releaseUser: Record<string, unknown> | null;
+  releaseTime: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface ScriptElement extends Element {
+  kind: "module" | "package";
+  content: Uint8Array;
+}
+
+export interface Run {
+  id: string;
+  scope: Scope;
+  elementId: string;
+  elementType: ElementType;
+  elementName: string;
+  folderId: string;
+  version: string | null;
+  triggerType: TriggerType;
+  status: RunStatus;
+  runName: string | null;
+  runParam: string | null;
+  initiator: Record<string, unknown> | null;
+  parentRunId: string | null;
+  inProcess: boolean;
+  nodeId: string | null;
+  createTime: number;
+  startTime: number | null;
+  endTime: number | null;
+  duration: number | null;
+  summary: string | null;
+  /** JSON text of the result value, as stored. */
+  result: string | null;
+  error: string | null;
+  stdout: string | null;
+  stderr: string | null;
+  detail: Record<string, unknown> | null;
+}
+
+export type NewRun = Omit<Run, "startTime" | "endTime" | "duration" | "summary" | "result" | "error" | "stdout" | "stderr" | "detail"> & {
+  startTime?: number | null;
+};
+
+export interface RunEnd {
+  status: "SUCCESS" | "FAILURE" | "CANCELED";
+  endTime: number;
+  summary: string | null;
+  result?: string | null;
+  error?: string | null;
+  stdout?: string | null;
+  stderr?: string | null;
+  detail?: Record<string, unknown> | null;
+}
+
+export interface ElementQuery {
+  type: ElementType;
+  name: string;
+  folderId?: string;
+}
+
+export interface NewScriptElement {
+  scope: Scope;
+  folderId: string;
+  name: string;
+  kind: "module" | "package";
+  content: Uint8Array;
+  now: number;
+}
+
+export interface Store {
+  readonly dialect: "sqlite" | "postgres";
+
+  folderByPath(scope: Scope, path: string): Promise<Folder | undefined>;
+  folderById(scope: Scope, id: string): Promise<Folder | undefined>;
+  /** Creates the folder and every missing ancestor. */
+  ensureFolder(scope: Scope, path: string, now: number): Promise<Folder>;
+
+  findElements(scope: Scope, query: ElementQuery): Promise<Element[]>;
+  elementById(scope: Scope, id: string): Promise<Element | undefined>;
+  scriptById(scope: Scope, id: string): Promise<ScriptElement | undefined>;
+  /** Insert or (when `overwrite`) replace a script; returns "created" | "overwritten" | "exists". */
+  putScript(el: NewScriptElement, overwrite: boolean): Promise<"created" | "overwritten" | "exists">;
+
+  insertRun(run: NewRun): Promise<void>;
+  /** QUEUED → STARTED; false when the run is no longer QUEUED. */
+  startRun(id: string, startTime: number, nodeId: string | null): Promise<boolean>;
+  /** Unfinished → terminal; false when the run had already ended (terminal states never change). */
+  endRun(id: string, end: RunEnd): Promise<boolean>;
+  getRun(scope: ScopeFilter, id: string): Promise<Run | undefined>;
+  /** Deletes finished runs; returns the IDs deleted. */
+  deleteRuns(scope: ScopeFilter, ids: readonly string[]): Promise<Set<string>>;
+  /** IDs of unfinished runs in these statuses, oldest first (restart recovery). */
+  unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null): Promise<Run[]>;
+  childRuns(parentRunId: string): Promise<Run[]>;
+
+  close(): Promise<void>;
+}
