@@ -279,7 +279,8 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
     // Only a cycle (rejected at deploy) can leave vertexes waiting on each other.
     failure = { error: "flow graph has a cycle; some nodes could never start" };
   }
-  if (timedOut) failure = { error: `run timed out after ${rt.type === "customized" ? rt.seconds : 0}s` };
+  if (timedOut)
+    failure = { error: `run timed out after ${rt.type === "customized" ? rt.seconds : 0}s` };
   if (failure) {
     return {
       status: "FAILURE",

@@ -91,7 +91,11 @@ function stringify(value: unknown): string {
  * Render a template. A string that is exactly one `{{expr}}` yields the raw value (so a JSON body
  * field can carry a number or an object); otherwise parts are concatenated as text.
  */
-export async function renderTemplate(text: string, input: unknown, params: unknown): Promise<unknown> {
+export async function renderTemplate(
+  text: string,
+  input: unknown,
+  params: unknown,
+): Promise<unknown> {
   const parts = parseTemplate(text);
   const only = parts.length === 1 ? parts[0] : undefined;
   if (only !== undefined && typeof only !== "string") return evalExpr(only.expr, input, params);
@@ -103,7 +107,11 @@ export async function renderTemplate(text: string, input: unknown, params: unkno
 }
 
 /** Render every string inside a JSON-like value (body objects of http nodes). */
-export async function renderDeep(value: unknown, input: unknown, params: unknown): Promise<unknown> {
+export async function renderDeep(
+  value: unknown,
+  input: unknown,
+  params: unknown,
+): Promise<unknown> {
   if (typeof value === "string") return renderTemplate(value, input, params);
   if (Array.isArray(value)) return Promise.all(value.map((v) => renderDeep(v, input, params)));
   if (typeof value === "object" && value !== null) {

@@ -138,6 +138,7 @@ export const FILE_CLEANUP_VARIANTS = {
   days: Type.Object({ type: Type.Literal("days"), days: Type.Integer({ minimum: 1 }) }),
 } as const;
 
+// biome-ignore lint/suspicious/noTemplateCurlyInString: run-name placeholders, not a JS template
 export const DEFAULT_RUN_NAME_TEMPLATE = "${elementName}-${date:yyyyMMddHHmmss}";
 
 /** `configure` after defaults: every field present. */
@@ -163,7 +164,9 @@ export function normalizeConfigure(raw: unknown): Configure {
   const c = isRecord(raw) ? raw : {};
   const triggers = Array.isArray(c.triggers)
     ? (c.triggers as Trigger[]).map((t) =>
-        t.type === "cron" ? { ...t, timezone: t.timezone ?? "UTC" } : t,
+        t.type === "cron"
+          ? { ...t, timezone: t.timezone ?? "UTC", parameter: t.parameter ?? {} }
+          : t,
       )
     : [{ type: "manual" as const }];
   const handlers = isRecord(c.errorHandlers) ? (c.errorHandlers as ErrorHandlers) : {};

@@ -43,7 +43,10 @@ export function schemaIssues(schema: TSchema, value: unknown): PathIssue[] {
       e.keyword === "required" && params.requiredProperties
         ? params.requiredProperties.map((p) => ({ path: [...base, p], message: "is required" }))
         : e.keyword === "additionalProperties" && params.additionalProperties
-          ? params.additionalProperties.map((p) => ({ path: [...base, p], message: "is not allowed" }))
+          ? params.additionalProperties.map((p) => ({
+              path: [...base, p],
+              message: "is not allowed",
+            }))
           : [{ path: base, message: e.message }];
     for (const issue of paths) {
       const key = JSON.stringify(issue.path);

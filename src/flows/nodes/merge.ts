@@ -11,7 +11,9 @@ import type { NodeDef } from "./types.ts";
 export const mergeNode: NodeDef = {
   type: "merge",
   configSchema: Type.Object({
-    mode: Type.Optional(Type.Union([Type.Literal("object"), Type.Literal("concat"), Type.Literal("join")])),
+    mode: Type.Optional(
+      Type.Union([Type.Literal("object"), Type.Literal("concat"), Type.Literal("join")]),
+    ),
     left: Type.Optional(Type.String({ minLength: 1 })),
     right: Type.Optional(Type.String({ minLength: 1 })),
     on: Type.Optional(Type.String({ minLength: 1 })),
@@ -47,7 +49,8 @@ export const mergeNode: NodeDef = {
     const out: unknown[] = [];
     for (const l of side(config.left)) {
       const value = getField(l, on);
-      const matches = value === undefined || value === null ? [] : (index.get(JSON.stringify(value)) ?? []);
+      const matches =
+        value === undefined || value === null ? [] : (index.get(JSON.stringify(value)) ?? []);
       for (const r of matches) out.push({ ...(isRow(l) ? l : {}), ...(isRow(r) ? r : {}) });
       if (matches.length === 0 && config.kind === "left") out.push(l);
     }

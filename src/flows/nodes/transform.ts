@@ -19,11 +19,19 @@ export const transformNode: NodeDef = {
     (config.operators as Op[]).forEach((op, i) => {
       const def = operatorDef(op.type);
       if (!def) {
-        issues.push({ path: ["operators", i, "type"], message: `unknown operator type "${String(op.type)}"`, ...opInfo(op) });
+        issues.push({
+          path: ["operators", i, "type"],
+          message: `unknown operator type "${String(op.type)}"`,
+          ...opInfo(op),
+        });
         return;
       }
       for (const issue of schemaIssues(def.schema, op)) {
-        issues.push({ path: ["operators", i, ...issue.path], message: issue.message, ...opInfo(op) });
+        issues.push({
+          path: ["operators", i, ...issue.path],
+          message: issue.message,
+          ...opInfo(op),
+        });
       }
     });
     return issues;

@@ -1,0 +1,215 @@
+/** Deploy-time checks of `configure` (§7). Findings use nodeId and nodeType `configure`. */
+import { Cron } from "croner";
+import type { TSchema } from "typebox";
+import {
+  ErrorHandlers,
+  FILE_CLEANUP_VARIANTS,
+  type Locator,
+  RUN_TIMEOUT_VARIANTS,
+  TRIGGER_VARIANTS,
+} from "./graph.ts";
+import { describeIssues, validateJsonSchema } from "./json-schema.ts";
+import { unknownPlaceholders } from "./run-name.ts";
+import { type JsonPath, schemaIssues } from "./schema-issues.ts";
+import {
+  Severity,
+  ValidationCode,
+  type ValidationCodeValue,
+  type ValidationContext,
+  type ValidationResult,
+} from "./validation-codes.ts";
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+function issue(
+  errorCode: ValidationCodeValue,
+  path: JsonPath,
+  errorMessage: string,
+): ValidationResult {
+  return {
+    errorCode,
+    nodeId: "configure",
+    nodeType: "configure",
+    errorMessage,
+    severity: Severity.ERROR,
+    path,
+  };
+}
+
+/** A crontab error message, or null: 5 fields, or 6 with seconds first (croner parses the fields). */
+export function cronError(crontab: string): string | null {
+  const fields = crontab.trim().split(/\s+/);
+  if (fields.length !== 5 && fields.length !== 6) {
+    return `crontab needs 5 fields, or 6 with seconds first; got ${fields.length}`;
+  }
+  try {
+    new Cron(crontab, { paused: true }).stop();
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+export function isValidTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Schema issues of a `{type, …}` variant chosen by its `type`. */
+function variantIssues(
+  variants: Readonly<Record<string, TSchema>>,
+  value: unknown,
+  path: JsonPath,
+): ValidationResult[] {
+  const type = isRecord(value) ? value.type : undefined;
+  const schema =
+    typeof type === "string" && Object.hasOwn(variants, type) ? variants[type] : undefined;
+  if (!schema) {
+    const allowed = Object.keys(variants).join(", ");
+    const at = isRecord(value) ? [...path, "type"] : path;
+    return [issue(ValidationCode.INVALID_CONFIGURE, at, `type must be one of ${allowed}`)];
+  }
+  return schemaIssues(schema, value).map((i) =>
+    issue(ValidationCode.INVALID_CONFIGURE, [...path, ...i.path], i.message),
+  );
+}
+
+async function elementIssue(
+  locator: Locator,
+  path: JsonPath,
+  ctx: ValidationContext,
+): Promise<ValidationResult[]> {
+  const types = locator.elementType ? [locator.elementType] : (["PY", "DPL"] as const);
+  for (const t of types) if (await ctx.elementExists(locator, t)) return [];
+  return [
+    issue(ValidationCode.ELEMENT_NOT_FOUND, path, `element ${locator.elementName} does not exist`),
+  ];
+}
+
+export async function validateConfigure(
+  configure: unknown,
+  inputSchemas: readonly unknown[],
+  ctx: ValidationContext,
+): Promise<ValidationResult[]> {
+  if (configure === undefined || configure === null) return [];
+  const base: JsonPath = ["configure"];
+  if (!isRecord(configure))
+    return [issue(ValidationCode.INVALID_CONFIGURE, base, "configure must be an object")];
+  const out: ValidationResult[] = [];
+  const { triggers, errorHandlers, prelude, runNameTemplate, runTimeout, logContent, fileCleanup } =
+    configure;
+
+  if (triggers !== undefined && triggers !== null) {
+    if (!Array.isArray(triggers)) {
+      out.push(
+        issue(ValidationCode.INVALID_CONFIGURE, [...base, "triggers"], "triggers must be an array"),
+      );
+    } else {
+      const names = new Set<string>();
+      triggers.forEach((t: unknown, k) => {
+        const path: JsonPath = [...base, "triggers", k];
+        const shape = variantIssues(TRIGGER_VARIANTS, t, path);
+        out.push(...shape);
+        if (shape.length > 0 || !isRecord(t) || t.type !== "cron") return;
+        const name = t.name as string;
+        if (names.has(name)) {
+          out.push(
+            issue(
+              ValidationCode.DUPLICATE_TRIGGER_NAME,
+              [...path, "name"],
+              `duplicate trigger name "${name}"`,
+            ),
+          );
+        }
+        names.add(name);
+        const cron = cronError(t.crontab as string);
+        if (cron) out.push(issue(ValidationCode.INVALID_CRON, [...path, "crontab"], cron));
+        if (typeof t.timezone === "string" && !isValidTimeZone(t.timezone)) {
+          out.push(
+            issue(
+              ValidationCode.INVALID_TIMEZONE,
+              [...path, "timezone"],
+              `unknown IANA time zone "${t.timezone}"`,
+            ),
+          );
+        }
+        // normalizeConfigure gives an absent parameter `{}`; check what will actually be sent.
+        const parameter = t.parameter ?? {};
+        for (const schema of inputSchemas) {
+          const problems = validateJsonSchema(schema, parameter);
+          if (problems.length > 0) {
+            out.push(
+              issue(
+                ValidationCode.TRIGGER_PARAMETER_MISMATCH,
+                [...path, "parameter"],
+                `parameter does not match the input schema: ${describeIssues(problems)}`,
+              ),
+            );
+            break;
+          }
+        }
+      });
+    }
+  }
+
+  if (errorHandlers !== undefined && errorHandlers !== null) {
+    const shape = schemaIssues(ErrorHandlers, errorHandlers).map((i) =>
+      issue(ValidationCode.INVALID_CONFIGURE, [...base, "errorHandlers", ...i.path], i.message),
+    );
+    out.push(...shape);
+    const custom = isRecord(errorHandlers) ? errorHandlers.custom : undefined;
+    if (shape.length === 0 && isRecord(custom)) {
+      out.push(
+        ...(await elementIssue(
+          custom.element as Locator,
+          [...base, "errorHandlers", "custom", "element"],
+          ctx,
+        )),
+      );
+    }
+  }
+
+  if (prelude !== undefined && prelude !== null && typeof prelude !== "string") {
+    out.push(
+      issue(ValidationCode.INVALID_CONFIGURE, [...base, "prelude"], "prelude must be a string"),
+    );
+  }
+
+  if (runNameTemplate !== undefined && runNameTemplate !== null) {
+    const path = [...base, "runNameTemplate"];
+    if (typeof runNameTemplate !== "string") {
+      out.push(issue(ValidationCode.INVALID_CONFIGURE, path, "runNameTemplate must be a string"));
+    } else {
+      for (const p of unknownPlaceholders(runNameTemplate)) {
+        out.push(issue(ValidationCode.UNKNOWN_PLACEHOLDER, path, `unknown placeholder \${${p}}`));
+      }
+    }
+  }
+
+  if (runTimeout !== undefined && runTimeout !== null) {
+    out.push(...variantIssues(RUN_TIMEOUT_VARIANTS, runTimeout, [...base, "runTimeout"]));
+  }
+  if (
+    logContent !== undefined &&
+    logContent !== null &&
+    logContent !== "DETAILED" &&
+    logContent !== "CONCISE"
+  ) {
+    out.push(
+      issue(
+        ValidationCode.INVALID_CONFIGURE,
+        [...base, "logContent"],
+        "logContent must be DETAILED or CONCISE",
+      ),
+    );
+  }
+  if (fileCleanup !== undefined && fileCleanup !== null) {
+    out.push(...variantIssues(FILE_CLEANUP_VARIANTS, fileCleanup, [...base, "fileCleanup"]));
+  }
+  return out;
+}

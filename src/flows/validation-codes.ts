@@ -1,0 +1,51 @@
+/**
+ * errorCode values of deploy ValidationResult items (§6). Documented in docs/flow-graph.md; the
+ * numbers are part of the API, so never renumber, only add.
+ */
+export const ValidationCode = {
+  /** `flow` is not `{vertexes: [...], edges?: [...]}`, or a vertex/edge is malformed. */
+  INVALID_GRAPH: 28050001,
+  UNKNOWN_NODE_TYPE: 28050002,
+  DUPLICATE_NODE_ID: 28050003,
+  EDGE_UNKNOWN_VERTEX: 28050004,
+  CYCLE: 28050005,
+  INVALID_NODE_CONFIG: 28050006,
+  INVALID_EXPRESSION: 28050007,
+  ELEMENT_NOT_FOUND: 28050008,
+  PYTHON_SYNTAX_ERROR: 28050009,
+  MULTIPLE_OUTPUTS: 28050010,
+  INVALID_CRON: 28050011,
+  INVALID_TIMEZONE: 28050012,
+  TRIGGER_PARAMETER_MISMATCH: 28050013,
+  UNKNOWN_PLACEHOLDER: 28050014,
+  INVALID_CONFIGURE: 28050015,
+  DUPLICATE_TRIGGER_NAME: 28050016,
+  UNREACHABLE_VERTEX: 28050017,
+} as const;
+
+export type ValidationCodeValue = (typeof ValidationCode)[keyof typeof ValidationCode];
+
+export const Severity = { NOTE: 0, WARNING: 1, ERROR: 2 } as const;
+export type SeverityValue = (typeof Severity)[keyof typeof Severity];
+
+export interface ValidationResult {
+  errorCode: ValidationCodeValue;
+  nodeId: string;
+  nodeType: string;
+  errorMessage: string;
+  severity: SeverityValue;
+  operatorId?: string;
+  operatorType?: string;
+  /** JSON path into the deploy request body, e.g. ["flow","vertexes",1,"config","operators",0,"expr"]. */
+  path: (string | number)[];
+}
+
+/** What validation needs from the rest of the service (element store, Python parser). */
+export interface ValidationContext {
+  elementExists(
+    locator: import("./graph.ts").Locator,
+    type: "PY" | "DPL",
+  ): boolean | Promise<boolean>;
+  /** null when the code parses; else the first error, `line` 1-based in `code`. */
+  checkPythonSyntax(code: string): Promise<{ line: number; message: string } | null>;
+}

@@ -1,0 +1,343 @@
+/**
+ * Deploy-time validation of a flow (§6) and its configure (§7). Pure apart from the two lookups in
+ * ValidationContext. Returns every finding (not just the first), each with a JSON path into the
+ * deploy request body so that an editor can point at the offending field.
+ */
+import { expressionError, templateExpressions } from "./expr.ts";
+import { Edge, isNodeType, joinPrelude, type Locator, Vertex } from "./graph.ts";
+import { NODES } from "./nodes/index.ts";
+import { type JsonPath, schemaIssues } from "./schema-issues.ts";
+import { validateConfigure } from "./validate-configure.ts";
+import {
+  Severity,
+  ValidationCode,
+  type ValidationCodeValue,
+  type ValidationContext,
+  type ValidationResult,
+} from "./validation-codes.ts";
+
+export type { ValidationContext, ValidationResult } from "./validation-codes.ts";
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+interface Found {
+  index: number;
+  vertex: Vertex;
+}
+
+export async function validateFlow(
+  request: { flow: unknown; configure: unknown },
+  ctx: ValidationContext,
+): Promise<ValidationResult[]> {
+  const out: ValidationResult[] = [];
+  const add = (
+    errorCode: ValidationCodeValue,
+    nodeId: string,
+    nodeType: string,
+    path: JsonPath,
+    errorMessage: string,
+    extra: { operatorId?: string | undefined; operatorType?: string | undefined } = {},
+    severity: ValidationResult["severity"] = Severity.ERROR,
+  ) => {
+    const r: ValidationResult = { errorCode, nodeId, nodeType, errorMessage, severity, path };
+    if (extra.operatorId !== undefined) r.operatorId = extra.operatorId;
+    if (extra.operatorType !== undefined) r.operatorType = extra.operatorType;
+    out.push(r);
+  };
+
+  const { flow, configure } = request;
+  const prelude =
+    isRecord(configure) && typeof configure.prelude === "string" ? configure.prelude : "";
+  // When the prelude itself does not parse, that is reported once; code is then checked alone.
+  const preludeErr = prelude === "" ? null : await ctx.checkPythonSyntax(prelude);
+  const vertexes: Found[] = [];
+  const edges: { index: number; edge: Edge }[] = [];
+
+  if (!isRecord(flow) || !Array.isArray(flow.vertexes)) {
+    const path = isRecord(flow) ? ["flow", "vertexes"] : ["flow"];
+    add(
+      ValidationCode.INVALID_GRAPH,
+      "flow",
+      "flow",
+      path,
+      "flow must be {vertexes: [...], edges: [...]}",
+    );
+  } else if (flow.edges !== undefined && flow.edges !== null && !Array.isArray(flow.edges)) {
+    add(ValidationCode.INVALID_GRAPH, "flow", "flow", ["flow", "edges"], "edges must be an array");
+  } else {
+    collectVertexes(flow.vertexes, vertexes, add);
+    collectEdges((flow.edges ?? []) as unknown[], vertexes, edges, add);
+    await checkNodes(vertexes, edges, preludeErr === null ? prelude : "", ctx, add);
+    checkCycles(vertexes, edges, add);
+    checkReachable(vertexes, edges, add);
+  }
+
+  const inputSchemas = vertexes
+    .filter((f) => f.vertex.type === "input" && isRecord(f.vertex.config))
+    .map((f) => (f.vertex.config as Record<string, unknown>).schema)
+    .filter((s) => s !== undefined);
+  out.push(...(await validateConfigure(configure, inputSchemas, ctx)));
+  if (preludeErr) {
+    const msg = `Python syntax error at line ${preludeErr.line}: ${preludeErr.message}`;
+    add(
+      ValidationCode.PYTHON_SYNTAX_ERROR,
+      "configure",
+      "configure",
+      ["configure", "prelude"],
+      msg,
+    );
+  }
+  return out;
+}
+
+type Add = (
+  errorCode: ValidationCodeValue,
+  nodeId: string,
+  nodeType: string,
+  path: JsonPath,
+  errorMessage: string,
+  extra?: { operatorId?: string | undefined; operatorType?: string | undefined },
+  severity?: ValidationResult["severity"],
+) => void;
+
+/** Well-formed vertexes with unique ids and known types go on to the deeper checks. */
+function collectVertexes(raw: unknown[], found: Found[], add: Add): void {
+  const seen = new Set<string>();
+  let outputs = 0;
+  raw.forEach((v, i) => {
+    const path: JsonPath = ["flow", "vertexes", i];
+    const nodeId = isRecord(v) && typeof v.id === "string" ? v.id : `#${i}`;
+    const nodeType = isRecord(v) && typeof v.type === "string" ? v.type : "unknown";
+    const shape = schemaIssues(Vertex, v);
+    for (const s of shape) {
+      const code =
+        s.path[0] === "id" || s.path[0] === "type" || s.path.length === 0
+          ? ValidationCode.INVALID_GRAPH
+          : ValidationCode.INVALID_NODE_CONFIG;
+      add(code, nodeId, nodeType, [...path, ...s.path], s.message);
+    }
+    if (shape.length > 0) return;
+    const vertex = v as Vertex;
+    if (seen.has(vertex.id)) {
+      add(
+        ValidationCode.DUPLICATE_NODE_ID,
+        vertex.id,
+        nodeType,
+        [...path, "id"],
+        `duplicate vertex id "${vertex.id}"`,
+      );
+      return;
+    }
+    seen.add(vertex.id);
+    if (!isNodeType(vertex.type)) {
+      add(
+        ValidationCode.UNKNOWN_NODE_TYPE,
+        vertex.id,
+        nodeType,
+        [...path, "type"],
+        `unknown node type "${vertex.type}"`,
+      );
+      return;
+    }
+    if (vertex.type === "output" && ++outputs > 1) {
+      add(
+        ValidationCode.MULTIPLE_OUTPUTS,
+        vertex.id,
+        nodeType,
+        [...path, "type"],
+        "a flow has at most one output node",
+      );
+    }
+    found.push({ index: i, vertex });
+  });
+}
+
+function collectEdges(
+  raw: unknown[],
+  vertexes: readonly Found[],
+  found: { index: number; edge: Edge }[],
+  add: Add,
+): void {
+  const ids = new Set(vertexes.map((f) => f.vertex.id));
+  raw.forEach((e, j) => {
+    const path: JsonPath = ["flow", "edges", j];
+    const r = isRecord(e) ? e : {};
+    const nodeId = typeof r.id === "string" ? r.id : `${String(r.source)}->${String(r.target)}`;
+    const shape = schemaIssues(Edge, e);
+    for (const s of shape)
+      add(ValidationCode.INVALID_GRAPH, nodeId, "edge", [...path, ...s.path], s.message);
+    if (shape.length > 0) return;
+    const edge = e as Edge;
+    let ok = true;
+    for (const end of ["source", "target"] as const) {
+      if (!ids.has(edge[end])) {
+        add(
+          ValidationCode.EDGE_UNKNOWN_VERTEX,
+          nodeId,
+          "edge",
+          [...path, end],
+          `edge ${end} "${edge[end]}" is not a vertex`,
+        );
+        ok = false;
+      }
+    }
+    if (edge.when !== undefined) {
+      const err = expressionError(edge.when);
+      if (err)
+        add(
+          ValidationCode.INVALID_EXPRESSION,
+          nodeId,
+          "edge",
+          [...path, "when"],
+          `invalid JSONata: ${err}`,
+        );
+    }
+    if (ok) found.push({ index: j, edge });
+  });
+}
+
+async function checkNodes(
+  vertexes: readonly Found[],
+  edges: readonly { edge: Edge }[],
+  /** "" when there is none or it does not parse (then code is checked alone). */
+  prelude: string,
+  ctx: ValidationContext,
+  add: Add,
+): Promise<void> {
+  for (const { index, vertex } of vertexes) {
+    const def = NODES[vertex.type as keyof typeof NODES];
+    const base: JsonPath = ["flow", "vertexes", index, "config"];
+    const config = vertex.config ?? {};
+    const id = vertex.id;
+    const shape = schemaIssues(def.configSchema, config);
+    for (const s of shape)
+      add(ValidationCode.INVALID_NODE_CONFIG, id, vertex.type, [...base, ...s.path], s.message);
+    if (shape.length > 0) continue;
+    const cfg = config as Record<string, unknown>;
+    const sources = edges.filter((e) => e.edge.target === id).map((e) => e.edge.source);
+    const issues = def.check?.(cfg, { sources }) ?? [];
+    for (const s of issues)
+      add(ValidationCode.INVALID_NODE_CONFIG, id, vertex.type, [...base, ...s.path], s.message, s);
+    for (const e of def.expressions?.(cfg) ?? []) {
+      let texts: string[];
+      try {
+        texts = e.kind === "template" ? templateExpressions(e.text) : [e.text];
+      } catch (err) {
+        add(
+          ValidationCode.INVALID_EXPRESSION,
+          id,
+          vertex.type,
+          [...base, ...e.path],
+          (err as Error).message,
+          e,
+        );
+        continue;
+      }
+      for (const text of texts) {
+        const err = expressionError(text);
+        if (err)
+          add(
+            ValidationCode.INVALID_EXPRESSION,
+            id,
+            vertex.type,
+            [...base, ...e.path],
+            `invalid JSONata "${text}": ${err}`,
+            e,
+          );
+      }
+    }
+    if (issues.length > 0) continue;
+    const element = cfg.element as Locator | undefined;
+    if (element && (vertex.type === "script" || vertex.type === "subflow")) {
+      const type = vertex.type === "script" ? "PY" : "DPL";
+      if (!(await ctx.elementExists(element, type))) {
+        add(
+          ValidationCode.ELEMENT_NOT_FOUND,
+          id,
+          vertex.type,
+          [...base, "element"],
+          `${type} element ${element.elementName} does not exist`,
+        );
+      }
+    }
+    if (vertex.type === "script" && typeof cfg.code === "string") {
+      const joined = joinPrelude(prelude, cfg.code);
+      const err = await ctx.checkPythonSyntax(joined.code);
+      if (err) {
+        // Lines are counted in the user's code, not in the prelude + code that Python saw.
+        const line = Math.max(1, err.line - joined.lineOffset);
+        add(
+          ValidationCode.PYTHON_SYNTAX_ERROR,
+          id,
+          vertex.type,
+          [...base, "code"],
+          `Python syntax error at line ${line}: ${err.message}`,
+        );
+      }
+    }
+  }
+}
+
+/** One CYCLE finding per edge that closes a cycle (DFS back edge), at that edge. */
+function checkCycles(
+  vertexes: readonly Found[],
+  edges: readonly { index: number; edge: Edge }[],
+  add: Add,
+): void {
+  const out = new Map<string, { index: number; edge: Edge }[]>();
+  for (const e of edges) out.set(e.edge.source, [...(out.get(e.edge.source) ?? []), e]);
+  const color = new Map<string, 1 | 2>();
+  const typeOf = new Map(vertexes.map((f) => [f.vertex.id, f.vertex.type]));
+  const visit = (id: string): void => {
+    color.set(id, 1);
+    for (const e of out.get(id) ?? []) {
+      const c = color.get(e.edge.target);
+      if (c === 1) {
+        add(
+          ValidationCode.CYCLE,
+          e.edge.target,
+          typeOf.get(e.edge.target) ?? "unknown",
+          ["flow", "edges", e.index],
+          `edge ${e.edge.source} -> ${e.edge.target} closes a cycle`,
+        );
+      } else if (c === undefined) visit(e.edge.target);
+    }
+    color.set(id, 2);
+  };
+  for (const { vertex } of vertexes) if (!color.has(vertex.id)) visit(vertex.id);
+}
+
+/** Warn about vertexes no input node (or, without input nodes, no root) can reach. */
+function checkReachable(
+  vertexes: readonly Found[],
+  edges: readonly { edge: Edge }[],
+  add: Add,
+): void {
+  const targets = new Set(edges.map((e) => e.edge.target));
+  const inputs = vertexes.filter((f) => f.vertex.type === "input");
+  const entries = inputs.length > 0 ? inputs : vertexes.filter((f) => !targets.has(f.vertex.id));
+  const reached = new Set(entries.map((f) => f.vertex.id));
+  const queue = [...reached];
+  for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+    for (const e of edges) {
+      if (e.edge.source === id && !reached.has(e.edge.target)) {
+        reached.add(e.edge.target);
+        queue.push(e.edge.target);
+      }
+    }
+  }
+  for (const { index, vertex } of vertexes) {
+    if (!reached.has(vertex.id)) {
+      add(
+        ValidationCode.UNREACHABLE_VERTEX,
+        vertex.id,
+        vertex.type,
+        ["flow", "vertexes", index],
+        "vertex is not reachable from an input node",
+        {},
+        Severity.WARNING,
+      );
+    }
+  }
+}
