@@ -13,7 +13,9 @@ function deferred<T>() {
   return { promise, resolve };
 }
 
-function fakeDeps(script: (req: ScriptReq) => Promise<unknown> | unknown = (r) => r.parameter): FlowDeps & { calls: ScriptReq[] } {
+function fakeDeps(
+  script: (req: ScriptReq) => Promise<unknown> | unknown = (r) => r.parameter,
+): FlowDeps & { calls: ScriptReq[] } {
   const calls: ScriptReq[] = [];
   return {
     calls,
@@ -33,18 +35,45 @@ function fakeDeps(script: (req: ScriptReq) => Promise<unknown> | unknown = (r) =
   };
 }
 
-const run = (graph: Graph, parameter: unknown, deps: FlowDeps = fakeDeps(), configure: unknown = {}, signal = new AbortController().signal) =>
-  executeFlow({ runId: "r1", graph, configure: normalizeConfigure(configure), parameter, signal, deps });
+const run = (
+  graph: Graph,
+  parameter: unknown,
+  deps: FlowDeps = fakeDeps(),
+  configure: unknown = {},
+  signal = new AbortController().signal,
+) =>
+  executeFlow({
+    runId: "r1",
+    graph,
+    configure: normalizeConfigure(configure),
+    parameter,
+    signal,
+    deps,
+  });
 
-const tf = (id: string, expr: string) => ({ id, type: "transform", config: { operators: [{ type: "expr", expr }] } });
-const statuses = (r: { nodes: { nodeId: string; status: string }[] }) => Object.fromEntries(r.nodes.map((n) => [n.nodeId, n.status]));
+const tf = (id: string, expr: string) => ({
+  id,
+  type: "transform",
+  config: { operators: [{ type: "expr", expr }] },
+});
+const statuses = (r: { nodes: { nodeId: string; status: string }[] }) =>
+  Object.fromEntries(r.nodes.map((n) => [n.nodeId, n.status]));
 
 describe("executeFlow", () => {
   it("runs a linear flow; the output node's input is the result", async () => {
     const graph: Graph = {
       vertexes: [
         { id: "in", type: "input" },
-        { id: "clean", type: "transform", config: { operators: [{ type: "filter", expr: "amount > 0" }, { type: "map", fields: { total: "amount * qty" } }] } },
+        {
+          id: "clean",
+          type: "transform",
+          config: {
+            operators: [
+              { type: "filter", expr: "amount > 0" },
+              { type: "map", fields: { total: "amount * qty" } },
+            ],
+          },
+        },
         { id: "score", type: "script", config: { element: { elementName: "score" } } },
         { id: "out", type: "output" },
       ],
@@ -55,16 +84,33 @@ describe("executeFlow", () => {
       ],
     };
     const deps = fakeDeps((r) => (r.parameter as { total: number }[]).map((x) => x.total));
-    const res = await run(graph, [{ amount: 2, qty: 3 }, { amount: 0, qty: 9 }], deps);
+    const res = await run(
+      graph,
+      [
+        { amount: 2, qty: 3 },
+        { amount: 0, qty: 9 },
+      ],
+      deps,
+    );
     assert.equal(res.status, "SUCCESS");
     assert.deepEqual(res.result, [6]);
     assert.deepEqual(deps.calls[0]?.element, { elementName: "score" });
-    assert.deepEqual(statuses(res), { in: "SUCCESS", clean: "SUCCESS", score: "SUCCESS", out: "SUCCESS" });
+    assert.deepEqual(statuses(res), {
+      in: "SUCCESS",
+      clean: "SUCCESS",
+      score: "SUCCESS",
+      out: "SUCCESS",
+    });
   });
 
   it("an edge whose `when` is false is not taken; skips propagate", async () => {
     const graph: Graph = {
-      vertexes: [{ id: "in", type: "input" }, tf("a", "$ * 2"), tf("b", "$ + 1"), tf("c", "$ + 100")],
+      vertexes: [
+        { id: "in", type: "input" },
+        tf("a", "$ * 2"),
+        tf("b", "$ + 1"),
+        tf("c", "$ + 100"),
+      ],
       edges: [
         { source: "in", target: "a", when: "$ > 10" },
         { source: "a", target: "b" },
@@ -81,7 +127,12 @@ describe("executeFlow", () => {
 
   it("a node with one taken and one untaken input still runs", async () => {
     const graph: Graph = {
-      vertexes: [{ id: "in", type: "input" }, tf("a", "1"), tf("b", "2"), { id: "m", type: "merge" }],
+      vertexes: [
+        { id: "in", type: "input" },
+        tf("a", "1"),
+        tf("b", "2"),
+        { id: "m", type: "merge" },
+      ],
       edges: [
         { source: "in", target: "a" },
         { source: "in", target: "b", when: "false" },
@@ -145,11 +196,27 @@ describe("executeFlow", () => {
     const json = (v: unknown) => JSON.parse(JSON.stringify(v));
     const concat = await run(base({ mode: "concat" }), {});
     assert.deepEqual((concat.result as unknown[]).length, 5);
-    assert.deepEqual(json(concat.result), [{ id: 1, name: "ann" }, { id: 2, name: "bob" }, { id: 2, amount: 5 }, { id: 2, amount: 7 }, { id: 3, amount: 1 }]);
+    assert.deepEqual(json(concat.result), [
+      { id: 1, name: "ann" },
+      { id: 2, name: "bob" },
+      { id: 2, amount: 5 },
+      { id: 2, amount: 7 },
+      { id: 3, amount: 1 },
+    ]);
     const inner = await run(base({ mode: "join", left: "users", right: "orders", on: "id" }), {});
-    assert.deepEqual(json(inner.result), [{ id: 2, name: "bob", amount: 5 }, { id: 2, name: "bob", amount: 7 }]);
-    const left = await run(base({ mode: "join", left: "users", right: "orders", on: "id", kind: "left" }), {});
-    assert.deepEqual(json(left.result), [{ id: 1, name: "ann" }, { id: 2, name: "bob", amount: 5 }, { id: 2, name: "bob", amount: 7 }]);
+    assert.deepEqual(json(inner.result), [
+      { id: 2, name: "bob", amount: 5 },
+      { id: 2, name: "bob", amount: 7 },
+    ]);
+    const left = await run(
+      base({ mode: "join", left: "users", right: "orders", on: "id", kind: "left" }),
+      {},
+    );
+    assert.deepEqual(json(left.result), [
+      { id: 1, name: "ann" },
+      { id: 2, name: "bob", amount: 5 },
+      { id: 2, name: "bob", amount: 7 },
+    ]);
   });
 
   it("retries then succeeds", async () => {
@@ -159,12 +226,21 @@ describe("executeFlow", () => {
       if (calls < 3) throw new Error(`flaky ${calls}`);
       return "done";
     });
-    const graph: Graph = { vertexes: [{ id: "s", type: "script", config: { code: "x" }, retries: 2, retryDelayMs: 5 }], edges: [] };
+    const graph: Graph = {
+      vertexes: [{ id: "s", type: "script", config: { code: "x" }, retries: 2, retryDelayMs: 5 }],
+      edges: [],
+    };
     const res = await run(graph, {}, deps);
     assert.equal(res.status, "SUCCESS");
     assert.equal(res.result, "done");
     assert.equal(res.nodes[0]?.attempts, 3);
-    const fail = await run({ vertexes: [{ id: "s", type: "script", config: { code: "x" }, retries: 1 }], edges: [] }, {}, fakeDeps(() => { throw new Error("always"); }));
+    const fail = await run(
+      { vertexes: [{ id: "s", type: "script", config: { code: "x" }, retries: 1 }], edges: [] },
+      {},
+      fakeDeps(() => {
+        throw new Error("always");
+      }),
+    );
     assert.equal(fail.status, "FAILURE");
     assert.equal(fail.failedNodeId, "s");
     assert.equal(fail.error, "always");
@@ -173,13 +249,19 @@ describe("executeFlow", () => {
 
   it("timeoutSeconds aborts the node", async () => {
     let aborted = false;
-    const deps = fakeDeps((req) => new Promise((_, reject) => {
-      req.signal.addEventListener("abort", () => {
-        aborted = true;
-        reject(new Error("killed"));
-      });
-    }));
-    const graph: Graph = { vertexes: [{ id: "slow", type: "script", config: { code: "x" }, timeoutSeconds: 0.05 }], edges: [] };
+    const deps = fakeDeps(
+      (req) =>
+        new Promise((_, reject) => {
+          req.signal.addEventListener("abort", () => {
+            aborted = true;
+            reject(new Error("killed"));
+          });
+        }),
+    );
+    const graph: Graph = {
+      vertexes: [{ id: "slow", type: "script", config: { code: "x" }, timeoutSeconds: 0.05 }],
+      edges: [],
+    };
     const t0 = Date.now();
     const res = await run(graph, {}, deps);
     assert.ok(Date.now() - t0 < 1000);
@@ -208,7 +290,12 @@ describe("executeFlow", () => {
     };
     const res = await run(graph, {}, deps);
     assert.equal(res.status, "SUCCESS");
-    assert.deepEqual(statuses(res), { in: "SUCCESS", s: "FAILURE", after: "SKIPPED", other: "SUCCESS" });
+    assert.deepEqual(statuses(res), {
+      in: "SUCCESS",
+      s: "FAILURE",
+      after: "SKIPPED",
+      other: "SUCCESS",
+    });
     assert.equal(res.nodes[1]?.error, "bad row");
     assert.deepEqual(res.result, { other: "fine" });
   });
@@ -239,7 +326,10 @@ describe("executeFlow", () => {
       started.resolve();
       return new Promise(() => {});
     });
-    const graph: Graph = { vertexes: [{ id: "s", type: "script", config: { code: "x" } }, tf("t", "1")], edges: [{ source: "s", target: "t" }] };
+    const graph: Graph = {
+      vertexes: [{ id: "s", type: "script", config: { code: "x" } }, tf("t", "1")],
+      edges: [{ source: "s", target: "t" }],
+    };
     const pending = run(graph, {}, deps, {}, ctl.signal);
     await started.promise;
     ctl.abort();
@@ -251,33 +341,58 @@ describe("executeFlow", () => {
 
   it("a customized runTimeout ends the run as FAILURE", async () => {
     const deps = fakeDeps(() => new Promise(() => {}));
-    const graph: Graph = { vertexes: [{ id: "s", type: "script", config: { code: "x" } }], edges: [] };
+    const graph: Graph = {
+      vertexes: [{ id: "s", type: "script", config: { code: "x" } }],
+      edges: [],
+    };
     const res = await run(graph, {}, deps, { runTimeout: { type: "customized", seconds: 0.05 } });
     assert.equal(res.status, "FAILURE");
     assert.match(res.error ?? "", /run timed out/);
   });
 
   it("output selection: single sink's output without an output node", async () => {
-    const graph: Graph = { vertexes: [{ id: "in", type: "input" }, tf("a", "$.x * 2")], edges: [{ source: "in", target: "a" }] };
+    const graph: Graph = {
+      vertexes: [{ id: "in", type: "input" }, tf("a", "$.x * 2")],
+      edges: [{ source: "in", target: "a" }],
+    };
     assert.equal((await run(graph, { x: 4 })).result, 8);
     const skippedOut: Graph = {
       vertexes: [{ id: "in", type: "input" }, tf("a", "1"), { id: "out", type: "output" }],
-      edges: [{ source: "in", target: "a" }, { source: "a", target: "out", when: "false" }],
+      edges: [
+        { source: "in", target: "a" },
+        { source: "a", target: "out", when: "false" },
+      ],
     };
     assert.equal((await run(skippedOut, {})).result, null);
   });
 
   it("inline code gets the prelude; the node input is the script parameter", async () => {
     const deps = fakeDeps(() => 1);
-    const graph: Graph = { vertexes: [{ id: "in", type: "input" }, { id: "s", type: "script", config: { code: "main()" } }], edges: [{ source: "in", target: "s" }] };
+    const graph: Graph = {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "s", type: "script", config: { code: "main()" } },
+      ],
+      edges: [{ source: "in", target: "s" }],
+    };
     await run(graph, { a: 1 }, deps, { prelude: "import json" });
     assert.equal(deps.calls[0]?.code, "import json\nmain()");
     assert.deepEqual(deps.calls[0]?.parameter, { a: 1 });
   });
 
   it("DETAILED logs keep input, output and stdout; CONCISE only status, times and error", async () => {
-    const graph: Graph = { vertexes: [{ id: "in", type: "input" }, { id: "s", type: "script", config: { code: "x" } }], edges: [{ source: "in", target: "s" }] };
-    const detailed = await run(graph, { a: 1 }, fakeDeps(() => 42));
+    const graph: Graph = {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "s", type: "script", config: { code: "x" } },
+      ],
+      edges: [{ source: "in", target: "s" }],
+    };
+    const detailed = await run(
+      graph,
+      { a: 1 },
+      fakeDeps(() => 42),
+    );
     assert.deepEqual(detailed.nodes[1], {
       ...detailed.nodes[1],
       input: { a: 1 },
@@ -287,13 +402,31 @@ describe("executeFlow", () => {
       attempts: 1,
       status: "SUCCESS",
     });
-    const concise = await run(graph, { a: 1 }, fakeDeps(() => 42), { logContent: "CONCISE" });
+    const concise = await run(
+      graph,
+      { a: 1 },
+      fakeDeps(() => 42),
+      { logContent: "CONCISE" },
+    );
     const node = concise.nodes[1] ?? assert.fail();
-    assert.deepEqual(Object.keys(node).sort(), ["attempts", "endTime", "nodeId", "nodeType", "startTime", "status"]);
+    assert.deepEqual(Object.keys(node).sort(), [
+      "attempts",
+      "endTime",
+      "nodeId",
+      "nodeType",
+      "startTime",
+      "status",
+    ]);
   });
 
   it("subflow node passes its input and returns the child result", async () => {
-    const graph: Graph = { vertexes: [{ id: "in", type: "input" }, { id: "sub", type: "subflow", config: { element: { elementName: "child" } } }], edges: [{ source: "in", target: "sub" }] };
+    const graph: Graph = {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "sub", type: "subflow", config: { element: { elementName: "child" } } },
+      ],
+      edges: [{ source: "in", target: "sub" }],
+    };
     assert.deepEqual((await run(graph, 5)).result, { child: 5 });
   });
 });

@@ -18,7 +18,10 @@ const run = (type: string, op: Record<string, unknown>, input: unknown = orders)
 describe("operators", () => {
   it("filter keeps records where the expression holds, with $params bound", async () => {
     const out = (await run("filter", { expr: "amount >= $params.minAmount" })) as { id: number }[];
-    assert.deepEqual(out.map((o) => o.id), [1, 3]);
+    assert.deepEqual(
+      out.map((o) => o.id),
+      [1, 3],
+    );
   });
 
   it("filter treats one object as one record", async () => {
@@ -26,42 +29,77 @@ describe("operators", () => {
   });
 
   it("map adds and overwrites fields and keeps the others", async () => {
-    const out = (await run("map", { fields: { total: "amount * qty", amount: "amount * (1 + $params.rate)" } })) as Record<string, unknown>[];
+    const out = (await run("map", {
+      fields: { total: "amount * qty", amount: "amount * (1 + $params.rate)" },
+    })) as Record<string, unknown>[];
     assert.deepEqual(out[0], { ...orders[0], amount: 132, total: 240 });
     assert.equal(out.length, 4);
     assert.equal(out[3]?.customer, "ann");
   });
 
   it("map keeps shape for a single object", async () => {
-    assert.deepEqual(await run("map", { fields: { big: "amount > 100" } }, orders[0]), { ...orders[0], big: true });
+    assert.deepEqual(await run("map", { fields: { big: "amount > 100" } }, orders[0]), {
+      ...orders[0],
+      big: true,
+    });
   });
 
   it("select keeps only listed fields", async () => {
     const out = await run("select", { fields: ["id", "customer"] });
-    assert.deepEqual((out as unknown[]).slice(0, 2), [{ id: 1, customer: "ann" }, { id: 2, customer: "bob" }]);
+    assert.deepEqual((out as unknown[]).slice(0, 2), [
+      { id: 1, customer: "ann" },
+      { id: 2, customer: "bob" },
+    ]);
   });
 
   it("rename renames in place", async () => {
-    const out = (await run("rename", { mapping: { customer: "client", qty: "quantity" } })) as Record<string, unknown>[];
-    assert.deepEqual(Object.keys(out[0] ?? {}), ["id", "client", "region", "amount", "quantity", "tags"]);
+    const out = (await run("rename", {
+      mapping: { customer: "client", qty: "quantity" },
+    })) as Record<string, unknown>[];
+    assert.deepEqual(Object.keys(out[0] ?? {}), [
+      "id",
+      "client",
+      "region",
+      "amount",
+      "quantity",
+      "tags",
+    ]);
   });
 
   it("sort by several keys, descending, missing last", async () => {
-    const out = (await run("sort", { by: [{ field: "region" }, { field: "amount", asc: false }] })) as { id: number }[];
-    assert.deepEqual(out.map((o) => o.id), [1, 3, 4, 2]);
+    const out = (await run("sort", {
+      by: [{ field: "region" }, { field: "amount", asc: false }],
+    })) as { id: number }[];
+    assert.deepEqual(
+      out.map((o) => o.id),
+      [1, 3, 4, 2],
+    );
     const withMissing = [{ n: 2 }, { n: null }, { n: 1 }];
-    assert.deepEqual(await run("sort", { by: [{ field: "n", asc: false }] }, withMissing), [{ n: 2 }, { n: 1 }, { n: null }]);
+    assert.deepEqual(await run("sort", { by: [{ field: "n", asc: false }] }, withMissing), [
+      { n: 2 },
+      { n: 1 },
+      { n: null },
+    ]);
   });
 
   it("limit with offset", async () => {
     const out = (await run("limit", { count: 2, offset: 1 })) as { id: number }[];
-    assert.deepEqual(out.map((o) => o.id), [2, 3]);
+    assert.deepEqual(
+      out.map((o) => o.id),
+      [2, 3],
+    );
   });
 
   it("distinct on fields keeps the first of each", async () => {
     const out = (await run("distinct", { fields: ["customer"] })) as { id: number }[];
-    assert.deepEqual(out.map((o) => o.id), [1, 2, 3]);
-    assert.deepEqual(await run("distinct", {}, [{ a: 1 }, { a: 1 }, { a: 2 }]), [{ a: 1 }, { a: 2 }]);
+    assert.deepEqual(
+      out.map((o) => o.id),
+      [1, 2, 3],
+    );
+    assert.deepEqual(await run("distinct", {}, [{ a: 1 }, { a: 1 }, { a: 2 }]), [
+      { a: 1 },
+      { a: 2 },
+    ]);
   });
 
   it("aggregate by group with every metric", async () => {
@@ -82,12 +120,22 @@ describe("operators", () => {
   });
 
   it("aggregate without groupBy is one group", async () => {
-    assert.deepEqual(await run("aggregate", { metrics: { n: { fn: "count", field: "tags" } } }), [{ n: 3 }]);
+    assert.deepEqual(await run("aggregate", { metrics: { n: { fn: "count", field: "tags" } } }), [
+      { n: 3 },
+    ]);
   });
 
   it("flatten unnests an array field", async () => {
     const out = (await run("flatten", { field: "tags" })) as { id: number; tags: unknown }[];
-    assert.deepEqual(out.map((o) => [o.id, o.tags]), [[1, "new"], [1, "vip"], [3, "vip"], [4, undefined]]);
+    assert.deepEqual(
+      out.map((o) => [o.id, o.tags]),
+      [
+        [1, "new"],
+        [1, "vip"],
+        [3, "vip"],
+        [4, undefined],
+      ],
+    );
     assert.deepEqual(await run("flatten", {}, [[1, 2], [3], 4]), [1, 2, 3, 4]);
   });
 
@@ -107,6 +155,9 @@ describe("operators", () => {
       orders,
       { params },
     );
-    assert.deepEqual(out, [{ id: 3, total: 400 }, { id: 1, total: 240 }]);
+    assert.deepEqual(out, [
+      { id: 3, total: 400 },
+      { id: 1, total: 240 },
+    ]);
   });
 });

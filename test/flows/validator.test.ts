@@ -1,3 +1,4 @@
+/* biome-ignore-all lint/suspicious/noTemplateCurlyInString: run-name placeholders are literal text */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { ValidationCode as C } from "../../src/flows/validation-codes.ts";
@@ -5,7 +6,8 @@ import { type ValidationResult, validateFlow } from "../../src/flows/validator.t
 
 const existing = new Set(["PY:score", "DPL:child", "PY:notify"]);
 const ctx = {
-  elementExists: (l: { elementName: string }, t: "PY" | "DPL") => existing.has(`${t}:${l.elementName}`),
+  elementExists: (l: { elementName: string }, t: "PY" | "DPL") =>
+    existing.has(`${t}:${l.elementName}`),
   // Fake parser: the first line containing "def (" is a syntax error.
   async checkPythonSyntax(code: string) {
     const i = code.split("\n").findIndex((l) => l.includes("def ("));
@@ -19,7 +21,12 @@ const ok = () => ({
     {
       id: "clean",
       type: "transform",
-      config: { operators: [{ id: "f1", type: "filter", expr: "amount > 0" }, { id: "m1", type: "map", fields: { total: "amount * qty" } }] },
+      config: {
+        operators: [
+          { id: "f1", type: "filter", expr: "amount > 0" },
+          { id: "m1", type: "map", fields: { total: "amount * qty" } },
+        ],
+      },
     },
     { id: "score", type: "script", config: { element: { elementName: "score", path: "/ml" } } },
     { id: "out", type: "output" },
@@ -85,7 +92,11 @@ describe("validateFlow", () => {
 
   it("invalid node config, with operator id and type", async () => {
     const f = ok();
-    f.vertexes[1] = { id: "clean", type: "transform", config: { operators: [{ id: "l1", type: "limit", count: -1 }] } } as never;
+    f.vertexes[1] = {
+      id: "clean",
+      type: "transform",
+      config: { operators: [{ id: "l1", type: "limit", count: -1 }] },
+    } as never;
     const r = only(await check(f), C.INVALID_NODE_CONFIG);
     assert.equal(r.nodeId, "clean");
     assert.equal(r.operatorId, "l1");
@@ -100,13 +111,27 @@ describe("validateFlow", () => {
     const r = only(await check(f), C.INVALID_NODE_CONFIG);
     assert.deepEqual(r.path, ["flow", "vertexes", 4, "config", "url"]);
     const g = ok();
-    g.vertexes[1] = { id: "clean", type: "transform", config: { operators: [{ type: "pivot" }] } } as never;
-    assert.deepEqual(only(await check(g), C.INVALID_NODE_CONFIG).path, ["flow", "vertexes", 1, "config", "operators", 0, "type"]);
+    g.vertexes[1] = {
+      id: "clean",
+      type: "transform",
+      config: { operators: [{ type: "pivot" }] },
+    } as never;
+    assert.deepEqual(only(await check(g), C.INVALID_NODE_CONFIG).path, [
+      "flow",
+      "vertexes",
+      1,
+      "config",
+      "operators",
+      0,
+      "type",
+    ]);
   });
 
   it("invalid JSONata in an operator", async () => {
     const f = ok();
-    (f.vertexes[1] as { config: { operators: { expr?: string; fields?: object }[] } }).config.operators[1] = { id: "m1", type: "map", fields: { total: "amount *" } } as never;
+    (
+      f.vertexes[1] as { config: { operators: { expr?: string; fields?: object }[] } }
+    ).config.operators[1] = { id: "m1", type: "map", fields: { total: "amount *" } } as never;
     const r = only(await check(f), C.INVALID_EXPRESSION);
     assert.equal(r.nodeId, "clean");
     assert.equal(r.operatorId, "m1");
@@ -123,7 +148,11 @@ describe("validateFlow", () => {
 
   it("invalid template in an http node", async () => {
     const f = ok();
-    f.vertexes.push({ id: "h", type: "http", config: { url: "http://x/{{id}}", body: { a: ["ok", "{{ $$ + }}"] } } } as never);
+    f.vertexes.push({
+      id: "h",
+      type: "http",
+      config: { url: "http://x/{{id}}", body: { a: ["ok", "{{ $$ + }}"] } },
+    } as never);
     f.edges.push({ source: "out", target: "h" });
     const r = only(await check(f), C.INVALID_EXPRESSION);
     assert.equal(r.nodeId, "h");
@@ -133,9 +162,15 @@ describe("validateFlow", () => {
   it("referenced elements missing: script, subflow, custom error handler", async () => {
     const f = ok();
     (f.vertexes[2] as { config: object }).config = { element: { elementName: "gone" } };
-    f.vertexes.push({ id: "sub", type: "subflow", config: { element: { elementName: "nochild" } } } as never);
+    f.vertexes.push({
+      id: "sub",
+      type: "subflow",
+      config: { element: { elementName: "nochild" } },
+    } as never);
     f.edges.push({ source: "out", target: "sub" });
-    const results = await check(f, { errorHandlers: { custom: { element: { elementName: "nohandler" } } } });
+    const results = await check(f, {
+      errorHandlers: { custom: { element: { elementName: "nohandler" } } },
+    });
     const hits = results.filter((r) => r.errorCode === C.ELEMENT_NOT_FOUND);
     assert.deepEqual(
       hits.map((h) => [h.nodeId, h.path]),
@@ -150,7 +185,10 @@ describe("validateFlow", () => {
   it("Python syntax error reports the line in the user's code, not counting the prelude", async () => {
     const f = ok();
     (f.vertexes[2] as { config: object }).config = { code: "x = 1\ndef (:\n" };
-    const r = only(await check(f, { prelude: "import math\nimport json\n" }), C.PYTHON_SYNTAX_ERROR);
+    const r = only(
+      await check(f, { prelude: "import math\nimport json\n" }),
+      C.PYTHON_SYNTAX_ERROR,
+    );
     assert.equal(r.nodeId, "score");
     assert.deepEqual(r.path, ["flow", "vertexes", 2, "config", "code"]);
     assert.match(r.errorMessage, /line 2:/);
@@ -172,8 +210,16 @@ describe("validateFlow", () => {
   });
 
   it("invalid cron: bad field, wrong field count; 6 fields accepted", async () => {
-    const cron = (crontab: string) => ({ type: "cron", name: "n", crontab, parameter: { orders: [] } });
-    const r = only(await check(ok(), { triggers: [{ type: "manual" }, cron("61 * * * *")] }), C.INVALID_CRON);
+    const cron = (crontab: string) => ({
+      type: "cron",
+      name: "n",
+      crontab,
+      parameter: { orders: [] },
+    });
+    const r = only(
+      await check(ok(), { triggers: [{ type: "manual" }, cron("61 * * * *")] }),
+      C.INVALID_CRON,
+    );
     assert.equal(r.nodeId, "configure");
     assert.deepEqual(r.path, ["configure", "triggers", 1, "crontab"]);
     only(await check(ok(), { triggers: [cron("* * * *")] }), C.INVALID_CRON);
@@ -182,7 +228,13 @@ describe("validateFlow", () => {
   });
 
   it("invalid time zone", async () => {
-    const t = { type: "cron", name: "n", crontab: "0 0 * * *", timezone: "Mars/Olympus", parameter: { orders: [] } };
+    const t = {
+      type: "cron",
+      name: "n",
+      crontab: "0 0 * * *",
+      timezone: "Mars/Olympus",
+      parameter: { orders: [] },
+    };
     const r = only(await check(ok(), { triggers: [t] }), C.INVALID_TIMEZONE);
     assert.deepEqual(r.path, ["configure", "triggers", 0, "timezone"]);
     t.timezone = "Asia/Shanghai";
@@ -203,7 +255,10 @@ describe("validateFlow", () => {
   });
 
   it("unknown runNameTemplate placeholder", async () => {
-    const r = only(await check(ok(), { runNameTemplate: "${elementName}-${nope}-${param.a}" }), C.UNKNOWN_PLACEHOLDER);
+    const r = only(
+      await check(ok(), { runNameTemplate: "${elementName}-${nope}-${param.a}" }),
+      C.UNKNOWN_PLACEHOLDER,
+    );
     assert.deepEqual(r.path, ["configure", "runNameTemplate"]);
     assert.match(r.errorMessage, /\$\{nope\}/);
   });
@@ -216,19 +271,33 @@ describe("validateFlow", () => {
       fileCleanup: { type: "days", days: 0 },
       errorHandlers: { bot: { webhookUrl: "ftp://x" } },
     });
-    assert.ok(results.every((r) => r.errorCode === C.INVALID_CONFIGURE && r.nodeId === "configure" && r.nodeType === "configure"));
-    assert.deepEqual(results.map((r) => r.path), [
-      ["configure", "triggers", 0, "type"],
-      ["configure", "errorHandlers", "bot", "webhookUrl"],
-      ["configure", "runTimeout", "seconds"],
-      ["configure", "logContent"],
-      ["configure", "fileCleanup", "days"],
-    ]);
+    assert.ok(
+      results.every(
+        (r) =>
+          r.errorCode === C.INVALID_CONFIGURE &&
+          r.nodeId === "configure" &&
+          r.nodeType === "configure",
+      ),
+    );
+    assert.deepEqual(
+      results.map((r) => r.path),
+      [
+        ["configure", "triggers", 0, "type"],
+        ["configure", "errorHandlers", "bot", "webhookUrl"],
+        ["configure", "runTimeout", "seconds"],
+        ["configure", "logContent"],
+        ["configure", "fileCleanup", "days"],
+      ],
+    );
   });
 
   it("merge join must name its sources", async () => {
     const f = ok();
-    f.vertexes.push({ id: "j", type: "merge", config: { mode: "join", left: "score", right: "in", on: "id" } } as never);
+    f.vertexes.push({
+      id: "j",
+      type: "merge",
+      config: { mode: "join", left: "score", right: "in", on: "id" },
+    } as never);
     f.edges.push({ source: "score", target: "j" });
     const r = only(await check(f), C.INVALID_NODE_CONFIG);
     assert.deepEqual(r.path, ["flow", "vertexes", 4, "config", "right"]);

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { executeFlow } from "../../src/flows/executor.ts";
+import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
+
+const seen: { method?: string; url?: string; headers: IncomingMessage["headers"]; body: string }[] =
+  [];
+const server = createServer((req, res) => {
+  let body = "";
+  req.on("data", (c) => {
+    body += c;
+  });
+  req.on("end", () => {
+    seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+    if (req.url?.startsWith("/fail")) {
+      res.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
+    } else if (req.url?.startsWith("/text")) {
+      res.writeHead(200, { "content-type": "text/plain" }).end("plain words");
+    } else {
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ echoed: JSON.parse(body || "null") }));
+    }
+  });
+});
+let base = "";
+before(async () => {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => server.close());
+
+const deps = {
+  runScript: async () => ({ ok: false as const, error: "unused", stdout: "", stderr: "" }),
+  runSubflow: async () => ({ ok: false as const, error: "unused" }),
+  fetch,
+  now: Date.now,
+};
+const run = (config: object, parameter: unknown) => {
+  const graph: Graph = {
+    vertexes: [
+      { id: "in", type: "input" },
+      { id: "h", type: "http", config },
+    ],
+    edges: [{ source: "in", target: "h" }],
+  };
+  return executeFlow({
+    runId: "r",
+    graph,
+    configure: normalizeConfigure({}),
+    parameter,
+    signal: new AbortController().signal,
+    deps,
+  });
+};
+
+describe("http node", () => {
+  it("renders templates in url, headers and body and parses the JSON response", async () => {
+    const res = await run(
+      {
+        method: "POST",
+        url: `${base}/orders/{{id}}?region={{$params.region}}`,
+        headers: { "x-customer": "{{customer}}" },
+        body: { id: "{{id}}", label: "order {{id}} of {{customer}}", total: "{{amount * qty}}" },
+      },
+      { id: 7, customer: "ann", amount: 2.5, qty: 4, region: "eu" },
+    );
+    assert.equal(res.status, "SUCCESS", res.error);
+    const req = seen.at(-1);
+    assert.equal(req?.method, "POST");
+    assert.equal(req?.url, "/orders/7?region=eu");
+    assert.equal(req?.headers["x-customer"], "ann");
+    assert.equal(req?.headers["content-type"], "application/json");
+    // A whole-string template keeps its JSON type; a mixed one becomes text.
+    assert.deepEqual(res.result, { echoed: { id: 7, label: "order 7 of ann", total: 10 } });
+  });
+
+  it("returns text when the body is not JSON", async () => {
+    const res = await run({ url: `${base}/text` }, {});
+    assert.equal(res.result, "plain words");
+    assert.equal(seen.at(-1)?.method, "GET");
+  });
+
+  it("a non-2xx status fails the node", async () => {
+    const res = await run({ url: `${base}/fail` }, {});
+    assert.equal(res.status, "FAILURE");
+    assert.equal(res.failedNodeId, "h");
+    assert.match(res.error ?? "", /HTTP 503/);
+    assert.match(res.error ?? "", /down/);
+  });
+});
