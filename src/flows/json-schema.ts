@@ -42,3 +42,19 @@ export function validateJsonSchema(schema: unknown, value: unknown): SchemaIssue
 export function describeIssues(issues: readonly SchemaIssue[]): string {
   return issues.map((i) => `${i.instancePath || "/"} ${i.message}`).join("; ");
 }
+
+/**
+ * The run-request check of §6: the parameter against every input node's `config.schema`. Empty
+ * when it conforms; otherwise the caller answers 400 and creates no run.
+ */
+export function runParameterIssues(
+  graph: { vertexes: readonly { type: string; config?: unknown }[] },
+  parameter: unknown,
+): SchemaIssue[] {
+  for (const v of graph.vertexes) {
+    if (v.type !== "input" || typeof v.config !== "object" || v.config === null) continue;
+    const issues = validateJsonSchema((v.config as { schema?: unknown }).schema, parameter);
+    if (issues.length > 0) return issues;
+  }
+  return [];
+}
