@@ -2,12 +2,16 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { contextPlugin } from "./http/context.ts";
 import { installErrorHandler } from "./http/error-handler.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
+import { flowRoutes } from "./http/flow-routes.ts";
 import { healthRoutes } from "./http/health-routes.ts";
+import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
+import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Store } from "./store/types.ts";
@@ -19,6 +23,8 @@ export interface AppDeps {
   logger: Logger;
   tasks: TaskService;
   runner: ScriptRunner;
+  lifecycle: FlowLifecycle;
+  flows: FlowRuns;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -39,6 +45,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installBodyDecoding(app);
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
   await app.register(healthRoutes, { sandbox: deps.runner.sandbox, mode: config.mode });
+  await app.register(
+    async (dataflow) => {
+      await dataflow.register(runRoutes, { flows: deps.flows, tasks: deps.tasks, store: deps.store });
+      await dataflow.register(flowRoutes, { lifecycle: deps.lifecycle });
+    },
+    { prefix: config.dataflowPrefix },
+  );
   await app.register(
     async (script) => {
       await script.register(scriptRoutes, { config, tasks: deps.tasks });

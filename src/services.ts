@@ -2,8 +2,10 @@ import { hostname } from "node:os";
 import type { Logger } from "pino";
 import { systemClock, type Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
 import type { RunQueue } from "./queue/types.ts";
+import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
@@ -19,6 +21,8 @@ export interface Services {
   events: RunEvents;
   queue: RunQueue;
   tasks: TaskService;
+  lifecycle: FlowLifecycle;
+  flows: FlowRuns;
   close(): Promise<void>;
 }
 
@@ -33,14 +37,21 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
   const store = await openStore(config);
   const runner = await createPythonRunner({ config, logger });
   const events = createRunEvents({ clock });
-  const queue = createLocalQueue({ bound: config.limits.queuedRuns, concurrency: config.python.concurrency });
+  const queue = createLocalQueue({
+    bound: config.limits.queuedRuns,
+    concurrency: { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency },
+  });
   const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
 
-  const recovered = await tasks.recover();
-  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished script tasks");
-  await queue.start(async (job) => {
-    if (job.kind === "script") await tasks.execute(job.runId);
-  });
+  const lifecycle = createFlowLifecycle({ store, clock, config });
+  const flows = createFlowRuns({ config, store, runner, queue, events, clock, logger, nodeId });
+
+  const recoveredTasks = await tasks.recover();
+  const recoveredRuns = await flows.recover();
+  if (recoveredTasks.failed || recoveredTasks.requeued || recoveredRuns.failed || recoveredRuns.requeued) {
+    logger.info({ tasks: recoveredTasks, flows: recoveredRuns }, "recovered unfinished runs");
+  }
+  await queue.start((job) => (job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId)));
 
   return {
     config,
@@ -51,6 +62,8 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
     events,
     queue,
     tasks,
+    lifecycle,
+    flows,
     async close() {
       await queue.stop();
       await runner.close();

@@ -144,10 +144,17 @@ export async function scriptRoutes(
         success: run.status === "SUCCESS",
         retval: run.result == null ? null : JSON.parse(run.result),
         stdout: run.stdout ?? "",
-        stderr: run.stderr ?? run.error ?? "",
+        stderr: stderrWithError(run),
       });
     },
   );
+}
+
+/** Lifespan `stderr` is the error text: the script's own stderr, then why it failed. */
+function stderrWithError(run: Run): string {
+  const own = run.stderr ?? "";
+  if (run.status === "SUCCESS" || !run.error || own.includes(run.error)) return own;
+  return own ? `${own}${own.endsWith("\n") ? "" : "\n"}${run.error}` : run.error;
 }
 
 async function lookup(tasks: TaskService, scope: Run["scope"] | null, taskId: string, timeoutS: number): Promise<Run> {

@@ -1,36 +1,41 @@
 import { ErrorCode, SluiceError } from "../errors.ts";
 import type { RunJob, RunQueue } from "./types.ts";
 
+type Kind = RunJob["kind"];
+
 /**
- * The embedded-mode queue: an in-memory FIFO in front of a concurrency bound. Durability comes
- * from the store (jobs are runs already committed as QUEUED; restart recovery re-enqueues them).
+ * The embedded-mode queue: one in-memory FIFO per kind, each behind its own concurrency bound
+ * (script slots are scarce processes; flow slots mostly wait). Durability comes from the store:
+ * jobs are runs already committed as QUEUED, and restart recovery re-enqueues them.
  */
-export function createLocalQueue(opts: { bound: number; concurrency: number }): RunQueue {
-  const pending: RunJob[] = [];
-  let head = 0;
-  let active = 0;
+export function createLocalQueue(opts: { bound: number; concurrency: Record<Kind, number> }): RunQueue {
+  const lanes = {
+    flow: { pending: [] as RunJob[], head: 0, active: 0 },
+    script: { pending: [] as RunJob[], head: 0, active: 0 },
+  };
   let handler: ((job: RunJob) => Promise<void>) | null = null;
   let stopped = false;
   const idle: (() => void)[] = [];
 
-  const size = () => pending.length - head;
+  const size = () => lanes.flow.pending.length - lanes.flow.head + lanes.script.pending.length - lanes.script.head;
+  const activeCount = () => lanes.flow.active + lanes.script.active;
 
-  function pump(): void {
-    while (handler && !stopped && active < opts.concurrency && size() > 0) {
-      const job = pending[head++] as RunJob;
-      if (head > 1024 && head * 2 > pending.length) {
-        pending.splice(0, head);
-        head = 0;
+  function pump(kind: Kind): void {
+    const lane = lanes[kind];
+    while (handler && !stopped && lane.active < opts.concurrency[kind] && lane.head < lane.pending.length) {
+      const job = lane.pending[lane.head++] as RunJob;
+      if (lane.head > 1024 && lane.head * 2 > lane.pending.length) {
+        lane.pending.splice(0, lane.head);
+        lane.head = 0;
       }
-      active++;
-      const run = handler;
-      // A handler records its own failures on the run; one that throws must not stall the queue.
-      run(job)
+      lane.active++;
+      // A handler records its own failures on the run; one that throws must not stall the lane.
+      handler(job)
         .catch(() => {})
         .finally(() => {
-          active--;
-          if (active === 0) for (const f of idle.splice(0)) f();
-          pump();
+          lane.active--;
+          if (activeCount() === 0) for (const f of idle.splice(0)) f();
+          pump(kind);
         });
     }
   }
@@ -38,17 +43,18 @@ export function createLocalQueue(opts: { bound: number; concurrency: number }): 
   return {
     async enqueue(job) {
       if (size() >= opts.bound) throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
-      pending.push(job);
-      queueMicrotask(pump);
+      lanes[job.kind].pending.push(job);
+      pump(job.kind);
     },
     async start(h) {
       handler = h;
-      pump();
+      pump("flow");
+      pump("script");
     },
     depth: size,
     async stop() {
       stopped = true;
-      if (active > 0) await new Promise<void>((r) => idle.push(r));
+      if (activeCount() > 0) await new Promise<void>((r) => idle.push(r));
     },
   };
 }

@@ -6,6 +6,7 @@ import { ErrorCode, SluiceError } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents } from "../runs/run-events.ts";
+import { waitForRunEnd } from "../runs/wait.ts";
 import type { Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
@@ -95,20 +96,9 @@ export function createTaskService(deps: Deps): TaskService {
   }
 
   async function waitForEnd(scope: ScopeFilter, taskId: string, timeoutS: number): Promise<Run | undefined> {
-    const first = await store.getRun(scope, taskId);
-    if (!first || first.elementType !== "PY" || isTerminal(first) || timeoutS <= 0) {
-      return first?.elementType === "PY" ? first : undefined;
-    }
     const ms = Math.min(timeoutS, config.limits.maxWaitS) * 1000;
-    const deadline = clock.now() + ms;
-    // A notify can land between the read above and the subscription; re-reading after each wake
-    // (and once at the deadline) closes that gap without polling.
-    while (true) {
-      const remaining = deadline - clock.now();
-      const woke = await events.waitFor(taskId, Math.max(0, remaining));
-      const run = await store.getRun(scope, taskId);
-      if (!run || isTerminal(run) || !woke || clock.now() >= deadline) return run;
-    }
+    const run = await waitForRunEnd({ store, events, clock }, scope, taskId, ms);
+    return run?.elementType === "PY" ? run : undefined;
   }
 
   return {

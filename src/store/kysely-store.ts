@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import { newId } from "../ids.ts";
+import { flowMethods } from "./kysely-flows.ts";
 import { toElement, toRun, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type {
@@ -67,7 +68,11 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
     return made;
   }
 
+  const elementByNumber = async (id: number): Promise<Element> =>
+    toElement(await elements().select(ELEMENT_COLUMNS).where("e.id", "=", id).executeTakeFirstOrThrow());
+
   return {
+    ...flowMethods(db, elementByNumber),
     db,
     dialect,
     folderByPath,

@@ -100,6 +100,28 @@ export interface NewScriptElement {
   now: number;
 }
 
+export interface FlowRevision {
+  elementId: string;
+  version: number;
+  name: string;
+  flow: unknown;
+  configure: unknown;
+  createdAt: number;
+  userId: string | null;
+}
+
+export interface NewFlowDeploy {
+  scope: Scope;
+  folderId: string;
+  name: string;
+  revisionName: string;
+  flow: unknown;
+  configure: unknown;
+  description: Record<string, string> | null;
+  user: Record<string, unknown> | null;
+  now: number;
+}
+
 export interface Store {
   readonly dialect: "sqlite" | "postgres";
 
@@ -113,6 +135,13 @@ export interface Store {
   scriptById(scope: Scope, id: string): Promise<ScriptElement | undefined>;
   /** Insert or (when `overwrite`) replace a script; returns "created" | "overwritten" | "exists". */
   putScript(el: NewScriptElement, overwrite: boolean): Promise<"created" | "overwritten" | "exists">;
+
+  /** Stores a new revision (creating the element as DRAFT if new) and makes it the release. */
+  deployFlow(deploy: NewFlowDeploy): Promise<{ element: Element; version: number }>;
+  /** Renames the newest revision; false when the element has none. */
+  renameRevision(elementId: string, name: string): Promise<boolean>;
+  setFlowStatus(elementId: string, status: FlowStatus, user: Record<string, unknown> | null, now: number): Promise<void>;
+  flowRevision(elementId: string, version: number): Promise<FlowRevision | undefined>;
 
   insertRun(run: NewRun): Promise<void>;
   /** QUEUED → STARTED; false when the run is no longer QUEUED. */

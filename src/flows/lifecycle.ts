@@ -1,0 +1,169 @@
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { type Locator, locateElement, targetFolder } from "../elements/locator.ts";
+import { checkElementName } from "../elements/paths.ts";
+import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import { checkPythonSyntax } from "../scripts/syntax-check.ts";
+import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
+import { validateFlow } from "./validator.ts";
+import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
+
+export interface DeployRequest extends Locator {
+  elementName: string;
+  revisionName: string;
+  flow?: unknown;
+  configure?: unknown;
+  description?: Record<string, string> | undefined;
+}
+
+export type ElementInfo = Locator & { elementName: string };
+
+export interface BatchResult {
+  element: ElementInfo;
+  result: "OK" | "ERROR" | "SKIP";
+  message?: string;
+}
+
+export interface FlowLifecycle {
+  deploy(scope: Scope, user: string | null, req: DeployRequest): Promise<ValidationResult[]>;
+  activate(scope: Scope, user: string | null, loc: Locator): Promise<FlowStatus>;
+  deactivate(scope: Scope, user: string | null, loc: Locator): Promise<FlowStatus>;
+  batchDeploy(scope: Scope, user: string | null, locs: ElementInfo[]): Promise<BatchResult[]>;
+  batchDeactivate(scope: Scope, user: string | null, locs: ElementInfo[]): Promise<BatchResult[]>;
+  /** Listeners learn of every change that can alter a flow's schedules (deploy, status). */
+  onChange(listener: (element: Element) => void): void;
+}
+
+/** Deploy, revisions and DRAFT/APPROVED/OBSOLETE exactly as contract §5. */
+export function createFlowLifecycle(deps: { store: Store; clock: Clock; config: Config }): FlowLifecycle {
+  const { store, clock } = deps;
+  const listeners: ((e: Element) => void)[] = [];
+  const changed = async (scope: Scope, id: string) => {
+    const el = await store.elementById(scope, id);
+    if (el) for (const l of listeners) l(el);
+  };
+
+  const validationContext = (scope: Scope): ValidationContext => ({
+    async elementExists(loc, type) {
+      try {
+        await locateElement(store, scope, loc, type);
+        return true;
+      } catch (err) {
+        // Not found, not unique or a malformed locator: all mean "no such element" to the validator.
+        if (err instanceof SluiceError) return false;
+        throw err;
+      }
+    },
+    async checkPythonSyntax(code) {
+      const [problem] = await checkPythonSyntax(deps.config.python.executable, [{ name: "<inline>", source: code }]);
+      return problem ?? null;
+    },
+  });
+
+  const userObject = (user: string | null) => (user ? { userId: user } : null);
+
+  async function setStatus(scope: Scope, user: string | null, loc: Locator, to: "activate" | "deactivate") {
+    const el = await locateElement(store, scope, loc, "DPL");
+    const from = el.status ?? "DRAFT";
+    const next: FlowStatus = to === "activate" ? "APPROVED" : from === "APPROVED" ? "OBSOLETE" : from;
+    if (next !== from) {
+      await store.setFlowStatus(el.id, next, userObject(user), clock.now());
+      await changed(scope, el.id);
+    }
+    return { el, from, next };
+  }
+
+  // Contract §4: a response describing a found element gives its elementId, folderId and path.
+  const describe = (loc: ElementInfo, el?: Element): ElementInfo =>
+    el
+      ? { elementName: el.name, elementType: "DPL", elementId: el.id, folderId: el.folderId, path: el.path }
+      : { ...loc, elementType: loc.elementType ?? "DPL" };
+  const reason = (err: unknown) => (err instanceof SluiceError ? err.message : String(err));
+
+  return {
+    async deploy(scope, user, req) {
+      const nameProblem = checkElementName(req.elementName);
+      if (nameProblem) throw badRequest(`elementName ${nameProblem}`);
+      if ((req.elementType ?? "DPL") !== "DPL") throw badRequest("elementType must be DPL for a flow deploy");
+      const hasFlow = req.flow !== undefined;
+      const hasConfigure = req.configure !== undefined;
+      if (hasFlow !== hasConfigure) throw badRequest("flow and configure must be given together (or neither, to rename)");
+      if (!hasFlow) {
+        const el = await locateElement(store, scope, req, "DPL");
+        await store.renameRevision(el.id, req.revisionName);
+        return [];
+      }
+      const results = await validateFlow({ flow: req.flow, configure: req.configure }, validationContext(scope));
+      if (results.some((r) => r.severity === 2)) return results;
+      const folder = await targetFolder(store, scope, req, clock.now());
+      const { element } = await store.deployFlow({
+        scope,
+        folderId: folder.id,
+        name: req.elementName,
+        revisionName: req.revisionName,
+        flow: req.flow,
+        configure: req.configure,
+        description: req.description ?? null,
+        user: userObject(user),
+        now: clock.now(),
+      });
+      for (const l of listeners) l(element);
+      return results;
+    },
+
+    async activate(scope, user, loc) {
+      return (await setStatus(scope, user, loc, "activate")).next;
+    },
+
+    async deactivate(scope, user, loc) {
+      return (await setStatus(scope, user, loc, "deactivate")).next;
+    },
+
+    async batchDeploy(scope, user, locs) {
+      const out: BatchResult[] = [];
+      for (const loc of locs) {
+        try {
+          const el = await locateElement(store, scope, loc, "DPL");
+          if (el.status === "APPROVED") {
+            out.push({ element: describe(loc, el), result: "SKIP", message: "already APPROVED" });
+            continue;
+          }
+          const rev = el.releaseVersion ? await store.flowRevision(el.id, el.releaseVersion) : undefined;
+          if (!rev) throw new SluiceError(ErrorCode.BUSINESS, ["the element has no release"]);
+          const problems = (await validateFlow(rev, validationContext(scope))).filter((r) => r.severity === 2);
+          if (problems.length > 0) {
+            const text = problems.map((p) => `${p.nodeId}: ${p.errorMessage ?? p.errorCode}`).join("; ");
+            out.push({ element: describe(loc, el), result: "ERROR", message: `release no longer validates: ${text}` });
+            continue;
+          }
+          await setStatus(scope, user, loc, "activate");
+          out.push({ element: describe(loc, el), result: "OK" });
+        } catch (err) {
+          out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
+        }
+      }
+      return out;
+    },
+
+    async batchDeactivate(scope, user, locs) {
+      const out: BatchResult[] = [];
+      for (const loc of locs) {
+        try {
+          const { el, from } = await setStatus(scope, user, loc, "deactivate");
+          out.push(
+            from === "APPROVED"
+              ? { element: describe(loc, el), result: "OK" }
+              : { element: describe(loc, el), result: "SKIP", message: `status is ${from}` },
+          );
+        } catch (err) {
+          out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
+        }
+      }
+      return out;
+    },
+
+    onChange(listener) {
+      listeners.push(listener);
+    },
+  };
+}

@@ -1,0 +1,249 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import type { Logger } from "pino";
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { type Locator, locateElement } from "../elements/locator.ts";
+import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import { type FlowDeps, executeFlow } from "../flows/executor.ts";
+import { type Configure, type Graph, normalizeConfigure } from "../flows/graph.ts";
+import { describeIssues, runParameterIssues } from "../flows/json-schema.ts";
+import { renderRunName } from "../flows/run-name.ts";
+import { newId } from "../ids.ts";
+import type { RunQueue } from "../queue/types.ts";
+import type { ScriptRunner } from "../scripts/runner-types.ts";
+import type { NewRun, Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
+import type { RunEvents } from "./run-events.ts";
+import { scriptNodeRunner } from "./script-node.ts";
+import { waitForRunEnd } from "./wait.ts";
+
+export interface StartRequest {
+  scope: Scope;
+  user: string | null;
+  locator: Locator;
+  parameter: unknown;
+  inProcess: boolean;
+  parentRunId?: string | null | undefined;
+  trigger: TriggerType;
+}
+
+export interface FlowRuns {
+  /** Commits the run and queues it (or runs it here when inProcess); answers its ID. */
+  start(req: StartRequest): Promise<string>;
+  /** Runs here and waits up to `timeoutS` (absent: the server's longest wait). */
+  runSync(req: Omit<StartRequest, "inProcess" | "trigger">, timeoutS: number | undefined): Promise<Run>;
+  execute(runId: string): Promise<void>;
+  waitForEnd(scope: ScopeFilter, runId: string, timeoutS: number): Promise<Run | undefined>;
+  terminate(run: Run): Promise<boolean>;
+  recover(): Promise<{ failed: number; requeued: number }>;
+}
+
+interface Release {
+  graph: Graph;
+  configure: Configure;
+  version: number;
+}
+
+interface Deps {
+  config: Config;
+  store: Store;
+  runner: ScriptRunner;
+  queue: RunQueue;
+  events: RunEvents;
+  clock: Clock;
+  logger: Logger;
+  nodeId: string;
+}
+
+/** Flow runs: the status machine and trigger types of contract §8 around the pure executor. */
+export function createFlowRuns(deps: Deps): FlowRuns {
+  const { store, clock, config, events } = deps;
+  // Revisions never change once stored, so a parsed release is cached by element and version.
+  const releases = new Map<string, Release>();
+  const active = new Map<string, AbortController>();
+
+  async function release(elementId: string, version: number): Promise<Release> {
+    const key = `${elementId}:${version}`;
+    let rel = releases.get(key);
+    if (!rel) {
+      const rev = await store.flowRevision(elementId, version);
+      if (!rev) throw new SluiceError(ErrorCode.BUSINESS, [`revision ${version} of element ${elementId} is missing`]);
+      rel = { graph: rev.flow as Graph, configure: normalizeConfigure(rev.configure), version };
+      if (releases.size > 1000) releases.clear();
+      releases.set(key, rel);
+    }
+    return rel;
+  }
+
+  async function prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun> {
+    const el = await locateElement(store, req.scope, req.locator, "DPL");
+    if (el.status !== "APPROVED" || el.releaseVersion == null) {
+      throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
+    }
+    const rel = await release(el.id, el.releaseVersion);
+    const issues = runParameterIssues(rel.graph, req.parameter);
+    if (issues.length > 0) throw badRequest(`parameter does not match the flow's input schema: ${describeIssues(issues)}`);
+    const now = clock.now();
+    const id = newId(now);
+    const runName = renderRunName(rel.configure.runNameTemplate, {
+      elementName: el.name,
+      runId: id,
+      version: String(rel.version),
+      triggerType: req.trigger,
+      user: req.user ?? "",
+      parameter: req.parameter,
+      now,
+      timeZone: config.timeZone,
+    });
+    return {
+      id,
+      scope: req.scope,
+      elementId: el.id,
+      elementType: "DPL",
+      elementName: el.name,
+      folderId: el.folderId,
+      version: String(rel.version),
+      triggerType: req.parentRunId ? "API" : req.trigger,
+      status,
+      runName,
+      runParam: JSON.stringify(req.parameter ?? null),
+      initiator: req.user ? { userId: req.user } : null,
+      parentRunId: req.parentRunId ?? null,
+      inProcess: req.inProcess,
+      nodeId: status === "STARTED" ? deps.nodeId : null,
+      createTime: now,
+      startTime: status === "STARTED" ? now : null,
+    };
+  }
+
+  /** Executes a STARTED run to its end and records it; never throws. */
+  async function run(r: Pick<Run, "id" | "scope" | "elementId" | "version" | "runParam">, parameter: unknown): Promise<void> {
+    const ctl = new AbortController();
+    active.set(r.id, ctl);
+    const limit = clock.setTimeout(() => ctl.abort(new Error(`run exceeded the system limit of ${config.limits.maxRunS}s`)), config.limits.maxRunS * 1000);
+    let end: RunEnd;
+    try {
+      const rel = await release(r.elementId, Number(r.version));
+      const flowDeps: FlowDeps = {
+        runScript: scriptNodeRunner({ store, runner: deps.runner, scope: r.scope, runId: r.id }),
+        runSubflow: (req) => subflow(r, req.element, req.parameter, req.signal),
+        fetch: globalThis.fetch,
+        now: () => clock.now(),
+      };
+      const out = await executeFlow({ runId: r.id, graph: rel.graph, configure: rel.configure, parameter, signal: ctl.signal, deps: flowDeps });
+      end = toEnd(out, clock.now(), config.limits.resultBytes);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      end = { status: "FAILURE", endTime: clock.now(), summary: message, error: message };
+    } finally {
+      clock.clearTimeout(limit);
+      active.delete(r.id);
+    }
+    await store.endRun(r.id, end);
+    events.notify(r.id);
+    await fs.rm(path.join(config.dataDir, "tasks", r.id), { recursive: true, force: true }).catch(() => {});
+  }
+
+  async function subflow(parent: Pick<Run, "id" | "scope">, element: Locator, parameter: unknown, signal: AbortSignal) {
+    const parentRun = await store.getRun(parent.scope, parent.id);
+    const childId = await api.start({
+      scope: parent.scope,
+      user: (parentRun?.initiator?.userId as string | undefined) ?? null,
+      locator: element,
+      parameter,
+      inProcess: true,
+      parentRunId: parent.id,
+      trigger: "API",
+    });
+    const onAbort = async () => {
+      const child = await store.getRun(parent.scope, childId);
+      if (child) await api.terminate(child);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      const child = await waitForRunEnd({ store, events, clock }, parent.scope, childId, config.limits.maxRunS * 1000);
+      if (child?.status === "SUCCESS") return { ok: true as const, value: child.result == null ? null : JSON.parse(child.result) };
+      return { ok: false as const, error: `sub-flow run ${childId} ended ${child?.status ?? "unknown"}: ${child?.error ?? ""}` };
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  const api: FlowRuns = {
+    async start(req) {
+      if (!req.inProcess && deps.queue.depth() >= config.limits.queuedRuns) {
+        throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${config.limits.queuedRuns} runs`]);
+      }
+      const rec = await prepare(req, req.inProcess ? "STARTED" : "QUEUED");
+      await store.insertRun(rec);
+      if (req.inProcess) void run(rec, req.parameter);
+      else await deps.queue.enqueue({ runId: rec.id, kind: "flow" });
+      return rec.id;
+    },
+
+    async runSync(req, timeoutS) {
+      const rec = await prepare({ ...req, inProcess: true, trigger: "SYNC" }, "STARTED");
+      await store.insertRun(rec);
+      const done = run(rec, req.parameter);
+      const waitMs = Math.min(timeoutS && timeoutS > 0 ? timeoutS : config.limits.maxWaitS, config.limits.maxWaitS) * 1000;
+      let timer: ReturnType<Clock["setTimeout"]> | undefined;
+      const elapsed = new Promise<false>((resolve) => {
+        timer = clock.setTimeout(() => resolve(false), waitMs);
+      });
+      await Promise.race([done, elapsed]);
+      if (timer) clock.clearTimeout(timer);
+      // Unfinished here means the wait elapsed; the caller answers 28020006 and the run goes on.
+      const ended = await store.getRun(req.scope, rec.id);
+      if (!ended) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [rec.id]);
+      return ended;
+    },
+
+    async execute(runId) {
+      const r = await store.getRun(null, runId);
+      if (!r || r.status !== "QUEUED") return;
+      if (!(await store.startRun(runId, clock.now(), deps.nodeId))) return;
+      await run(r, JSON.parse(r.runParam ?? "null"));
+    },
+
+    waitForEnd: (scope, runId, timeoutS) =>
+      waitForRunEnd({ store, events, clock }, scope, runId, Math.min(timeoutS, config.limits.maxWaitS) * 1000),
+
+    async terminate(r) {
+      const ended = await store.endRun(r.id, { status: "CANCELED", endTime: clock.now(), summary: "terminated", error: "terminated by request" });
+      if (!ended) return false;
+      active.get(r.id)?.abort(new Error("terminated"));
+      events.notify(r.id);
+      for (const child of await store.childRuns(r.id)) await api.terminate(child);
+      return true;
+    },
+
+    async recover() {
+      let failed = 0;
+      for (const r of await store.unfinishedRuns(["STARTED"])) {
+        if (r.elementType !== "DPL") continue;
+        const message = "the service restarted while this run was executing; it was stopped";
+        if (await store.endRun(r.id, { status: "FAILURE", endTime: clock.now(), summary: message, error: message })) failed++;
+      }
+      const queued = (await store.unfinishedRuns(["QUEUED"])).filter((r) => r.elementType === "DPL");
+      for (const r of queued) await deps.queue.enqueue({ runId: r.id, kind: "flow" });
+      return { failed, requeued: queued.length };
+    },
+  };
+  return api;
+}
+
+function toEnd(out: Awaited<ReturnType<typeof executeFlow>>, endTime: number, resultBytes: number): RunEnd {
+  const detail = { nodes: out.nodes, ...(out.failedNodeId ? { failedNodeId: out.failedNodeId } : {}) };
+  if (out.status === "SUCCESS") {
+    const result = JSON.stringify(out.result ?? null);
+    const size = Buffer.byteLength(result);
+    if (size > resultBytes) {
+      const error = `result is ${size} bytes, over the ${resultBytes} byte limit`;
+      return { status: "FAILURE", endTime, summary: error, error, detail };
+    }
+    return { status: "SUCCESS", endTime, result, summary: `${out.nodes.length} nodes, result ${size} bytes`, detail };
+  }
+  const error = out.error ?? (out.status === "CANCELED" ? "canceled" : "failed");
+  const summary = `${out.failedNodeId ? `${out.failedNodeId}: ` : ""}${error}`.split("\n")[0] ?? error;
+  return { status: out.status, endTime, summary, error, detail };
+}

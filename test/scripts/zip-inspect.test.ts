@@ -1,0 +1,44 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { inspectZip } from "../../src/scripts/zip-inspect.ts";
+import { makeZip } from "../helpers/zip.ts";
+
+const limits = { zipEntries: 10, zipUncompressedBytes: 10_000 };
+
+describe("inspectZip", () => {
+  it("accepts main.py at the root and returns every .py source", async () => {
+    const v = await inspectZip(makeZip([{ name: "main.py", content: "x=1" }, { name: "util.py", content: "y=2" }]), limits);
+    assert.equal(v.ok, true);
+    if (v.ok) assert.deepEqual(v.pyFiles.map((f) => f.name).sort(), ["main.py", "util.py"]);
+  });
+  it("accepts main.py inside a single top-level folder", async () => {
+    const v = await inspectZip(makeZip([{ name: "pkg/" }, { name: "pkg/main.py", content: "" }]), limits);
+    assert.equal(v.ok && v.entry, "pkg/main.py");
+  });
+  it("rejects a zip without main.py (status 2)", async () => {
+    const v = await inspectZip(makeZip([{ name: "a/main.py" }, { name: "b/x.py" }]), limits);
+    assert.deepEqual(v.ok ? null : [v.status, /main\.py/.test(v.message)], [2, true]);
+  });
+  it("rejects ../ entries and absolute paths (status 2)", async () => {
+    for (const name of ["../evil.py", "a/../../evil.py", "/etc/x.py"]) {
+      const v = await inspectZip(makeZip([{ name: "main.py" }, { name }]), limits);
+      assert.equal(v.ok, false, name);
+      if (!v.ok) assert.equal(v.status, 2);
+    }
+  });
+  it("rejects links (status 2)", async () => {
+    const v = await inspectZip(makeZip([{ name: "main.py" }, { name: "l", content: "/etc/passwd", symlink: true }]), limits);
+    assert.equal(!v.ok && v.status === 2 && /link/.test(v.message), true);
+  });
+  it("enforces entry count and uncompressed size (status 3)", async () => {
+    const many = Array.from({ length: 11 }, (_, i) => ({ name: `f${i}.py` }));
+    const a = await inspectZip(makeZip([{ name: "main.py" }, ...many]), limits);
+    assert.equal(!a.ok && a.status, 3);
+    const b = await inspectZip(makeZip([{ name: "main.py", content: "#".repeat(20_000) }]), limits);
+    assert.equal(!b.ok && b.status, 3);
+  });
+  it("rejects bytes that are not a zip (status 2)", async () => {
+    const v = await inspectZip(Buffer.from("not a zip"), limits);
+    assert.equal(!v.ok && v.status, 2);
+  });
+});
