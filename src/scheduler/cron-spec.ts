@@ -1,0 +1,128 @@
+/**
+ * Crontab + time zone → tick times (contract §7). Pure: croner is used only as a calculator
+ * (`paused`, no callback), so the scheduler owns all timing and tests can fake the clock.
+ */
+import { createHash } from "node:crypto";
+import { Cron } from "croner";
+
+export const DEFAULT_TIMEZONE = "UTC";
+
+export interface CronSpec {
+  readonly crontab: string;
+  readonly timezone: string;
+  /** `crontab|timezone`: equal keys give equal ticks, so schedules may share one spec. */
+  readonly key: string;
+  readonly cron: Cron;
+  /**
+   * Memo of the last `nextTick` query. Many schedules with the same spec (10,000 × `* * * * *`)
+   * ask for the tick after the same instant on every fire; one croner computation (~40 µs)
+   * then serves them all.
+   */
+  memoAfter: number;
+  memoNext: number | null;
+}
+
+export class CronSpecError extends Error {
+  override name = "CronSpecError";
+}
+
+/** Fields joined by single spaces: `0  9 * * *` and `0 9 * * *` are the same schedule. */
+function normalizeCrontab(crontab: string): string {
+  return crontab.trim().split(/\s+/).join(" ");
+}
+
+function isValidTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Parse a crontab of 5 fields, or 6 with seconds first, in an IANA zone (default UTC).
+ * Throws CronSpecError with a readable message. Day-of-month and day-of-week combine with OR,
+ * as in Vixie cron (croner's default).
+ */
+export function parseCronSpec(crontab: string, timezone: string = DEFAULT_TIMEZONE): CronSpec {
+  const normalized = normalizeCrontab(crontab);
+  const fields = normalized === "" ? 0 : normalized.split(" ").length;
+  if (fields !== 5 && fields !== 6) {
+    throw new CronSpecError(`crontab needs 5 fields, or 6 with seconds first; got ${fields}`);
+  }
+  if (!isValidTimeZone(timezone)) throw new CronSpecError(`unknown time zone: ${timezone}`);
+  let cron: Cron;
+  try {
+    cron = new Cron(normalized, { paused: true, timezone, mode: "5-or-6-parts" });
+  } catch (err) {
+    throw new CronSpecError(err instanceof Error ? err.message : String(err));
+  }
+  return { crontab: normalized, timezone, key: `${normalized}|${timezone}`, cron, memoAfter: Number.NaN, memoNext: null };
+}
+
+/** The crontab/time zone error message, or null when valid. */
+export function cronSpecError(crontab: string, timezone: string = DEFAULT_TIMEZONE): string | null {
+  try {
+    parseCronSpec(crontab, timezone);
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/** First tick strictly after `afterMs` (epoch ms), or null when the pattern never fires again. */
+export function nextTick(spec: CronSpec, afterMs: number): number | null {
+  if (spec.memoAfter === afterMs) return spec.memoNext;
+  const next = spec.cron.nextRun(new Date(afterMs));
+  spec.memoAfter = afterMs;
+  spec.memoNext = next === null ? null : next.getTime();
+  return spec.memoNext;
+}
+
+/** Last tick strictly before `beforeMs`, or null. Used only for catch-up after missed ticks. */
+export function previousTick(spec: CronSpec, beforeMs: number): number | null {
+  const prev = spec.cron.previousRuns(1, new Date(beforeMs))[0];
+  return prev === undefined ? null : prev.getTime();
+}
+
+/**
+ * Stable id of a flow's cron trigger: derived from the element and the trigger name only, so a
+ * redeploy that changes the crontab keeps it (§7), and no table is needed to look it up.
+ * 20 lowercase base-36 characters, the same shape as run ids.
+ */
+export function scheduleIdFor(elementId: string, triggerName: string): string {
+  const digest = createHash("sha256").update(elementId).update("\0").update(triggerName).digest();
+  const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz";
+  let id = "";
+  for (let i = 0; i < 20; i++) id += alphabet[(digest[i] ?? 0) % 36];
+  return id;
+}
+
+/**
+ * Shares one CronSpec per `crontab|timezone` so that the nextTick memo works across schedules.
+ * Bounded by the number of distinct specs deployed; entries are dropped when unused.
+ */
+export function createSpecCache(): {
+  acquire(crontab: string, timezone: string): CronSpec;
+  release(spec: CronSpec): void;
+} {
+  const specs = new Map<string, { spec: CronSpec; refs: number }>();
+  return {
+    acquire(crontab, timezone) {
+      const hit = specs.get(`${normalizeCrontab(crontab)}|${timezone}`);
+      if (hit) {
+        hit.refs++;
+        return hit.spec;
+      }
+      const spec = parseCronSpec(crontab, timezone);
+      specs.set(spec.key, { spec, refs: 1 });
+      return spec;
+    },
+    release(spec) {
+      const hit = specs.get(spec.key);
+      if (!hit || hit.spec !== spec) return;
+      if (--hit.refs <= 0) specs.delete(spec.key);
+    },
+  };
+}
