@@ -58,7 +58,14 @@ export function parseCronSpec(crontab: string, timezone: string = DEFAULT_TIMEZO
   } catch (err) {
     throw new CronSpecError(err instanceof Error ? err.message : String(err));
   }
-  return { crontab: normalized, timezone, key: `${normalized}|${timezone}`, cron, memoAfter: Number.NaN, memoNext: null };
+  return {
+    crontab: normalized,
+    timezone,
+    key: `${normalized}|${timezone}`,
+    cron,
+    memoAfter: Number.NaN,
+    memoNext: null,
+  };
 }
 
 /** The crontab/time zone error message, or null when valid. */

@@ -135,7 +135,8 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
       return;
     }
     const last = entry.lastRunAt;
-    const base = catchUp && last !== undefined ? last : Math.max(now, last ?? Number.NEGATIVE_INFINITY);
+    const base =
+      catchUp && last !== undefined ? last : Math.max(now, last ?? Number.NEGATIVE_INFINITY);
     const next = nextTick(entry.spec, base);
     if (next === null) heap.delete(entry);
     else heap.set(entry, next);
@@ -195,7 +196,11 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
     if (entry.lastRunAt !== undefined && tick <= entry.lastRunAt) return; // defensive: never repeat
     entry.lastRunAt = tick;
     persisted?.set(entry.schedule.scheduleId, tick);
-    const ctx = { scheduleId: entry.schedule.scheduleId, elementId: entry.schedule.elementId, tick };
+    const ctx = {
+      scheduleId: entry.schedule.scheduleId,
+      elementId: entry.schedule.elementId,
+      tick,
+    };
     try {
       Promise.resolve(store.save(entry.schedule.scheduleId, tick)).catch((err: unknown) =>
         logger.error({ ...ctx, err }, "could not save schedule state"),
@@ -204,7 +209,9 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
       logger.error({ ...ctx, err }, "could not save schedule state");
     }
     try {
-      fire(entry.schedule, tick).catch((err: unknown) => logger.error({ ...ctx, err }, "scheduled fire failed"));
+      fire(entry.schedule, tick).catch((err: unknown) =>
+        logger.error({ ...ctx, err }, "scheduled fire failed"),
+      );
     } catch (err) {
       logger.error({ ...ctx, err }, "scheduled fire failed");
     }
@@ -241,7 +248,14 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
         if (t.type !== "cron") continue;
         const timezone = t.timezone ?? DEFAULT_TIMEZONE;
         const scheduleId = scheduleIdFor(elementId, t.name);
-        const schedule: Schedule = { scheduleId, elementId, name: t.name, crontab: t.crontab, timezone, parameter: t.parameter };
+        const schedule: Schedule = {
+          scheduleId,
+          elementId,
+          name: t.name,
+          crontab: t.crontab,
+          timezone,
+          parameter: t.parameter,
+        };
         if (entries.some((e) => e.schedule.name === t.name)) {
           logger.warn({ elementId, name: t.name }, "duplicate cron trigger name ignored");
           continue;
@@ -249,7 +263,8 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
         const kept = old.get(t.name);
         if (kept) {
           old.delete(t.name);
-          const specChanged = kept.schedule.crontab !== t.crontab || kept.schedule.timezone !== timezone;
+          const specChanged =
+            kept.schedule.crontab !== t.crontab || kept.schedule.timezone !== timezone;
           kept.schedule = schedule;
           if (specChanged) {
             if (kept.spec) specs.release(kept.spec);
@@ -291,7 +306,11 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
       const all = schedulesOf(elementId);
       let best = all[0];
       for (const s of all) {
-        if (s.nextRunAt !== undefined && (best?.nextRunAt === undefined || s.nextRunAt < best.nextRunAt)) best = s;
+        if (
+          s.nextRunAt !== undefined &&
+          (best?.nextRunAt === undefined || s.nextRunAt < best.nextRunAt)
+        )
+          best = s;
       }
       return best;
     },

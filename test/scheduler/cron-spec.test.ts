@@ -57,8 +57,12 @@ describe("parseCronSpec", () => {
 
 describe("nextTick in time zones", () => {
   it("0 9 * * * in Europe/Berlin is 07:00 UTC in summer (CEST) and 08:00 UTC in winter (CET)", () => {
-    assert.deepEqual(ticks("0 9 * * *", "Europe/Berlin", "2025-07-01T00:00:00Z", 1), ["2025-07-01T07:00:00.000Z"]);
-    assert.deepEqual(ticks("0 9 * * *", "Europe/Berlin", "2025-01-15T00:00:00Z", 1), ["2025-01-15T08:00:00.000Z"]);
+    assert.deepEqual(ticks("0 9 * * *", "Europe/Berlin", "2025-07-01T00:00:00Z", 1), [
+      "2025-07-01T07:00:00.000Z",
+    ]);
+    assert.deepEqual(ticks("0 9 * * *", "Europe/Berlin", "2025-01-15T00:00:00Z", 1), [
+      "2025-01-15T08:00:00.000Z",
+    ]);
   });
 
   it("spring forward: 30 2 * * * in America/New_York runs once on 2025-03-09, at 03:00 EDT", () => {

@@ -35,7 +35,8 @@ export function createFakeClock(startMs: number = Date.UTC(2025, 0, 1)): FakeClo
     let best: FakeTimer | undefined;
     for (const t of timers.values()) {
       if (t.dueMono > limitMono) continue;
-      if (!best || t.dueMono < best.dueMono || (t.dueMono === best.dueMono && t.id < best.id)) best = t;
+      if (!best || t.dueMono < best.dueMono || (t.dueMono === best.dueMono && t.id < best.id))
+        best = t;
     }
     return best;
   }

@@ -20,7 +20,10 @@ describe("TickHeap", () => {
     const out: number[] = [];
     for (let it = heap.popDue(Infinity); it; it = heap.popDue(Infinity)) out.push(it.due);
     assert.equal(out.length, 180);
-    assert.deepEqual(out, [...out].sort((a, b) => a - b));
+    assert.deepEqual(
+      out,
+      [...out].sort((a, b) => a - b),
+    );
     assert.equal(out.at(-1), 5049);
   });
 
