@@ -1,0 +1,378 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { newId } from "../../src/ids.ts";
+import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import type { NewRun, RunStatus, Scope } from "../../src/store/types.ts";
+import { startPostgres } from "../helpers/pg.ts";
+
+/** The same behaviour is required of the Store in both dialects (contract §1: both modes pass one suite). */
+
+const SCOPE: Scope = { app: "app1", space: "space1" };
+const OTHER: Scope = { app: "app1", space: "space2" };
+const OTHER_APP: Scope = { app: "app2", space: "space1" };
+const T0 = 1_700_000_000_000;
+
+let seq = 0;
+/** Unique names so that tests sharing one store never collide. */
+const unique = (prefix: string) => `${prefix}_${++seq}`;
+
+function newRun(over: Partial<NewRun> = {}): NewRun {
+  return {
+    id: newId(),
+    scope: SCOPE,
+    elementId: "1",
+    elementType: "PY",
+    elementName: "script",
+    folderId: "f1",
+    version: null,
+    triggerType: "ASYNC",
+    status: "QUEUED",
+    runName: null,
+    runParam: null,
+    initiator: null,
+    parentRunId: null,
+    inProcess: false,
+    nodeId: null,
+    createTime: T0 + seq++,
+    ...over,
+  };
+}
+
+for (const dialect of ["sqlite", "postgres"] as const) {
+  describe(`Store contract (${dialect})`, () => {
+    let store: OpenedStore;
+    let dataDir: string;
+
+    before(async () => {
+      dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-store-"));
+      const databaseUrl = dialect === "postgres" ? await (await startPostgres()).createDatabase() : undefined;
+      store = await openStore({ databaseUrl, dataDir });
+      assert.equal(store.dialect, dialect);
+    });
+
+    after(async () => {
+      await store?.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    });
+
+    describe("folders", () => {
+      it("ensureFolder creates every missing ancestor", async () => {
+        const leaf = await store.ensureFolder(SCOPE, "/a/b/c", T0);
+        assert.equal(leaf.path, "/a/b/c");
+        assert.equal(typeof leaf.id, "string");
+        for (const p of ["/", "/a", "/a/b", "/a/b/c"]) {
+          const f = await store.folderByPath(SCOPE, p);
+          assert.equal(f?.path, p, `ancestor ${p}`);
+        }
+        assert.deepEqual(await store.folderById(SCOPE, leaf.id), leaf);
+      });
+
+      it("ensureFolder is idempotent and shares existing ancestors", async () => {
+        const first = await store.ensureFolder(SCOPE, "/x/y", T0);
+        const again = await store.ensureFolder(SCOPE, "/x/y", T0 + 1);
+        assert.deepEqual(again, first);
+        const x = await store.folderByPath(SCOPE, "/x");
+        const sibling = await store.ensureFolder(SCOPE, "/x/z", T0 + 2);
+        assert.notEqual(sibling.id, first.id);
+        assert.deepEqual(await store.folderByPath(SCOPE, "/x"), x);
+        assert.deepEqual(await store.ensureFolder(SCOPE, "/", T0), await store.folderByPath(SCOPE, "/"));
+      });
+
+      it("folders are per scope", async () => {
+        const mine = await store.ensureFolder(SCOPE, "/only-mine", T0);
+        assert.equal(await store.folderByPath(OTHER, "/only-mine"), undefined);
+        assert.equal(await store.folderById(OTHER, mine.id), undefined);
+        const theirs = await store.ensureFolder(OTHER, "/only-mine", T0);
+        assert.notEqual(theirs.id, mine.id);
+      });
+
+      it("unknown folders are undefined", async () => {
+        assert.equal(await store.folderByPath(SCOPE, "/nope/never"), undefined);
+        assert.equal(await store.folderById(SCOPE, "no-such-id"), undefined);
+      });
+    });
+
+    describe("scripts and elements", () => {
+      it("putScript: created, exists, overwritten; content round-trips byte for byte", async () => {
+        const folder = await store.ensureFolder(SCOPE, "/scripts", T0);
+        const name = unique("score");
+        // Every byte value, so an encoding step anywhere would show.
+        const bytes = Uint8Array.from({ length: 512 }, (_, i) => i % 256);
+        const base = { scope: SCOPE, folderId: folder.id, name, kind: "module" as const, content: bytes, now: T0 };
+        assert.equal(await store.putScript(base, false), "created");
+        assert.equal(await store.putScript({ ...base, content: new Uint8Array([1]), now: T0 + 5 }, false), "exists");
+
+        const [el] = await store.findElements(SCOPE, { type: "PY", name });
+        assert.ok(el);
+        const script = await store.scriptById(SCOPE, el.id);
+        assert.ok(script);
+        assert.deepEqual(new Uint8Array(script.content), bytes, "exists must not change the content");
+        assert.equal(script.kind, "module");
+        assert.equal(script.path, "/scripts");
+        assert.equal(script.folderId, folder.id);
+        assert.equal(script.type, "PY");
+        assert.equal(script.createdAt, T0);
+        assert.equal(script.updatedAt, T0);
+
+        const zip = new Uint8Array([0x50, 0x4b, 0x03, 0x04, 0, 0xff]);
+        assert.equal(await store.putScript({ ...base, kind: "package", content: zip, now: T0 + 10 }, true), "overwritten");
+        const after = await store.scriptById(SCOPE, el.id);
+        assert.ok(after);
+        assert.deepEqual(new Uint8Array(after.content), zip);
+        assert.equal(after.kind, "package");
+        assert.equal(after.id, el.id, "overwrite keeps the element id");
+        assert.equal(after.createdAt, T0);
+        assert.equal(after.updatedAt, T0 + 10);
+      });
+
+      it("an empty script round-trips", async () => {
+        const folder = await store.ensureFolder(SCOPE, "/scripts", T0);
+        const name = unique("empty");
+        await store.putScript({ scope: SCOPE, folderId: folder.id, name, kind: "module", content: new Uint8Array(), now: T0 }, false);
+        const [el] = await store.findElements(SCOPE, { type: "PY", name });
+        assert.ok(el);
+        assert.equal((await store.scriptById(SCOPE, el.id))?.content.length, 0);
+      });
+
+      it("findElements by name, with and without folder", async () => {
+        const f1 = await store.ensureFolder(SCOPE, "/find/one", T0);
+        const f2 = await store.ensureFolder(SCOPE, "/find/two", T0);
+        const name = unique("dup");
+        const put = (folderId: string) =>
+          store.putScript({ scope: SCOPE, folderId, name, kind: "module", content: new Uint8Array([1]), now: T0 }, false);
+        assert.equal(await put(f1.id), "created");
+        assert.equal(await put(f2.id), "created");
+
+        const both = await store.findElements(SCOPE, { type: "PY", name });
+        assert.equal(both.length, 2);
+        assert.deepEqual(new Set(both.map((e) => e.path)), new Set(["/find/one", "/find/two"]));
+
+        const inOne = await store.findElements(SCOPE, { type: "PY", name, folderId: f1.id });
+        assert.equal(inOne.length, 1);
+        assert.equal(inOne[0]?.folderId, f1.id);
+        assert.equal(inOne[0]?.path, "/find/one");
+
+        assert.deepEqual(await store.findElements(SCOPE, { type: "DPL", name }), [], "type is part of the query");
+        assert.deepEqual(await store.findElements(SCOPE, { type: "PY", name: unique("absent") }), []);
+      });
+
+      it("another app or space sees none of it", async () => {
+        const folder = await store.ensureFolder(SCOPE, "/iso", T0);
+        const name = unique("secret");
+        await store.putScript({ scope: SCOPE, folderId: folder.id, name, kind: "module", content: new Uint8Array([7]), now: T0 }, false);
+        const [el] = await store.findElements(SCOPE, { type: "PY", name });
+        assert.ok(el);
+        for (const other of [OTHER, OTHER_APP]) {
+          assert.deepEqual(await store.findElements(other, { type: "PY", name }), []);
+          assert.deepEqual(await store.findElements(other, { type: "PY", name, folderId: folder.id }), []);
+          assert.equal(await store.elementById(other, el.id), undefined);
+          assert.equal(await store.scriptById(other, el.id), undefined);
+        }
+        assert.equal((await store.elementById(SCOPE, el.id))?.name, name);
+      });
+
+      it("element IDs that are not numeric are simply unknown", async () => {
+        for (const id of ["abc", "", "1e3", "-1", "1.5", " 1", "0x10"]) {
+          assert.equal(await store.elementById(SCOPE, id), undefined, `elementById(${JSON.stringify(id)})`);
+          assert.equal(await store.scriptById(SCOPE, id), undefined, `scriptById(${JSON.stringify(id)})`);
+        }
+      });
+
+      // PostgreSQL rejects a bigint literal it cannot parse, so an over-long ID must be turned away
+      // before the query (open until src/store/kysely-store.ts checks the range).
+      const rangeBug = dialect === "postgres" ? "store throws 22P02 for IDs beyond int64" : false;
+      it("element IDs out of range are simply unknown", { todo: rangeBug }, async () => {
+        for (const id of ["99999999999999999999999", "9223372036854775808"]) {
+          assert.equal(await store.elementById(SCOPE, id), undefined, `elementById(${JSON.stringify(id)})`);
+          assert.equal(await store.scriptById(SCOPE, id), undefined, `scriptById(${JSON.stringify(id)})`);
+        }
+      });
+
+      it("element timestamps and ids have the same types in both dialects", async () => {
+        const folder = await store.ensureFolder(SCOPE, "/types", T0);
+        const name = unique("typed");
+        await store.putScript({ scope: SCOPE, folderId: folder.id, name, kind: "module", content: new Uint8Array([1]), now: T0 + 123 }, false);
+        const [el] = await store.findElements(SCOPE, { type: "PY", name });
+        assert.ok(el);
+        assert.equal(typeof el.id, "string");
+        assert.match(el.id, /^\d+$/);
+        assert.equal(el.createdAt, T0 + 123);
+        assert.equal(typeof el.updatedAt, "number");
+        assert.equal(el.releaseTime, null);
+        assert.equal(el.releaseVersion, null);
+        assert.deepEqual(el.scope, SCOPE);
+      });
+    });
+
+    describe("runs", () => {
+      it("insertRun then getRun returns every field, timestamps as numbers", async () => {
+        const run = newRun({
+          runName: "nightly",
+          runParam: '{"a":1}',
+          initiator: { userId: "alice", name: "Alice" },
+          version: "3",
+          triggerType: "SYNC",
+          inProcess: true,
+          nodeId: "node-a",
+          elementId: "42",
+          elementType: "DPL",
+        });
+        await store.insertRun(run);
+        const got = await store.getRun(SCOPE, run.id);
+        assert.ok(got);
+        assert.deepEqual(got, {
+          ...run,
+          startTime: null,
+          endTime: null,
+          duration: null,
+          summary: null,
+          result: null,
+          error: null,
+          stdout: null,
+          stderr: null,
+          detail: null,
+        });
+        assert.equal(typeof got.createTime, "number");
+      });
+
+      it("startRun moves only QUEUED runs to STARTED", async () => {
+        const run = newRun();
+        await store.insertRun(run);
+        assert.equal(await store.startRun(run.id, T0 + 100, "node-b"), true);
+        const started = await store.getRun(SCOPE, run.id);
+        assert.equal(started?.status, "STARTED");
+        assert.equal(started?.startTime, T0 + 100);
+        assert.equal(started?.nodeId, "node-b");
+        assert.equal(await store.startRun(run.id, T0 + 200, "node-c"), false, "already STARTED");
+        assert.equal((await store.getRun(SCOPE, run.id))?.nodeId, "node-b");
+        assert.equal(await store.startRun("no-such-run", T0, null), false);
+      });
+
+      it("endRun: unfinished → terminal once; terminal states never change", async () => {
+        const run = newRun({ createTime: T0 });
+        await store.insertRun(run);
+        await store.startRun(run.id, T0 + 10, "n1");
+        const detail = { nodes: [{ id: "a", ms: 3 }] };
+        const ok = await store.endRun(run.id, {
+          status: "SUCCESS",
+          endTime: T0 + 60,
+          summary: "2 nodes, 5 bytes",
+          result: '{"x":1}',
+          stdout: "out",
+          stderr: "err",
+          detail,
+        });
+        assert.equal(ok, true);
+        const ended = await store.getRun(SCOPE, run.id);
+        assert.ok(ended);
+        assert.equal(ended.status, "SUCCESS");
+        assert.equal(ended.endTime, T0 + 60);
+        assert.equal(ended.duration, 50, "duration counts from start");
+        assert.equal(typeof ended.duration, "number");
+        assert.equal(ended.result, '{"x":1}');
+        assert.equal(ended.error, null);
+        assert.equal(ended.stdout, "out");
+        assert.equal(ended.stderr, "err");
+        assert.deepEqual(ended.detail, detail);
+
+        assert.equal(await store.endRun(run.id, { status: "FAILURE", endTime: T0 + 99, summary: "late", error: "boom" }), false);
+        assert.equal(await store.endRun(run.id, { status: "CANCELED", endTime: T0 + 99, summary: null }), false);
+        assert.equal(await store.startRun(run.id, T0 + 99, "n2"), false);
+        assert.deepEqual(await store.getRun(SCOPE, run.id), ended);
+      });
+
+      it("a QUEUED run can be canceled and then never starts; duration counts from creation", async () => {
+        const run = newRun({ createTime: T0 + 1000 });
+        await store.insertRun(run);
+        assert.equal(await store.endRun(run.id, { status: "CANCELED", endTime: T0 + 1250, summary: null }), true);
+        const got = await store.getRun(SCOPE, run.id);
+        assert.equal(got?.status, "CANCELED");
+        assert.equal(got?.duration, 250);
+        assert.equal(got?.startTime, null);
+        assert.equal(await store.startRun(run.id, T0 + 1300, null), false);
+        assert.equal(await store.endRun("no-such-run", { status: "FAILURE", endTime: T0, summary: null }), false);
+      });
+
+      it("getRun with a null scope sees every scope; a scope sees only its own", async () => {
+        const run = newRun({ scope: OTHER });
+        await store.insertRun(run);
+        assert.equal((await store.getRun(null, run.id))?.id, run.id);
+        assert.deepEqual((await store.getRun(OTHER, run.id))?.scope, OTHER);
+        assert.equal(await store.getRun(SCOPE, run.id), undefined);
+        assert.equal(await store.getRun(OTHER_APP, run.id), undefined);
+        assert.equal(await store.getRun(null, "no-such-run"), undefined);
+      });
+
+      it("deleteRuns deletes only finished, visible runs and returns their IDs", async () => {
+        const queued = newRun();
+        const started = newRun();
+        const done = newRun();
+        const failed = newRun();
+        const foreign = newRun({ scope: OTHER });
+        for (const r of [queued, started, done, failed, foreign]) await store.insertRun(r);
+        await store.startRun(started.id, T0, null);
+        await store.endRun(done.id, { status: "SUCCESS", endTime: T0 + 1, summary: null });
+        await store.endRun(failed.id, { status: "FAILURE", endTime: T0 + 1, summary: null, error: "x" });
+        await store.endRun(foreign.id, { status: "SUCCESS", endTime: T0 + 1, summary: null });
+
+        const ids = [queued.id, started.id, done.id, failed.id, foreign.id, "no-such-run"];
+        const deleted = await store.deleteRuns(SCOPE, ids);
+        assert.deepEqual(deleted, new Set([done.id, failed.id]));
+        assert.equal(await store.getRun(null, done.id), undefined);
+        assert.ok(await store.getRun(null, queued.id), "unfinished runs stay");
+        assert.ok(await store.getRun(null, started.id), "unfinished runs stay");
+        assert.ok(await store.getRun(null, foreign.id), "another space's runs stay");
+
+        assert.deepEqual(await store.deleteRuns(SCOPE, ids), new Set(), "second delete finds nothing");
+        assert.deepEqual(await store.deleteRuns(null, [foreign.id]), new Set([foreign.id]), "null scope deletes any");
+        assert.deepEqual(await store.deleteRuns(SCOPE, []), new Set());
+      });
+
+      it("unfinishedRuns: by status, optionally by node, oldest first", async () => {
+        const node = unique("node");
+        const a = newRun({ createTime: T0 + 30, nodeId: node });
+        const b = newRun({ createTime: T0 + 10, nodeId: node });
+        const c = newRun({ createTime: T0 + 20 });
+        const d = newRun({ createTime: T0 + 5, nodeId: node });
+        for (const r of [a, b, c, d]) await store.insertRun(r);
+        await store.startRun(a.id, T0 + 31, node);
+        await store.endRun(d.id, { status: "SUCCESS", endTime: T0 + 40, summary: null });
+        const mine = new Set([a.id, b.id, c.id, d.id]);
+        const pick = (runs: { id: string }[]) => runs.map((r) => r.id).filter((id) => mine.has(id));
+
+        const statuses: RunStatus[] = ["QUEUED", "STARTED"];
+        assert.deepEqual(pick(await store.unfinishedRuns(statuses)), [b.id, c.id, a.id]);
+        assert.deepEqual(pick(await store.unfinishedRuns(["QUEUED"])), [b.id, c.id]);
+        assert.deepEqual(pick(await store.unfinishedRuns(["STARTED"])), [a.id]);
+        assert.deepEqual(pick(await store.unfinishedRuns(statuses, node)), [b.id, a.id]);
+        const nullNode = pick(await store.unfinishedRuns(statuses, null));
+        assert.deepEqual(nullNode, [c.id]);
+        const [first] = await store.unfinishedRuns(statuses, node);
+        assert.equal(typeof first?.createTime, "number");
+      });
+
+      it("childRuns lists the runs started by a parent", async () => {
+        const parent = newRun();
+        const kids = [newRun({ parentRunId: parent.id, triggerType: "API" }), newRun({ parentRunId: parent.id, triggerType: "API" })];
+        await store.insertRun(parent);
+        for (const k of kids) await store.insertRun(k);
+        await store.insertRun(newRun({ parentRunId: newId() }));
+        const got = await store.childRuns(parent.id);
+        assert.deepEqual(new Set(got.map((r) => r.id)), new Set(kids.map((k) => k.id)));
+        assert.ok(got.every((r) => r.parentRunId === parent.id && r.triggerType === "API"));
+        assert.deepEqual(await store.childRuns(kids[0]?.id ?? ""), []);
+      });
+
+      it("a run inserted with a startTime keeps it (in-process runs start at once)", async () => {
+        const run = newRun({ status: "STARTED", startTime: T0 + 7, inProcess: true });
+        await store.insertRun(run);
+        const got = await store.getRun(SCOPE, run.id);
+        assert.equal(got?.startTime, T0 + 7);
+        assert.equal(got?.inProcess, true);
+      });
+    });
+  });
+}
