@@ -58,6 +58,7 @@ export function parseCronSpec(crontab: string, timezone: string = DEFAULT_TIMEZO
   } catch (err) {
     throw new CronSpecError(err instanceof Error ? err.message : String(err));
   }
+  shareYearTable(cron);
   return {
     crontab: normalized,
     timezone,
@@ -66,6 +67,23 @@ export function parseCronSpec(crontab: string, timezone: string = DEFAULT_TIMEZO
     memoAfter: Number.NaN,
     memoNext: null,
   };
+}
+
+/**
+ * croner gives every pattern its own 10,000-entry year table (~80 KB), all ones for the `*` year
+ * that 5- and 6-field crontabs always have; 10,000 distinct schedules would hold ~840 MB of
+ * identical tables. Swap in one shared table with the same contents. croner only reads it, and
+ * only when the year is not `*`; the guard leaves any other croner layout alone.
+ */
+const ALL_YEARS: readonly number[] = Object.freeze(new Array<number>(10_000).fill(1));
+
+function shareYearTable(cron: Cron): void {
+  const pattern = (
+    cron as unknown as { _states?: { pattern?: { starYear?: unknown; year?: unknown } } }
+  )._states?.pattern;
+  if (pattern?.starYear !== true || !Array.isArray(pattern.year)) return;
+  const year: unknown[] = pattern.year;
+  if (year.length === ALL_YEARS.length && year.every((v) => v === 1)) pattern.year = ALL_YEARS;
 }
 
 /** The crontab/time zone error message, or null when valid. */

@@ -95,6 +95,8 @@ interface Entry extends HeapItem {
   spec: CronSpec | null;
   lastRunAt: number | undefined;
   flow: FlowState;
+  /** Set once the trigger or its flow is gone, so an in-flight batch does not re-arm it. */
+  removed: boolean;
 }
 
 const maxDefined = (a: number | undefined, b: number | undefined): number | undefined =>
@@ -143,6 +145,7 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
   }
 
   function drop(entry: Entry): void {
+    entry.removed = true;
     heap.delete(entry);
     if (entry.spec) specs.release(entry.spec);
   }
@@ -173,26 +176,37 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
     timerFor = Number.NaN;
     if (!running) return;
     const now = clock.now();
+    // Fire everything due first and re-arm afterwards: the last of 10,000 fires then waits only
+    // for the other fires, not for 10,000 next-tick computations (~50 µs each when specs differ).
+    const batch: Entry[] = [];
     for (let entry = heap.popDue(now); entry !== undefined; entry = heap.popDue(now)) {
       fireDue(entry, now);
+      batch.push(entry);
+    }
+    for (const entry of batch) {
+      // A fire may have redeployed, deactivated or removed the flow; arm() or drop() then decided.
+      if (!entry.removed && !heap.has(entry)) arm(entry, now, false);
     }
     reschedule();
   }
 
-  /** The entry's tick is due: fire it (or the latest missed tick) and re-arm for a future tick. */
+  /** The tick to fire for a due entry: its due tick, or the latest of several missed ones. */
+  function tickToFire(entry: Entry, spec: CronSpec, now: number): number {
+    const due = entry.due;
+    // Ticks are whole seconds, so at least 1 s apart: woken within 1 s of the due tick, no later
+    // tick can have passed yet, and the hot path needs no croner call.
+    if (now - due < 1000) return due;
+    const following = nextTick(spec, due);
+    if (following === null || following > now) return due;
+    // Several ticks passed while we were not running: fire only the latest of them.
+    const latest = previousTick(spec, now + 1);
+    return latest !== null && latest > due ? latest : due;
+  }
+
   function fireDue(entry: Entry, now: number): void {
     const spec = entry.spec;
     if (spec === null) return;
-    let tick = entry.due;
-    let next = nextTick(spec, tick);
-    if (next !== null && next <= now) {
-      // Several ticks passed while we were not running: fire only the latest of them.
-      const latest = previousTick(spec, now + 1);
-      if (latest !== null && latest > tick) tick = latest;
-      next = nextTick(spec, now);
-    }
-    // Re-arm before firing, so a fire that synchronously redeploys the flow sees a consistent heap.
-    if (next !== null) heap.set(entry, next);
+    const tick = tickToFire(entry, spec, now);
     if (entry.lastRunAt !== undefined && tick <= entry.lastRunAt) return; // defensive: never repeat
     entry.lastRunAt = tick;
     persisted?.set(entry.schedule.scheduleId, tick);
@@ -282,6 +296,7 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
           spec: acquireSpec(t.crontab, timezone, { elementId, name: t.name }),
           lastRunAt: persisted?.get(scheduleId),
           flow,
+          removed: false,
         };
         arm(entry, now, false);
         entries.push(entry);

@@ -108,6 +108,15 @@ describe("nextTick in time zones", () => {
   });
 });
 
+describe("shared year table", () => {
+  it("distinct specs share croner's all-years table instead of 80 KB each", () => {
+    type Internals = { _states: { pattern: { year: number[] } } };
+    const a = parseCronSpec("0-5,6-59 * * * * *", "UTC").cron as unknown as Internals;
+    const b = parseCronSpec("*/7 9 * * 1-5", "Asia/Tokyo").cron as unknown as Internals;
+    assert.equal(a._states.pattern.year, b._states.pattern.year);
+  });
+});
+
 describe("scheduleIdFor", () => {
   it("is stable, 20 base-36 chars, and differs by element and name", () => {
     const id = scheduleIdFor("el1", "nightly");

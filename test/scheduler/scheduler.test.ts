@@ -312,6 +312,36 @@ describe("scheduler: deploys and approval", () => {
   });
 });
 
+describe("scheduler: fires that change their own flow", () => {
+  it("a fire may remove, deactivate or redeploy its flow synchronously", async () => {
+    let h: Harness | undefined;
+    h = harness("2025-01-01T00:00:30Z", {
+      fire: (s) => {
+        const sch = h?.scheduler;
+        if (s.elementId === "rm") sch?.removeFlow("rm");
+        if (s.elementId === "off") sch?.upsertFlow("off", [cron("m", "* * * * *")], false);
+        if (s.elementId === "re" && s.crontab === "* * * * *")
+          sch?.upsertFlow("re", [cron("m", "*/5 * * * *")], true);
+        return Promise.resolve();
+      },
+    });
+    for (const el of ["rm", "off", "re"])
+      h.scheduler.upsertFlow(el, [cron("m", "* * * * *")], true);
+    await h.scheduler.start();
+    h.clock.advance(10 * MIN);
+    // Schedules due at the same tick fire in no particular order.
+    assert.deepEqual(h.fires.map((f) => `${f.tick.slice(11, 16)} ${f.elementId}`).sort(), [
+      "00:01 off",
+      "00:01 re",
+      "00:01 rm",
+      "00:05 re",
+      "00:10 re",
+    ]);
+    assert.deepEqual(h.scheduler.schedules("rm"), []);
+    assert.equal(h.scheduler.schedules("off")[0]?.nextRunAt, undefined);
+  });
+});
+
 describe("scheduler: failures", () => {
   it("logs fire errors (thrown or rejected) and keeps firing", async () => {
     let n = 0;
