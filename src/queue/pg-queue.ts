@@ -1,0 +1,237 @@
+import { type Job, PgBoss } from "pg-boss";
+import { ErrorCode, SluiceError } from "../errors.ts";
+import type { RunJob, RunQueue } from "./types.ts";
+
+export interface PgQueueLogger {
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+}
+
+export interface PgQueueOptions {
+  connectionString: string;
+  /** Queued (not yet fetched) jobs across the whole cluster above which enqueue answers 429. */
+  bound: number;
+  /** Jobs this process runs at once. */
+  concurrency: number;
+  logger: PgQueueLogger;
+  /** pg-boss queue name; tests use their own. */
+  queueName?: string;
+  /** How often an idle worker looks for jobs that other nodes enqueued. */
+  pollMs?: number;
+  /** How often the queue depth is recounted (it also feeds `depth()`). */
+  recountMs?: number;
+  /** Connections in pg-boss's pool. */
+  poolSize?: number;
+}
+
+const DEFAULT_QUEUE = "sluice-runs";
+/** The largest batch one fetch claims; a worker never claims more than it has free slots for. */
+const MAX_BATCH = 100;
+
+/**
+ * The cluster-mode run queue on pg-boss. The run itself is already durable in the runs table, so a
+ * job carries only `{runId, kind}`; a job delivered twice (expired claim after a crashed worker) is
+ * harmless because `startRun` only moves QUEUED runs.
+ *
+ * Workers do not use `boss.work()`: a pg-boss worker waits for its whole batch before fetching
+ * again, so one long run would hold up free slots. Instead one fetch loop claims exactly as many
+ * jobs as there are free slots, runs each on its own, and completes finished jobs in batches.
+ */
+export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
+  const name = opts.queueName ?? DEFAULT_QUEUE;
+  const pollMs = opts.pollMs ?? 100;
+  const recountMs = opts.recountMs ?? 500;
+  const { logger } = opts;
+
+  const boss = new PgBoss({
+    connectionString: opts.connectionString,
+    max: opts.poolSize ?? 10,
+    application_name: "sluice-queue",
+    // Sluice has its own scheduler; pg-boss's cron machinery would only add polling.
+    schedule: false,
+  });
+  // pg-boss reports background failures (maintenance, lost connections) as events; an unhandled
+  // 'error' event would crash the process.
+  boss.on("error", (err: unknown) => logger.error({ err }, "pg-boss error"));
+  boss.on("warning", (w: unknown) => logger.warn({ warning: w }, "pg-boss warning"));
+  await boss.start();
+  await boss.createQueue(name, {
+    // Retries only happen when a claim expires (a worker died holding the job): handlers never
+    // throw, and a second delivery of a run that already started is a no-op.
+    retryLimit: 3,
+    // Completed jobs are only bookkeeping; keep the table small.
+    deleteAfterSeconds: 3600,
+  });
+  const queueInfo = await boss.getQueue(name);
+  if (!queueInfo) throw new Error(`pg-boss queue ${name} missing after createQueue`);
+  const countSql = `SELECT count(*)::int AS n FROM pgboss.${queueInfo.table} WHERE name = $1 AND state < 'active'`;
+  const db = boss.getDb();
+
+  // --- bound ---------------------------------------------------------------------------------
+  // pg-boss's own counts (getQueue/getQueueStats) are cached for up to a minute, too stale for a
+  // bound. An exact count per enqueue would cost a scan per job, so: estimate = last exact count
+  // + jobs this process sent since − jobs this process fetched since. What other nodes send or
+  // fetch shows up at the next exact count: whenever the estimate reaches the bound, and every
+  // `recountMs`. So one node never overshoots, and the cluster by at most what the others sent
+  // within one recount interval.
+  let counted = 0;
+  let sentSinceCount = 0;
+  let fetchedSinceCount = 0;
+  let inflight = 0;
+  let recounting: Promise<void> | null = null;
+  let lastRecount = 0;
+
+  function recount(): Promise<void> {
+    recounting ??= (async () => {
+      const sent = sentSinceCount;
+      const fetched = fetchedSinceCount;
+      try {
+        const { rows } = await db.executeSql(countSql, [name]);
+        counted = Number((rows[0] as { n?: number } | undefined)?.n ?? 0);
+        sentSinceCount -= sent;
+        fetchedSinceCount -= fetched;
+        lastRecount = Date.now();
+      } finally {
+        recounting = null;
+      }
+    })();
+    return recounting;
+  }
+  const estimate = () => counted + sentSinceCount - fetchedSinceCount + inflight;
+
+  const recountTimer = setInterval(() => {
+    recount().catch((err: unknown) => logger.warn({ err }, "queue depth recount failed"));
+  }, recountMs);
+  recountTimer.unref();
+
+  // --- workers -------------------------------------------------------------------------------
+  let handler: ((job: RunJob) => Promise<void>) | null = null;
+  let stopped = false;
+  let active = 0;
+  let loop: Promise<void> | null = null;
+  let wakeUp: (() => void) | null = null;
+  const idle: (() => void)[] = [];
+  const done: { id: string; retryCount: number }[] = [];
+  let flushing: Promise<void> | null = null;
+
+  const wake = () => {
+    const w = wakeUp;
+    wakeUp = null;
+    w?.();
+  };
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        wakeUp = null;
+        resolve();
+      }, ms);
+      wakeUp = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+
+  /** Completes finished jobs in one statement per batch instead of one per job. */
+  function flush(): Promise<void> {
+    flushing ??= (async () => {
+      try {
+        while (done.length > 0) {
+          const batch = done.splice(0, 500);
+          try {
+            await boss.complete(name, batch);
+          } catch (err) {
+            // The claims expire and the jobs come back; the runs have already started, so the
+            // second delivery does nothing.
+            logger.warn({ err, jobs: batch.length }, "completing queue jobs failed");
+          }
+        }
+      } finally {
+        flushing = null;
+      }
+    })();
+    return flushing;
+  }
+
+  function dispatch(job: Job<RunJob>, run: (job: RunJob) => Promise<void>): void {
+    active++;
+    const data = job.data;
+    const valid = data && typeof data.runId === "string" && (data.kind === "flow" || data.kind === "script");
+    const work = valid ? run({ runId: data.runId, kind: data.kind }) : Promise.reject(new Error("malformed job"));
+    // A handler records its own failures on the run; one that throws must not stall the queue.
+    work
+      .catch((err: unknown) => logger.error({ err, jobId: job.id, data }, "run job handler failed"))
+      .finally(() => {
+        active--;
+        done.push({ id: job.id, retryCount: job.retryCount });
+        void flush();
+        if (active === 0) for (const f of idle.splice(0)) f();
+        wake();
+      });
+  }
+
+  async function fetchLoop(run: (job: RunJob) => Promise<void>): Promise<void> {
+    while (!stopped) {
+      const free = opts.concurrency - active;
+      if (free <= 0) {
+        await sleep(60_000); // woken when a slot frees
+        continue;
+      }
+      const want = Math.min(free, MAX_BATCH);
+      let jobs: Job<RunJob>[] = [];
+      try {
+        jobs = await boss.fetch<RunJob>(name, { batchSize: want });
+      } catch (err) {
+        if (stopped) break;
+        logger.warn({ err }, "fetching queue jobs failed; retrying");
+        await sleep(1000);
+        continue;
+      }
+      fetchedSinceCount += jobs.length;
+      for (const job of jobs) dispatch(job, run);
+      // A full batch means more is probably waiting: fetch again at once.
+      if (jobs.length < want && !stopped) await sleep(pollMs);
+    }
+  }
+
+  return {
+    async enqueue(job) {
+      if (stopped) throw new Error("queue stopped");
+      if (estimate() >= opts.bound) {
+        // Recount at most every 50 ms while full, so a flood of rejected requests costs little.
+        if (Date.now() - lastRecount > 50 || recounting) await recount();
+        if (estimate() >= opts.bound) {
+          throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
+        }
+      }
+      // Reserve the place before the insert, so concurrent enqueues cannot all pass the check.
+      inflight++;
+      try {
+        await boss.send(name, { runId: job.runId, kind: job.kind });
+        sentSinceCount++;
+      } finally {
+        inflight--;
+      }
+      // A worker in this process need not wait for its next poll.
+      wake();
+    },
+
+    async start(h) {
+      if (handler) throw new Error("queue already started");
+      handler = h;
+      loop = fetchLoop(h);
+    },
+
+    depth: () => Math.max(0, estimate()),
+
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(recountTimer);
+      wake();
+      await loop;
+      if (active > 0) await new Promise<void>((r) => idle.push(r));
+      await flush();
+      await boss.stop({ graceful: true, close: true });
+    },
+  };
+}
