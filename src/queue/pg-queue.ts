@@ -155,8 +155,11 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
   function dispatch(job: Job<RunJob>, run: (job: RunJob) => Promise<void>): void {
     active++;
     const data = job.data;
-    const valid = data && typeof data.runId === "string" && (data.kind === "flow" || data.kind === "script");
-    const work = valid ? run({ runId: data.runId, kind: data.kind }) : Promise.reject(new Error("malformed job"));
+    const valid =
+      data && typeof data.runId === "string" && (data.kind === "flow" || data.kind === "script");
+    const work = valid
+      ? run({ runId: data.runId, kind: data.kind })
+      : Promise.reject(new Error("malformed job"));
     // A handler records its own failures on the run; one that throws must not stall the queue.
     work
       .catch((err: unknown) => logger.error({ err, jobId: job.id, data }, "run job handler failed"))

@@ -42,7 +42,9 @@ function findBinDir(): string {
     // not Debian-style; fall through to PATH
   }
   for (const dir of (process.env.PATH ?? "").split(path.delimiter)) if (dir) candidates.push(dir);
-  const found = candidates.find((d) => fs.existsSync(path.join(d, "initdb")) && fs.existsSync(path.join(d, "postgres")));
+  const found = candidates.find(
+    (d) => fs.existsSync(path.join(d, "initdb")) && fs.existsSync(path.join(d, "postgres")),
+  );
   if (!found) {
     throw new Error(
       "PostgreSQL server binaries (initdb, postgres) not found in /usr/lib/postgresql/*/bin, $PG_BIN or $PATH; " +
@@ -61,7 +63,9 @@ function runAs(): { uid: number; gid: number } | undefined {
     .find((l) => l.startsWith("postgres:"));
   const [, , uid, gid] = line?.split(":") ?? [];
   if (uid === undefined || gid === undefined) {
-    throw new Error("running as root but there is no `postgres` OS user; `apt-get install postgresql` creates it");
+    throw new Error(
+      "running as root but there is no `postgres` OS user; `apt-get install postgresql` creates it",
+    );
   }
   return { uid: Number(uid), gid: Number(gid) };
 }
@@ -90,7 +94,19 @@ async function launch(): Promise<TestPostgres> {
   try {
     execFileSync(
       path.join(bin, "initdb"),
-      ["-D", dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+      [
+        "-D",
+        dataDir,
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--locale=C",
+        "--no-sync",
+        "--no-instructions",
+      ],
       { ...spawnOpts, stdio: ["ignore", "ignore", "pipe"] },
     );
   } catch (err) {
@@ -119,17 +135,32 @@ async function launch(): Promise<TestPostgres> {
  * away for any reason (even SIGKILL) the pipe closes, and the watchdog stops the server and removes
  * the temp dir, so no cluster outlives its test process.
  */
-function startServer(bin: string, dataDir: string, dir: string, port: number, spawnOpts: object): Promise<ChildProcess> {
+function startServer(
+  bin: string,
+  dataDir: string,
+  dir: string,
+  port: number,
+  spawnOpts: object,
+): Promise<ChildProcess> {
   const args = [
-    "-D", dataDir,
-    "-p", String(port),
-    "-c", "listen_addresses=127.0.0.1",
-    "-c", `unix_socket_directories=${dir}`,
-    "-c", "fsync=off",
-    "-c", "synchronous_commit=off",
-    "-c", "full_page_writes=off",
-    "-c", "max_connections=300",
-    "-c", "logging_collector=off",
+    "-D",
+    dataDir,
+    "-p",
+    String(port),
+    "-c",
+    "listen_addresses=127.0.0.1",
+    "-c",
+    `unix_socket_directories=${dir}`,
+    "-c",
+    "fsync=off",
+    "-c",
+    "synchronous_commit=off",
+    "-c",
+    "full_page_writes=off",
+    "-c",
+    "max_connections=300",
+    "-c",
+    "logging_collector=off",
   ];
   const script = `"$@" & pid=$!; cat >/dev/null; kill -QUIT $pid 2>/dev/null; wait $pid; rm -rf "${dir}"`;
   const child = spawn("/bin/sh", ["-c", script, "sh", path.join(bin, "postgres"), ...args], {
@@ -139,13 +170,17 @@ function startServer(bin: string, dataDir: string, dir: string, port: number, sp
   return new Promise((resolve, reject) => {
     let log = "";
     let ready = false;
-    const timer = setTimeout(() => fail(new Error(`postgres did not start within 20 s:\n${log}`)), 20_000);
+    const timer = setTimeout(
+      () => fail(new Error(`postgres did not start within 20 s:\n${log}`)),
+      20_000,
+    );
     const fail = (err: Error) => {
       clearTimeout(timer);
       child.stdin?.end();
       reject(err);
     };
-    const onExit = (code: number | null) => fail(new Error(`postgres exited (${code}) while starting:\n${log}`));
+    const onExit = (code: number | null) =>
+      fail(new Error(`postgres exited (${code}) while starting:\n${log}`));
     child.on("error", fail);
     child.on("exit", onExit);
     child.stderr?.on("data", (chunk: Buffer) => {

@@ -46,7 +46,10 @@ describe("pg-boss run queue", () => {
     await q.start(async (job) => {
       seen.push(job);
     });
-    const sent = Array.from({ length: 200 }, (_, i): RunJob => ({ runId: `run-${i}`, kind: i % 2 ? "flow" : "script" }));
+    const sent = Array.from(
+      { length: 200 },
+      (_, i): RunJob => ({ runId: `run-${i}`, kind: i % 2 ? "flow" : "script" }),
+    );
     await Promise.all(sent.map((j) => q.enqueue(j)));
     await until(() => seen.length >= sent.length);
     await sleep(300); // anything delivered twice would show up now
@@ -154,13 +157,18 @@ describe("pg-boss run queue", () => {
     for (let i = 0; i < 4; i++) await a.enqueue({ runId: `x-${i}`, kind: "flow" });
     // b has sent nothing itself; its estimate is stale until it recounts (≤ 500 ms).
     await sleep(700);
-    await assert.rejects(() => b.enqueue({ runId: "x-over", kind: "flow" }), (err: unknown) => err instanceof SluiceError && err.code === 429);
+    await assert.rejects(
+      () => b.enqueue({ runId: "x-over", kind: "flow" }),
+      (err: unknown) => err instanceof SluiceError && err.code === 429,
+    );
     assert.equal(b.depth(), 4);
   });
 
   it("concurrent enqueues cannot overshoot the bound", async () => {
     const q = await queue({ bound: 10 });
-    const results = await Promise.allSettled(Array.from({ length: 30 }, (_, i) => q.enqueue({ runId: `p-${i}`, kind: "flow" })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 30 }, (_, i) => q.enqueue({ runId: `p-${i}`, kind: "flow" })),
+    );
     assert.equal(results.filter((r) => r.status === "fulfilled").length, 10);
   });
 

@@ -1,0 +1,157 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import pg from "pg";
+import { systemClock } from "../../src/clock.ts";
+import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
+import { createRunEvents, type RunEvents } from "../../src/runs/run-events.ts";
+import { startPostgres } from "../helpers/pg.ts";
+
+const logged: string[] = [];
+const logger = {
+  info: (_: unknown, msg?: string) => void logged.push(msg ?? ""),
+  warn: (_: unknown, msg?: string) => void logged.push(msg ?? ""),
+  error: (_: unknown, msg?: string) => void logged.push(msg ?? ""),
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Two "nodes": each its own RunEvents and bridge, one database between them. */
+describe("LISTEN/NOTIFY run-end bridge", () => {
+  let url: string;
+  let a: RunEvents;
+  let b: RunEvents;
+  let bridgeA: PgNotifyBridge;
+  let bridgeB: PgNotifyBridge;
+  /** Every payload on the channel, as a third party sees it. */
+  const wire: string[] = [];
+  let spy: pg.Client;
+
+  before(async () => {
+    url = await (await startPostgres()).createDatabase();
+    a = createRunEvents({ clock: systemClock });
+    b = createRunEvents({ clock: systemClock });
+    bridgeA = await createPgNotifyBridge({
+      connectionString: url,
+      events: a,
+      logger,
+      heartbeatMs: 200,
+    });
+    bridgeB = await createPgNotifyBridge({
+      connectionString: url,
+      events: b,
+      logger,
+      heartbeatMs: 200,
+    });
+    spy = new pg.Client({ connectionString: url });
+    await spy.connect();
+    spy.on("notification", (m) => wire.push(m.payload ?? ""));
+    await spy.query("LISTEN sluice_run_end");
+  });
+
+  after(async () => {
+    await bridgeA.close();
+    await bridgeB.close();
+    await spy.end();
+  });
+
+  it("a run ending on A wakes a request waiting on B, and the reverse", async () => {
+    const onB = b.waitFor("run-1", 5000);
+    a.notify("run-1");
+    assert.equal(await onB, true);
+
+    const onA = a.waitFor("run-2", 5000);
+    b.notify("run-2");
+    assert.equal(await onA, true);
+  });
+
+  it("waiters for other runs keep waiting", async () => {
+    const other = b.waitFor("run-other", 300);
+    a.notify("run-3");
+    assert.equal(await other, false);
+  });
+
+  it("each end goes over the wire once, tagged with its node; nothing echoes back", async () => {
+    await sleep(100);
+    wire.length = 0;
+    let seenOnA = 0;
+    let seenOnB = 0;
+    a.onEnd((id) => {
+      if (id === "run-echo") seenOnA++;
+    });
+    b.onEnd((id) => {
+      if (id === "run-echo") seenOnB++;
+    });
+    a.notify("run-echo");
+    await sleep(300);
+    assert.deepEqual(wire, [`${bridgeA.nodeId}:run-echo`]);
+    assert.equal(seenOnA, 1);
+    assert.equal(seenOnB, 1);
+    assert.notEqual(bridgeA.nodeId, bridgeB.nodeId);
+  });
+
+  it("a burst of ends is batched into few notifications and wakes every waiter", async () => {
+    await sleep(100);
+    wire.length = 0;
+    const ids = Array.from({ length: 2000 }, (_, i) => `burst-run-${String(i).padStart(6, "0")}`);
+    const waits = ids.map((id) => b.waitFor(id, 5000));
+    for (const id of ids) a.notify(id);
+    const woke = await Promise.all(waits);
+    assert.ok(woke.every(Boolean));
+    assert.ok(wire.length < 20, `${wire.length} notifications for ${ids.length} ends`);
+    assert.ok(wire.every((p) => p.length <= 8000));
+  });
+
+  it("reconnects after losing its connection", async () => {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      // Kill both bridges' listening connections and the publishers too.
+      const { rows } = await admin.query(
+        "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name LIKE 'sluice-run-events%'",
+      );
+      assert.ok(rows.length >= 2);
+    } finally {
+      await admin.end();
+    }
+    // The first end after the kill may be lost while B is away; keep ending runs until one lands.
+    const deadline = Date.now() + 10_000;
+    let woke = false;
+    for (let i = 0; !woke && Date.now() < deadline; i++) {
+      const id = `after-kill-${i}`;
+      const wait = b.waitFor(id, 300);
+      a.notify(id);
+      woke = await wait;
+    }
+    assert.ok(woke, "B hears A again after reconnecting");
+    // And once reconnected, every end lands.
+    const waits = [0, 1, 2].map((i) => a.waitFor(`back-${i}`, 3000));
+    for (const i of [0, 1, 2]) b.notify(`back-${i}`);
+    assert.deepEqual(await Promise.all(waits), [true, true, true]);
+    assert.ok(
+      logged.filter((m) => m.includes("reconnected")).length >= 2,
+      "both listeners reconnected",
+    );
+  });
+
+  it("close stops relaying", async () => {
+    const c = createRunEvents({ clock: systemClock });
+    const bridgeC = await createPgNotifyBridge({ connectionString: url, events: c, logger });
+    const before = c.waitFor("pre-close", 3000);
+    a.notify("pre-close");
+    assert.equal(await before, true);
+    await bridgeC.close();
+    const afterClose = c.waitFor("post-close", 300);
+    a.notify("post-close");
+    assert.equal(await afterClose, false);
+  });
+
+  it("fails fast when the database is unreachable", async () => {
+    const events = createRunEvents({ clock: systemClock });
+    await assert.rejects(() =>
+      createPgNotifyBridge({
+        connectionString: "postgres://postgres@127.0.0.1:1/none",
+        events,
+        logger,
+      }),
+    );
+  });
+});
