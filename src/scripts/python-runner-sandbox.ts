@@ -1,0 +1,107 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
+import path from "node:path";
+import type { Config } from "../config.ts";
+
+export type SandboxKind = "bwrap" | "uid" | "none";
+
+export interface Logger {
+  info(obj: unknown, msg?: string): void;
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+  debug(obj: unknown, msg?: string): void;
+}
+
+export const BWRAP = "/usr/bin/bwrap";
+/** Where things appear inside the bubblewrap sandbox. */
+export const IN_SANDBOX = { tasks: "/tasks", run: "/run/sluice", zygote: "/opt/sluice" };
+
+const isRoot = (): boolean => process.getuid?.() === 0;
+
+/** Mounts shared by the probe and the real sandbox: the OS read-only, nothing of the service. */
+function systemMounts(executable: string): string[] {
+  const args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"];
+  for (const dir of ["/bin", "/sbin", "/lib", "/lib64", "/lib32"]) {
+    let st: ReturnType<typeof lstatSync>;
+    try {
+      st = lstatSync(dir);
+    } catch {
+      continue;
+    }
+    // usr-merged systems: /bin is a link into /usr, recreate the link rather than bind it.
+    if (st.isSymbolicLink()) args.push("--symlink", readlinkSync(dir), dir);
+    else args.push("--ro-bind", dir, dir);
+  }
+  // An interpreter outside /usr (e.g. /opt/python) needs its prefix visible too.
+  const real = realpathSync(executable);
+  if (!/^\/(usr|bin|lib|lib64|sbin)\//.test(real)) {
+    const prefix = path.dirname(path.dirname(real));
+    args.push("--ro-bind", prefix, prefix);
+    if (path.dirname(path.dirname(executable)) !== prefix) {
+      const p2 = path.dirname(path.dirname(executable));
+      args.push("--ro-bind", p2, p2);
+    }
+  }
+  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
+  args.push("--unshare-ipc", "--unshare-uts", "--hostname", "sluice", "--die-with-parent");
+  // Root inside bwrap has no capabilities by default; children need these to drop to their uid.
+  if (isRoot()) args.push("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID");
+  return args;
+}
+
+/**
+ * The pid namespace is deliberately shared: Node kills a task with `kill(-pgid)` using the pid
+ * the child reported, which must be a host pid.
+ */
+export function bwrapArgs(o: {
+  executable: string;
+  zygoteDir: string;
+  tasksDir: string;
+  runDir: string;
+  network: boolean;
+}): string[] {
+  const args = systemMounts(o.executable);
+  args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
+  args.push("--bind", o.tasksDir, IN_SANDBOX.tasks, "--bind", o.runDir, IN_SANDBOX.run);
+  if (!o.network) args.push("--unshare-net");
+  args.push("--chdir", "/");
+  return args;
+}
+
+function bwrapWorks(executable: string): string | undefined {
+  if (!existsSync(BWRAP)) return `${BWRAP} not found`;
+  const r = spawnSync(
+    BWRAP,
+    [...systemMounts(executable), "--unshare-net", executable, "-I", "-c", "pass"],
+    { encoding: "utf8", timeout: 10_000, env: { PATH: "/usr/bin:/bin" } },
+  );
+  if (r.status === 0) return undefined;
+  return (r.stderr || r.error?.message || `exit ${r.status}`).trim();
+}
+
+export function detectSandbox(python: Config["python"], logger: Logger): SandboxKind {
+  if (python.sandbox !== "none") {
+    const problem = bwrapWorks(python.executable);
+    if (!problem) {
+      logger.info({ sandbox: "bwrap" }, "python tasks run inside bubblewrap");
+      return "bwrap";
+    }
+    if (python.sandbox === "bwrap") {
+      throw new Error(`SCRIPT_SANDBOX=bwrap but bubblewrap does not work: ${problem}`);
+    }
+    logger.warn(
+      { problem },
+      "bubblewrap unavailable: python tasks are NOT filesystem/network isolated " +
+        "(install it with `apt-get install bubblewrap`)",
+    );
+  }
+  if (isRoot()) {
+    logger.warn({ sandbox: "uid" }, "python tasks isolated by per-task uid and rlimits only");
+    return "uid";
+  }
+  logger.warn(
+    { sandbox: "none" },
+    "not running as root: python tasks share the service's uid (rlimits only)",
+  );
+  return "none";
+}

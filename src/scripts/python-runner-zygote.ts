@@ -1,0 +1,307 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import net from "node:net";
+import type { Logger } from "./python-runner-sandbox.ts";
+
+/** A pre-forked, connected child waiting for exactly one task. */
+export interface Child {
+  pid: number;
+  ctl: net.Socket;
+  out: net.Socket;
+  err: net.Socket;
+}
+
+/** Exit code, -signal, or why nobody will ever know. */
+export type ExitStatus = number | "zygote-died" | "unknown";
+
+interface Partial {
+  ctl?: net.Socket;
+  out?: net.Socket;
+  err?: net.Socket;
+}
+
+interface Busy {
+  status?: ExitStatus;
+  waiters: Array<(s: ExitStatus) => void>;
+}
+
+export interface ZygoteOptions {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  sockPath: string;
+  prefork: number;
+  logger: Logger;
+}
+
+const killGroup = (pid: number): void => {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+};
+
+/**
+ * Owns the zygote process and its children: keeps `prefork` idle children connected, hands
+ * them out in FIFO order, relays exit statuses, and restarts the zygote if it dies.
+ */
+export class ZygotePool {
+  readonly #o: ZygoteOptions;
+  readonly #server: net.Server;
+  #proc: ChildProcess | undefined;
+  #zygotePid: number | undefined;
+  #forking = new Set<number>(); // forked, not yet connected at all
+  #connected = new Set<number>(); // fully connected at some point, not yet reaped
+  #partial = new Map<number, Partial>();
+  #idle: Child[] = [];
+  #busy = new Map<number, Busy>();
+  #waiters: Array<(c: Child) => void> = [];
+  #closing = false;
+  #restarts = 0;
+  #ready: Promise<void> | undefined;
+
+  constructor(o: ZygoteOptions) {
+    this.#o = o;
+    this.#server = net.createServer((sock) => this.#onConnection(sock));
+  }
+
+  get idle(): number {
+    return this.#idle.length;
+  }
+  get zygotePid(): number | undefined {
+    return this.#zygotePid;
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once("error", reject);
+      this.#server.listen(this.#o.sockPath, () => resolve());
+    });
+    await this.#spawn();
+  }
+
+  #spawn(): Promise<void> {
+    const proc = spawn(this.#o.command, this.#o.args, {
+      stdio: ["pipe", "pipe", "pipe"],
+      env: this.#o.env,
+    });
+    this.#proc = proc;
+    let buf = "";
+    this.#ready = new Promise<void>((resolve, reject) => {
+      proc.stdout?.setEncoding("utf8").on("data", (d: string) => {
+        buf += d;
+        let nl = buf.indexOf("\n");
+        while (nl >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          nl = buf.indexOf("\n");
+          if (line.startsWith("ready ")) {
+            this.#zygotePid = Number(line.slice(6));
+            this.#restarts = 0;
+            resolve();
+            this.#topUp();
+          } else this.#onReport(line);
+        }
+      });
+      proc.once("exit", (code, signal) => {
+        reject(new Error(`python zygote exited before ready (code ${code}, signal ${signal})`));
+        if (this.#proc === proc) this.#onZygoteExit(code, signal);
+      });
+      proc.once("error", reject);
+    });
+    proc.stderr?.setEncoding("utf8").on("data", (d: string) => {
+      this.#o.logger.warn({ zygote: d.trimEnd() }, "python zygote stderr");
+    });
+    proc.stdin?.on("error", () => {}); // EPIPE when it died: the exit handler deals with it
+    return this.#ready;
+  }
+
+  #onReport(line: string): void {
+    const [kind, a, b] = line.split(" ");
+    const pid = Number(a);
+    if (kind === "c") {
+      this.#requested = Math.max(0, this.#requested - 1);
+      // The child may already have connected (reports and sockets race).
+      if (!this.#partial.has(pid) && !this.#connected.has(pid)) this.#forking.add(pid);
+    } else if (kind === "x") {
+      const status = Number(b);
+      this.#forking.delete(pid);
+      this.#connected.delete(pid);
+      if (this.#partial.has(pid)) this.#dropPartial(pid);
+      const idleAt = this.#idle.findIndex((c) => c.pid === pid);
+      if (idleAt >= 0) {
+        const [c] = this.#idle.splice(idleAt, 1);
+        if (c) destroy(c);
+      }
+      const busy = this.#busy.get(pid);
+      if (busy) settle(busy, status);
+      this.#topUp();
+    }
+  }
+
+  #onConnection(sock: net.Socket): void {
+    let head = Buffer.alloc(0);
+    const onData = (d: Buffer): void => {
+      head = Buffer.concat([head, d]);
+      const nl = head.indexOf(10);
+      if (nl < 0) {
+        if (head.length > 64) sock.destroy();
+        return;
+      }
+      sock.off("data", onData);
+      sock.pause();
+      const [role, pidText] = head.subarray(0, nl).toString().split(" ");
+      const pid = Number(pidText);
+      if (!Number.isInteger(pid) || (role !== "ctl" && role !== "out" && role !== "err")) {
+        sock.destroy();
+        return;
+      }
+      sock.on("error", () => {});
+      this.#forking.delete(pid);
+      const p = this.#partial.get(pid) ?? {};
+      p[role] = sock;
+      this.#partial.set(pid, p);
+      if (p.ctl && p.out && p.err) {
+        this.#partial.delete(pid);
+        this.#connected.add(pid);
+        this.#offer({ pid, ctl: p.ctl, out: p.out, err: p.err });
+      }
+    };
+    sock.on("data", onData);
+    sock.on("error", () => sock.destroy());
+  }
+
+  #offer(c: Child): void {
+    const waiter = this.#waiters.shift();
+    if (waiter) {
+      this.#busy.set(c.pid, { waiters: [] });
+      waiter(c);
+    } else this.#idle.push(c);
+  }
+
+  #dropPartial(pid: number): void {
+    const p = this.#partial.get(pid);
+    this.#partial.delete(pid);
+    for (const s of [p?.ctl, p?.out, p?.err]) s?.destroy();
+  }
+
+  #topUpQueued = false;
+  /** Ask for enough forks to cover the idle target plus everyone already waiting. */
+  #topUp(): void {
+    // Once per loop turn: one pipe write for a burst of takes.
+    if (this.#topUpQueued) return;
+    this.#topUpQueued = true;
+    setImmediate(() => {
+      this.#topUpQueued = false;
+      this.#topUpNow();
+    });
+  }
+
+  #topUpNow(): void {
+    if (this.#closing || this.#zygotePid === undefined) return;
+    const have = this.#idle.length + this.#forking.size + this.#partial.size + this.#requested;
+    const want = this.#o.prefork + this.#waiters.length - have;
+    if (want > 0) {
+      this.#requested += want;
+      this.#proc?.stdin?.write(`f ${want}\n`);
+    }
+  }
+  // Forks asked for whose "c" report has not arrived yet.
+  #requested = 0;
+
+  take(): Promise<Child> {
+    const c = this.#idle.shift();
+    let p: Promise<Child>;
+    if (c) {
+      this.#busy.set(c.pid, { waiters: [] });
+      p = Promise.resolve(c);
+    } else p = new Promise<Child>((resolve) => this.#waiters.push(resolve));
+    this.#topUp();
+    return p;
+  }
+
+  /** Resolves when the zygote reaped `pid` (or cannot tell anymore). */
+  exitStatus(pid: number, timeoutMs: number): Promise<ExitStatus> {
+    const busy = this.#busy.get(pid);
+    if (!busy) return Promise.resolve("unknown");
+    if (busy.status !== undefined) return Promise.resolve(busy.status);
+    return new Promise((resolve) => {
+      const t = setTimeout(() => resolve("unknown"), timeoutMs);
+      busy.waiters.push((s) => {
+        clearTimeout(t);
+        resolve(s);
+      });
+    });
+  }
+
+  release(pid: number): void {
+    this.#busy.delete(pid);
+  }
+
+  /** Kill every process of `uid` (for tasks whose processes may have left their group). */
+  sweep(uid: number): void {
+    if (this.#zygotePid !== undefined) this.#proc?.stdin?.write(`k ${uid}\n`);
+  }
+
+  #onZygoteExit(code: number | null, signal: NodeJS.Signals | null): void {
+    this.#zygotePid = undefined;
+    this.#requested = 0;
+    for (const pid of this.#forking) {
+      killGroup(pid);
+      try {
+        process.kill(pid, "SIGKILL"); // may not have called setsid() yet
+      } catch {}
+    }
+    this.#forking.clear();
+    this.#connected.clear();
+    for (const pid of [...this.#partial.keys()]) {
+      this.#dropPartial(pid);
+      killGroup(pid);
+    }
+    for (const c of this.#idle.splice(0)) {
+      destroy(c);
+      killGroup(c.pid);
+    }
+    // Running tasks lose their reaper: kill them and tell their waiters why.
+    for (const [pid, busy] of this.#busy) {
+      killGroup(pid);
+      settle(busy, "zygote-died");
+    }
+    if (this.#closing) return;
+    this.#o.logger.error({ code, signal }, "python zygote died; restarting it");
+    const delay = Math.min(5000, 50 * 2 ** this.#restarts++);
+    setTimeout(() => {
+      if (this.#closing) return;
+      this.#spawn().catch((err: unknown) =>
+        this.#o.logger.error({ err }, "python zygote failed to start"),
+      );
+    }, delay).unref();
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    const proc = this.#proc;
+    for (const c of this.#idle.splice(0)) destroy(c);
+    for (const pid of this.#partial.keys()) this.#dropPartial(pid);
+    for (const pid of this.#busy.keys()) killGroup(pid);
+    if (proc && proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once("exit", r));
+      proc.stdin?.end();
+      const t = setTimeout(() => proc.kill("SIGKILL"), 2000);
+      await exited;
+      clearTimeout(t);
+    }
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+}
+
+function destroy(c: Child): void {
+  c.ctl.destroy();
+  c.out.destroy();
+  c.err.destroy();
+}
+
+function settle(busy: Busy, status: ExitStatus): void {
+  busy.status = status;
+  for (const w of busy.waiters.splice(0)) w(status);
+}

@@ -1,0 +1,226 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Config } from "../config.ts";
+import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
+import {
+  bwrapArgs,
+  detectSandbox,
+  IN_SANDBOX,
+  type Logger,
+  type SandboxKind,
+} from "./python-runner-sandbox.ts";
+import { WorkDirs } from "./python-runner-workdir.ts";
+import { ZygotePool } from "./python-runner-zygote.ts";
+import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
+
+export interface PythonRunnerDeps {
+  config: {
+    python: Config["python"];
+    limits: { outputBytes: number; maxRunS: number };
+    dataDir: string;
+  };
+  logger: Logger;
+}
+
+export interface PythonRunner extends ScriptRunner {
+  /** Host pid of the zygote (for diagnostics and tests). */
+  zygotePid(): number | undefined;
+}
+
+const ZYGOTE_DIR = fileURLToPath(new URL("./python/", import.meta.url));
+
+interface TaskState {
+  killReason?: KillReason;
+  running?: RunningTask;
+}
+
+function failure(type: string, message: string, durationMs = 0): TaskOutcome {
+  return { status: "FAILURE", error: { type, message }, stdout: "", stderr: "", durationMs };
+}
+
+export async function createPythonRunner(deps: PythonRunnerDeps): Promise<PythonRunner> {
+  const { python, limits, dataDir } = deps.config;
+  const { logger } = deps;
+  if (!path.isAbsolute(python.executable)) {
+    throw new Error(`python executable must be an absolute path, got "${python.executable}"`);
+  }
+  const sandbox: SandboxKind = detectSandbox(python, logger);
+  const dirs = new WorkDirs({
+    root: path.join(dataDir, "tasks"),
+    uidBase: python.uidBase,
+    uidCount: python.uidCount,
+    switchUid: sandbox !== "none",
+  });
+  await dirs.init();
+  // mkdtemp makes it 0700: only root (before the uid drop) can reach the socket.
+  const runDir = await mkdtemp(path.join(os.tmpdir(), "sluice-py-"));
+  const sockPath = path.join(runDir, "zygote.sock");
+  const env = { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }; // never our secrets
+  const pyArgs = ["-I"];
+  const inBwrap = sandbox === "bwrap";
+  const pool = new ZygotePool({
+    command: inBwrap ? "/usr/bin/bwrap" : python.executable,
+    args: inBwrap
+      ? [
+          ...bwrapArgs({
+            executable: python.executable,
+            zygoteDir: ZYGOTE_DIR,
+            tasksDir: dirs.root,
+            runDir,
+            network: python.network,
+          }),
+          python.executable,
+          ...pyArgs,
+          `${IN_SANDBOX.zygote}/zygote.py`,
+          `${IN_SANDBOX.run}/zygote.sock`,
+        ]
+      : [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py"), sockPath],
+    env,
+    sockPath,
+    prefork: Math.max(1, python.prefork),
+    logger,
+  });
+  try {
+    await pool.start();
+  } catch (err) {
+    await pool.close().catch(() => {});
+    await rm(runDir, { recursive: true, force: true });
+    throw err;
+  }
+  logger.info({ sandbox, zygotePid: pool.zygotePid, prefork: python.prefork }, "python runner up");
+
+  const tasks = new Map<string, TaskState>();
+  const queue: Array<() => void> = [];
+  let running = 0;
+  let closed = false;
+
+  const acquireSlot = async (): Promise<void> => {
+    if (running < python.concurrency && queue.length === 0) {
+      running++;
+      return;
+    }
+    await new Promise<void>((resolve) => queue.push(resolve));
+  };
+  const releaseSlot = (): void => {
+    const next = queue.shift();
+    if (next) next(); // the slot passes straight to the next waiter
+    else running--;
+  };
+
+  const message = (spec: TaskSpec, cwd: string, uid: number | undefined, sweep: boolean) => {
+    const runS = spec.timeoutMs !== undefined ? spec.timeoutMs / 1000 : limits.maxRunS;
+    return `${JSON.stringify({
+      id: spec.taskId,
+      name: spec.source.name,
+      kind: spec.source.kind,
+      src: Buffer.from(spec.source.content).toString("base64"),
+      param: spec.parameter ?? null,
+      cwd,
+      uid,
+      sweep,
+      lim: {
+        cpu: Math.ceil(Math.min(runS, limits.maxRunS)) + 1,
+        as: python.memoryBytes,
+        fsize: python.fileSizeBytes,
+        nofile: python.openFiles,
+        // Only meaningful per uid: with a shared uid it would count the service's processes.
+        nproc: uid !== undefined ? python.processes : 0,
+      },
+    })}\n`;
+  };
+
+  async function execute(spec: TaskSpec, state: TaskState): Promise<TaskOutcome> {
+    const name = spec.workDirName ?? spec.taskId;
+    const wd = await dirs.acquire(name, spec.workDirName === undefined);
+    let clean = false;
+    try {
+      if (state.killReason) return canceledBeforeStart(state.killReason);
+
+      const child = await pool.take();
+
+      const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${name}` : wd.dir;
+      const sweep = wd.privateUid && wd.uid !== undefined;
+      const rt = runOnChild(pool, child, message(spec, cwd, wd.uid, sweep), limits.outputBytes);
+      state.running = rt;
+      if (state.killReason) rt.kill(state.killReason);
+      const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, limits.maxRunS * 1000);
+      const timer = setTimeout(() => rt.kill("timeout"), limitMs);
+      try {
+        const r = await rt.done;
+        clean = r.clean && sweep; // the child already killed whatever its uid left
+        return r.outcome;
+      } finally {
+        clearTimeout(timer);
+      }
+    } finally {
+      // The outcome does not wait for the clean-up; the next task with this name does.
+      dirs
+        .release(name, spec.keepWorkDir === true, (uid) => {
+          if (!clean) pool.sweep(uid);
+        })
+        .catch((err: unknown) => {
+          logger.warn({ err, workDir: name }, "could not clean task working directory");
+        });
+    }
+  }
+
+  function canceledBeforeStart(reason: KillReason): TaskOutcome {
+    return reason === "terminate"
+      ? { status: "CANCELED", error: { type: "Canceled", message: "task terminated" }, stdout: "", stderr: "", durationMs: 0 }
+      : failure("Timeout", "task timed out before it started");
+  }
+
+  return {
+    sandbox,
+    zygotePid: () => pool.zygotePid,
+
+    async run(spec: TaskSpec): Promise<TaskOutcome> {
+      if (closed) return failure("RunnerClosed", "python runner is closed");
+      if (tasks.has(spec.taskId)) return failure("DuplicateTask", `task ${spec.taskId} is already running`);
+      const state: TaskState = {};
+      tasks.set(spec.taskId, state);
+      try {
+        await acquireSlot();
+        try {
+          if (state.killReason) return canceledBeforeStart(state.killReason);
+          if (closed) return failure("RunnerClosed", "python runner is closed");
+          return await execute(spec, state);
+        } finally {
+          releaseSlot();
+        }
+      } catch (err) {
+        logger.error({ err, taskId: spec.taskId }, "python task could not run");
+        return failure("RunnerError", err instanceof Error ? err.message : String(err));
+      } finally {
+        tasks.delete(spec.taskId);
+      }
+    },
+
+    kill(taskId, reason) {
+      const state = tasks.get(taskId);
+      if (!state || state.killReason) return false;
+      state.killReason = reason;
+      state.running?.kill(reason);
+      return true;
+    },
+
+    stats: () => ({ running, idle: pool.idle, queued: queue.length }),
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const state of tasks.values()) {
+        state.killReason ??= "terminate";
+        state.running?.kill(state.killReason);
+      }
+      const waiting = queue.splice(0);
+      running += waiting.length; // each will release the slot it never really got
+      for (const next of waiting) next();
+      await pool.close();
+      await dirs.settle();
+      await rm(runDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,370 @@
+"""Sluice zygote: one warm CPython that forks a fresh child per script task.
+
+Started once by src/scripts/python-runner.ts as `python -I zygote.py <socket>`.
+Node drives it over stdin with one command per line:
+    f N    fork N more idle children
+    k UID  kill every process owned by UID (clean-up after a task whose processes escaped)
+and reads reports from stdout, one per line:
+    ready PID       warm and accepting commands
+    c PID           forked a child
+    x PID STATUS    reaped a process (STATUS: exit code, or -signal)
+
+Each child connects to Node's Unix socket three times (ctl, out, err), then
+blocks until Node sends its task. A child runs exactly one task and exits, so
+every run starts from the same clean, never-used interpreter state.
+"""
+
+import base64
+import gc
+import inspect
+import io
+import json
+import linecache
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import traceback
+import types
+import zipfile
+import zipimport
+
+# Imported only so children inherit them warm: importing these per task would
+# cost more than the whole fork. They stay untouched until a script uses them.
+import asyncio  # noqa: F401
+import collections  # noqa: F401
+import dataclasses  # noqa: F401
+import datetime
+import decimal  # noqa: F401
+import functools  # noqa: F401
+import hashlib  # noqa: F401
+import itertools  # noqa: F401
+import math  # noqa: F401
+import pathlib  # noqa: F401
+import pickle  # noqa: F401
+import random  # noqa: F401  (re-seeds itself in every forked child)
+import re  # noqa: F401
+import tempfile
+import time  # noqa: F401
+import typing  # noqa: F401
+import urllib.parse  # noqa: F401
+import uuid  # noqa: F401
+
+HARNESS_FILE = __file__
+
+
+def read_line(sock):
+    buf = bytearray()
+    while True:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            return None
+        buf += chunk
+        if buf.endswith(b"\n"):
+            return bytes(buf)
+
+
+def to_json(obj):
+    # contract §10: datetime/date become ISO 8601 text; tuples are lists already.
+    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
+        return obj.isoformat()
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def call_main(fn, param):
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is None:
+        out = fn(param)
+    else:
+        kinds = [p.kind for p in params]
+        positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY,
+                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        named = [k for k in kinds if k != inspect.Parameter.VAR_POSITIONAL]
+        if not kinds:
+            out = fn()
+        elif len(named) > 1 or (inspect.Parameter.KEYWORD_ONLY in kinds and not positional) \
+                or kinds == [inspect.Parameter.VAR_KEYWORD]:
+            out = fn(**param) if isinstance(param, dict) else fn(param)
+        else:
+            out = fn(param)
+    if inspect.isawaitable(out):
+        # Only async mains get a loop; a sync main never runs inside one.
+        async def wait(aw):
+            return await aw
+        out = asyncio.run(wait(out))
+    return out
+
+
+def user_traceback(exc):
+    # Drop the harness frames so the traceback starts at the script.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == HARNESS_FILE:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def error(exc, with_tb=True):
+    return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc),
+                                   "traceback": user_traceback(exc) if with_tb else ""}}
+
+
+def load_package(data, task):
+    path = os.path.join(os.getcwd(), f".sluice-{task['id']}.zip")
+    with open(path, "wb") as f:
+        f.write(data)
+    names = zipfile.ZipFile(path).namelist()
+    root = path
+    if "main.py" not in names:
+        tops = {n.split("/", 1)[0] for n in names}
+        if len(tops) == 1 and f"{next(iter(tops))}/main.py" in names:
+            root = f"{path}/{next(iter(tops))}"
+    sys.path.insert(0, root)
+    source = zipimport.zipimporter(root).get_source("main")
+    if source is None:
+        raise ImportError("package has no main.py")
+    return source, f"{root}/main.py"
+
+
+def execute(task):
+    """Load the script, call main, return the message for Node (a dict)."""
+    name = task["name"]
+    try:
+        data = base64.b64decode(task["src"])
+        if task["kind"] == "package":
+            source, filename = load_package(data, task)
+        else:
+            source, filename = data, f"{name}.py"
+        mod = types.ModuleType(name)
+        mod.__file__ = filename
+        sys.modules[name] = mod  # pickle and multiprocessing look functions up here
+        code = compile(source, filename, "exec", dont_inherit=True)
+        text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+        # mtime None: linecache keeps the entry, so tracebacks show the lines.
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        exec(code, mod.__dict__)
+        main = getattr(mod, "main", None)
+        if not callable(main):
+            raise AttributeError(f"script {name} defines no main()")
+        value = call_main(main, task["param"])
+    except SystemExit as e:
+        return exit_message(e)
+    except BaseException as e:  # noqa: BLE001 - every failure is reported, never raised
+        return error(e)
+    try:
+        return json.dumps({"ok": True, "value": value}, default=to_json, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        return error(e, with_tb=False)
+
+
+def exit_message(e):
+    code = e.code
+    if code is None or isinstance(code, int):
+        return {"exit": code or 0}
+    print(code, file=sys.stderr)  # sys.exit("text") prints it and exits 1, like python does
+    return {"exit": 1}
+
+
+def run_task(task, ctl, out, err):
+    lim = task["lim"]
+    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 1))
+    for res, key in ((resource.RLIMIT_AS, "as"), (resource.RLIMIT_FSIZE, "fsize"),
+                     (resource.RLIMIT_NOFILE, "nofile"), (resource.RLIMIT_NPROC, "nproc")):
+        if lim.get(key):
+            resource.setrlimit(res, (lim[key], lim[key]))
+    uid = task.get("uid")
+    try:
+        # Before the uid drop when we can: the task uid need not be able to
+        # traverse the data dir above its own working dir.
+        os.chdir(task["cwd"])
+        entered = True
+    except PermissionError:
+        entered = False  # in bwrap root has no CAP_DAC_OVERRIDE; /tasks is reachable anyway
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    if not entered:
+        os.chdir(task["cwd"])
+    os.environ["HOME"] = os.environ["TMPDIR"] = task["cwd"]
+    tempfile.tempdir = None
+
+    msg = execute(task)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - the script may have closed it
+            pass
+    # EOF for Node now, even if something we forked still holds fds 1 and 2:
+    # Node can finish the task without waiting for this process to exit.
+    for sock in (out, err):
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+    if task.get("sweep") and uid is not None and os.getuid() == uid != 0:
+        # The uid is private to this task: kill whatever it left behind
+        # (processes that left the group); kill(-1) spares the caller.
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    if isinstance(msg, dict):
+        try:
+            msg = json.dumps(msg)
+        except (TypeError, ValueError):
+            msg = json.dumps(error(RuntimeError("unreportable error")))
+    ctl.sendall(msg.encode() + b"\n")
+
+
+def attach_output(out, err):
+    """Make fds 1 and 2 the task's stdout and stderr sockets."""
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    # Line-buffered so output printed before a kill still reaches Node.
+    for fd, attr in ((1, "stdout"), (2, "stderr")):
+        stream = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+        setattr(sys, attr, stream)
+        setattr(sys, f"__{attr}__", stream)
+
+
+def child_main(sock_path):
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.setsid()  # own process group: Node kills the task as -pgid
+    devnull = os.open("/dev/null", os.O_RDWR)
+    os.dup2(devnull, 0)  # never read the zygote's command pipe
+    os.dup2(devnull, 1)  # never write into the zygote's report pipe
+    os.closerange(3, 1024)  # zygote's wakeup pipe and friends
+    pid = os.getpid()
+    conns = []
+    for role in (b"ctl", b"out", b"err"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sock_path)
+        s.sendall(b"%s %d\n" % (role, pid))
+        conns.append(s)
+    ctl, out, err = conns
+    attach_output(out, err)
+    # While idle, pay the copy-on-write faults of the task path (json, compile,
+    # inspect...) so the task itself does not: this halves its latency.
+    warm_up(sync=True)
+    line = read_line(ctl)
+    if line is None:
+        return  # Node closed us while idle
+    run_task(json.loads(line), ctl, out, err)
+
+
+def fork_child(sock_path):
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        child_main(sock_path)
+        code = 0
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 70
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def sweep_uid(uid):
+    if os.getuid() != 0 or uid == 0:
+        return
+    if os.fork() == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+
+
+def warm_up(sync=False):
+    # Run a throwaway task through the same code path so lazy caches
+    # (inspect, json, compile, asyncio) are filled once here, not per child.
+    src = b"def main(p):\n    return [p, (1,), None]\n"
+    if not sync:
+        src = b"import asyncio\nasync def main(p):\n    return [p, (1,), None]\n"
+    task = {"name": "__sluice_warm__", "kind": "module", "param": {"a": 1},
+            "src": base64.b64encode(src).decode()}
+    execute(json.loads(json.dumps(task)))
+    sys.modules.pop("__sluice_warm__", None)
+    linecache.cache.pop("__sluice_warm__.py", None)
+
+
+def main():
+    sock_path = sys.argv[1]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for Node to handle
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: we reap orphans
+    except Exception:  # noqa: BLE001
+        pass
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    warm_up()
+    gc.collect()
+    gc.freeze()  # children then never touch (and copy) the warm heap during gc
+
+    def report(text):
+        data = memoryview(text.encode())
+        while data:  # a signal can cut a pipe write short
+            data = data[os.write(1, data):]
+
+    report(f"ready {os.getpid()}\n")
+    poll = select.poll()
+    poll.register(0, select.POLLIN)
+    poll.register(wake_r, select.POLLIN)
+    pending = b""
+    while True:
+        for fd, _ in poll.poll():
+            if fd == wake_r:
+                while True:
+                    try:
+                        if not os.read(wake_r, 512):
+                            break
+                    except BlockingIOError:
+                        break
+                continue
+            data = os.read(0, 65536)
+            if not data:
+                return  # Node is gone
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            forked = []
+            for line in lines:
+                cmd, _, arg = line.decode().partition(" ")
+                if cmd == "f":
+                    forked += [fork_child(sock_path) for _ in range(int(arg))]
+                elif cmd == "k":
+                    sweep_uid(int(arg))
+            if forked:
+                report("".join(f"c {pid}\n" for pid in forked))
+        reaped = []
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            reaped.append(f"x {pid} {os.waitstatus_to_exitcode(status)}\n")
+        if reaped:
+            report("".join(reaped))
+
+
+if __name__ == "__main__":
+    main()
