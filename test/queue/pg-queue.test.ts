@@ -20,7 +20,13 @@ describe("pg-boss run queue", () => {
   let url: string;
   const open: RunQueue[] = [];
   let n = 0;
-  const queue = async (over: { bound?: number; concurrency?: number; queueName?: string } = {}) => {
+  const queue = async (
+    over: {
+      bound?: number;
+      concurrency?: number | { flow: number; script: number };
+      queueName?: string;
+    } = {},
+  ) => {
     const q = await createPgQueue({
       connectionString: url,
       bound: over.bound ?? 10_000,
@@ -98,6 +104,50 @@ describe("pg-boss run queue", () => {
     for (let i = 0; i < 15; i++) await q.enqueue({ runId: `c-${i}`, kind: "script" });
     await until(() => finished === 15);
     assert.equal(peak, 3);
+  });
+
+  it("flow and script jobs have their own lanes and limits", async () => {
+    const q = await queue({ concurrency: { flow: 3, script: 1 } });
+    const running = { flow: 0, script: 0 };
+    const peak = { flow: 0, script: 0 };
+    let finished = 0;
+    let release: () => void = () => {};
+    const scriptsHeld = new Promise<void>((r) => {
+      release = r;
+    });
+    await q.start(async (job) => {
+      running[job.kind]++;
+      peak[job.kind] = Math.max(peak[job.kind], running[job.kind]);
+      if (job.kind === "script") await scriptsHeld;
+      else await sleep(30);
+      running[job.kind]--;
+      finished++;
+    });
+    for (let i = 0; i < 4; i++) await q.enqueue({ runId: `ls-${i}`, kind: "script" });
+    for (let i = 0; i < 9; i++) await q.enqueue({ runId: `lf-${i}`, kind: "flow" });
+    // All flows finish while the one script slot is still held.
+    await until(() => finished === 9);
+    release();
+    await until(() => finished === 13);
+    assert.deepEqual(peak, { flow: 3, script: 1 });
+  });
+
+  it("a node with no slots for a kind leaves those jobs to other nodes", async () => {
+    const name = `lanes${++n}`;
+    const flowsOnly = await queue({ queueName: name, concurrency: { flow: 2, script: 0 } });
+    const scriptsOnly = await queue({ queueName: name, concurrency: { flow: 0, script: 2 } });
+    const got: Record<string, string[]> = { flowsOnly: [], scriptsOnly: [] };
+    await flowsOnly.start(async (job) => void got.flowsOnly?.push(job.kind));
+    await scriptsOnly.start(async (job) => void got.scriptsOnly?.push(job.kind));
+    for (let i = 0; i < 5; i++) {
+      await flowsOnly.enqueue({ runId: `nf-${i}`, kind: "flow" });
+      await flowsOnly.enqueue({ runId: `ns-${i}`, kind: "script" });
+    }
+    await until(() => (got.flowsOnly?.length ?? 0) + (got.scriptsOnly?.length ?? 0) === 10);
+    assert.deepEqual(got, {
+      flowsOnly: Array(5).fill("flow"),
+      scriptsOnly: Array(5).fill("script"),
+    });
   });
 
   it("a slow job does not hold up the other slots", async () => {
