@@ -1,0 +1,297 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { loadConfig } from "../../src/config.ts";
+import { createPythonRunner, type PythonRunner } from "../../src/scripts/python-runner.ts";
+import type { TaskOutcome, TaskSpec } from "../../src/scripts/runner-types.ts";
+
+const FIXTURES = path.join(import.meta.dirname, "../fixtures/python");
+const OUTPUT_CAP = 1000;
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+let runner: PythonRunner;
+let dataDir: string;
+let seq = 0;
+
+function fixture(name: string): Uint8Array {
+  return readFileSync(path.join(FIXTURES, `${name}.py`));
+}
+
+function zipOf(dir: string): Uint8Array {
+  const py = "import io,shutil,sys,os;b=shutil.make_archive(sys.argv[2],'zip',sys.argv[1]);print(b)";
+  const base = path.join(dataDir, `zip-${++seq}`);
+  const out = execFileSync("/usr/bin/python3", ["-I", "-c", py, path.join(FIXTURES, dir), base]);
+  return readFileSync(out.toString().trim());
+}
+
+function run(name: string, parameter: unknown = null, extra: Partial<TaskSpec> = {}) {
+  return runner.run({
+    taskId: `t${++seq}`,
+    source: { name, kind: "module", content: fixture(name) },
+    parameter,
+    ...extra,
+  });
+}
+
+function assertSuccess(o: TaskOutcome, value: unknown): void {
+  assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
+  assert.deepEqual(o.value, value);
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+  } catch {
+    return false;
+  }
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Work dirs are removed in the background once the outcome is out. */
+async function gone(p: string): Promise<boolean> {
+  for (let i = 0; i < 50 && existsSync(p); i++) await sleep(20);
+  return !existsSync(p);
+}
+
+before(async () => {
+  dataDir = await mkdtemp(path.join(os.tmpdir(), "sluice-pyrunner-"));
+  const cfg = loadConfig({});
+  runner = await createPythonRunner({
+    config: {
+      python: { ...cfg.python, prefork: 2, concurrency: 4, memoryBytes: 512 * 1024 * 1024 },
+      limits: { outputBytes: OUTPUT_CAP, maxRunS: 60 },
+      dataDir,
+    },
+    logger: quiet,
+  });
+});
+
+after(async () => {
+  await runner?.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe("return values and main conventions", () => {
+  test("dict, list, tuple→list, datetime and date→ISO, None", async () => {
+    assertSuccess(await run("values", "dict"), { a: 1, b: [1, 2] });
+    assertSuccess(await run("values", "list"), [1, "x", null]);
+    assertSuccess(await run("values", "tuple"), [1, [2, 3]]);
+    assertSuccess(await run("values", "datetime"), "2024-05-06T07:08:09");
+    assertSuccess(await run("values", "date"), "2024-05-06");
+    assertSuccess(await run("values", "none"), null);
+    assertSuccess(await run("echo", { nested: ["é", 1.5, true] }), { nested: ["é", 1.5, true] });
+  });
+
+  test("main(), main(p), main(**p) and async main", async () => {
+    assertSuccess(await run("no_args", { ignored: 1 }), "no-args");
+    assertSuccess(await run("echo", 42), 42);
+    assertSuccess(await run("kwargs", { a: 4, b: 7 }), 47);
+    assertSuccess(await run("kwargs", { a: 4 }), 42);
+    assertSuccess(await run("async_main", "x"), { got: "x", loop: true });
+    assertSuccess(await run("sync_loop"), "no loop");
+  });
+
+  test("non-serialisable return fails naming the type", async () => {
+    const o = await run("bad_return");
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "TypeError");
+    assert.match(o.error?.message ?? "", /\bset\b/);
+  });
+
+  test("exception → FAILURE with type, message and a traceback showing the line", async () => {
+    const o = await run("raises", 7);
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "ValueError");
+    assert.equal(o.error?.message, "bad value 7");
+    assert.match(o.error?.traceback ?? "", /raises\.py", line 2/);
+    assert.match(o.error?.traceback ?? "", /raise ValueError\("bad value "/);
+    assert.doesNotMatch(o.error?.traceback ?? "", /zygote\.py/);
+  });
+
+  test("sys.exit(0) is SUCCESS null, sys.exit(2) FAILURE", async () => {
+    assertSuccess(await run("sys_exit", 0), null);
+    const o = await run("sys_exit", 2);
+    assert.equal(o.status, "FAILURE");
+    assert.match(o.error?.message ?? "", /code 2/);
+  });
+});
+
+describe("output", () => {
+  test("stdout and stderr apart, including unflushed text without newline", async () => {
+    const o = await run("output");
+    assertSuccess(o, 1);
+    assert.equal(o.stdout, "out line\nraw fd1\nno newline");
+    assert.equal(o.stderr, "err line\nerr tail");
+  });
+
+  test("each stream is capped with a truncation note", async () => {
+    const o = await run("big_output", 5000);
+    assertSuccess(o, null);
+    for (const [text, ch] of [[o.stdout, "x"], [o.stderr, "y"]] as const) {
+      assert.ok(text.startsWith(ch.repeat(OUTPUT_CAP)));
+      assert.ok(!text.includes(ch.repeat(OUTPUT_CAP + 1)));
+      assert.match(text, /truncated: 4000 more bytes/);
+    }
+  });
+});
+
+describe("fresh state per run", () => {
+  test("module globals and os.environ start fresh every run", async () => {
+    for (let i = 0; i < 3; i++) assertSuccess(await run("counter"), { count: 1, leaked: null });
+  });
+
+  test("module is in sys.modules under its name (pickle finds its functions)", async () => {
+    assertSuccess(await run("pickle_fn", 21), { module: "pickle_fn", registered: true, v: 42 });
+  });
+
+  test("zip packages: main.py at the root or in a single top folder, siblings importable", async () => {
+    for (const dir of ["pkg_root", "pkg_nested"]) {
+      const o = await runner.run({
+        taskId: `t${++seq}`,
+        source: { name: "mypackage", kind: "package", content: zipOf(dir) },
+        parameter: 5,
+      });
+      assertSuccess(o, { doubled: 10, name: "mypackage" });
+    }
+  });
+});
+
+describe("kills and limits", () => {
+  test("timeout kills a busy loop", async () => {
+    const t0 = Date.now();
+    const o = await run("spin", null, { timeoutMs: 300 });
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "Timeout");
+    assert.ok(Date.now() - t0 < 3000);
+  });
+
+  test("timeout kills a script that ignores SIGTERM", async () => {
+    const o = await run("ignore_term", null, { timeoutMs: 300 });
+    assert.equal(o.error?.type, "Timeout");
+  });
+
+  test("timeout kills the whole process group, forked children included", async () => {
+    const o = await run("forker", null, { timeoutMs: 500 });
+    assert.equal(o.error?.type, "Timeout");
+    const pid = Number(o.stdout.trim());
+    assert.ok(pid > 0, `child pid in stdout: ${o.stdout}`);
+    for (let i = 0; i < 50 && alive(pid); i++) await sleep(20);
+    assert.equal(alive(pid), false, "forked child survived");
+  });
+
+  test("terminate → CANCELED", async () => {
+    const taskId = `t${++seq}`;
+    const p = runner.run({
+      taskId,
+      source: { name: "ignore_term", kind: "module", content: fixture("ignore_term") },
+      parameter: null,
+    });
+    await sleep(200);
+    assert.equal(runner.kill(taskId, "terminate"), true);
+    const o = await p;
+    assert.equal(o.status, "CANCELED");
+    assert.equal(runner.kill(taskId, "terminate"), false);
+  });
+
+  test("os._exit(3) → FAILURE with a clear message, output kept", async () => {
+    const o = await run("exit3");
+    assert.equal(o.status, "FAILURE");
+    assert.match(o.error?.message ?? "", /process died: exited with code 3/);
+    assert.equal(o.stdout, "before exit\n");
+  });
+
+  test("memory limit → FAILURE", async () => {
+    const o = await run("memory", 1024);
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "MemoryError");
+    assertSuccess(await run("memory", 16), 16 * 1024 * 1024);
+  });
+
+  test("at most `concurrency` tasks run at once, the rest wait", async () => {
+    const tasks = Array.from({ length: 6 }, () => run("holder", 0.3));
+    await sleep(150);
+    assert.equal(runner.stats().running, 4);
+    assert.equal(runner.stats().queued, 2);
+    for (const o of await Promise.all(tasks)) assertSuccess(o, "done");
+  });
+});
+
+describe("sandbox", () => {
+  test("bwrap is used whenever it is installed", () => {
+    if (existsSync("/usr/bin/bwrap") && process.getuid?.() === 0) {
+      assert.equal(runner.sandbox, "bwrap");
+    } else assert.notEqual(runner.sandbox, "bwrap");
+  });
+
+  test("no service files, no other task's dir, non-root, no network, writable cwd", {
+    skip: process.getuid?.() !== 0 && "needs root",
+  }, async () => {
+    await writeFile(path.join(dataDir, "sluice.db"), "secret database");
+    const server = net.createServer((s) => s.end());
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as net.AddressInfo).port;
+    const holderDir = `holder-${++seq}`;
+    const holder = run("holder", 1.5, { workDirName: holderDir });
+    const secret = path.join(dataDir, "tasks", holderDir, "secret.txt");
+    for (let i = 0; i < 100 && !existsSync(secret); i++) await sleep(20);
+    const tasksRoot = runner.sandbox === "bwrap" ? "/tasks" : path.join(dataDir, "tasks");
+    try {
+      const o = await run("sandbox_probe", {
+        port,
+        read: {
+          db: path.join(dataDir, "sluice.db"),
+          other: `${tasksRoot}/${holderDir}/secret.txt`,
+          shadow: "/etc/shadow",
+        },
+      });
+      assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
+      const v = o.value as Record<string, unknown>;
+      assert.notEqual(v.uid, 0);
+      assert.notEqual(v.db, "read");
+      assert.equal(v.other, "PermissionError");
+      assert.notEqual(v.shadow, "read");
+      assert.equal(v.write, "written");
+      if (runner.sandbox === "bwrap") assert.notEqual(v.net, "connected");
+      // The secret existed on the host while the probe ran, so "other" was a live directory.
+      assertSuccess(await holder, "done");
+      assert.equal(await gone(secret), true, "work dir removed after the task");
+    } finally {
+      server.close();
+    }
+  });
+
+  test("kept work dir survives, is root-owned 0700, and is reused by name", async () => {
+    const name = `flow-${++seq}`;
+    assertSuccess(await run("holder", 0, { workDirName: name, keepWorkDir: true }), "done");
+    const dir = path.join(dataDir, "tasks", name);
+    assert.equal(await readFile(path.join(dir, "secret.txt"), "utf8"), "s3cret");
+    if (process.getuid?.() === 0) {
+      // Handed back to root in the background, so a later task reusing the uid cannot read it.
+      for (let i = 0; i < 50 && statSync(dir).uid !== 0; i++) await sleep(20);
+      assert.equal(statSync(dir).uid, 0);
+      assert.equal(statSync(dir).mode & 0o777, 0o700);
+    }
+    assertSuccess(await run("holder", 0, { workDirName: name }), "done");
+    assert.equal(await gone(dir), true);
+  });
+});
+
+describe("zygote crash", () => {
+  test("a running task fails clearly, the zygote is replaced and the next task works", async () => {
+    const running = run("spin", null, { timeoutMs: 20_000 });
+    await sleep(200);
+    const pid = runner.zygotePid();
+    assert.ok(pid);
+    process.kill(pid, "SIGKILL");
+    const o = await running;
+    assert.equal(o.status, "FAILURE");
+    assert.match(o.error?.message ?? "", /zygote died/);
+    assertSuccess(await run("echo", "after"), "after");
+    assert.notEqual(runner.zygotePid(), pid);
+  });
+});
