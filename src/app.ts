@@ -8,6 +8,7 @@ import { installErrorHandler } from "./http/error-handler.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
 import { healthRoutes } from "./http/health-routes.ts";
+import { monitorRoutes } from "./http/monitor-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
@@ -49,6 +50,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async (dataflow) => {
       await dataflow.register(runRoutes, { flows: deps.flows, tasks: deps.tasks, store: deps.store });
       await dataflow.register(flowRoutes, { lifecycle: deps.lifecycle });
+      await dataflow.register(monitorRoutes, { store: deps.store });
     },
     { prefix: config.dataflowPrefix },
   );

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from "kysely";
 import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
+import { countRun, monitorMethods } from "./kysely-monitor.ts";
 import { toElement, toRun, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type {
@@ -73,6 +74,7 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
 
   return {
     ...flowMethods(db, elementByNumber),
+    ...monitorMethods(db, dialect),
     db,
     dialect,
     folderByPath,
@@ -167,29 +169,33 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
     },
 
     async insertRun(run: NewRun) {
-      await db
-        .insertInto("runs")
-        .values({
-          id: run.id,
-          app: run.scope.app,
-          space: run.scope.space,
-          element_id: Number(run.elementId),
-          element_type: run.elementType,
-          element_name: run.elementName,
-          folder_id: run.folderId,
-          version: run.version,
-          trigger_type: run.triggerType,
-          status: run.status,
-          run_name: run.runName,
-          run_param: run.runParam,
-          initiator: run.initiator ? JSON.stringify(run.initiator) : null,
-          parent_run_id: run.parentRunId,
-          in_process: run.inProcess ? 1 : 0,
-          node_id: run.nodeId,
-          create_time: run.createTime,
-          start_time: run.startTime ?? null,
-        })
-        .execute();
+      // The run and its element's totalRuns counter commit together.
+      await db.transaction().execute(async (tx) => {
+        await tx
+          .insertInto("runs")
+          .values({
+            id: run.id,
+            app: run.scope.app,
+            space: run.scope.space,
+            element_id: Number(run.elementId),
+            element_type: run.elementType,
+            element_name: run.elementName,
+            folder_id: run.folderId,
+            version: run.version,
+            trigger_type: run.triggerType,
+            status: run.status,
+            run_name: run.runName,
+            run_param: run.runParam,
+            initiator: run.initiator ? JSON.stringify(run.initiator) : null,
+            parent_run_id: run.parentRunId,
+            in_process: run.inProcess ? 1 : 0,
+            node_id: run.nodeId,
+            create_time: run.createTime,
+            start_time: run.startTime ?? null,
+          })
+          .execute();
+        await countRun(tx, run.elementId);
+      });
     },
 
     async startRun(id, startTime, nodeId) {

@@ -1,5 +1,6 @@
 import { type Kysely, type Migration, Migrator } from "kysely";
 import * as m001 from "./migrations/001-init.ts";
+import * as m002 from "./migrations/002-monitor.ts";
 
 type Dialect = "sqlite" | "postgres";
 interface MigrationModule {
@@ -9,6 +10,7 @@ interface MigrationModule {
 /** Numbered migrations, applied in order; each knows both dialects. */
 const MIGRATIONS: Record<string, MigrationModule> = {
   "001-init": m001,
+  "002-monitor": m002,
 };
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

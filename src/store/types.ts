@@ -1,5 +1,7 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
+import type { FlowListRow, FlowOverviewRow, RunPage, RunQuery } from "../monitor/types.ts";
+
 export interface Scope {
   app: string;
   space: string;
@@ -154,6 +156,13 @@ export interface Store {
   /** IDs of unfinished runs in these statuses, oldest first (restart recovery). */
   unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null): Promise<Run[]>;
   childRuns(parentRunId: string): Promise<Run[]>;
+
+  /** One page of an element's runs with the five status counts (contract §9). */
+  monitorRuns(scope: Scope, elementId: string, query: RunQuery): Promise<RunPage>;
+  /** Every DPL element of the scope with its release name, run counter and newest run. */
+  monitorFlows(scope: Scope): Promise<FlowOverviewRow[]>;
+  /** Every DPL element of the scope (null: of every scope) with its unfinished in-process runs. */
+  listFlows(scope: ScopeFilter): Promise<FlowListRow[]>;
 
   close(): Promise<void>;
 }

@@ -1,0 +1,105 @@
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { FastifyInstance } from "fastify";
+import { Type } from "typebox";
+import { locateElement } from "../elements/locator.ts";
+import { ErrorCode, SluiceError } from "../errors.ts";
+import { parseRunsFilter } from "../monitor/filter.ts";
+import { totalPages } from "../monitor/paging.ts";
+import {
+  flowListItem,
+  flowOverview,
+  runDisplay,
+  runInfo,
+  type ScheduleOverview,
+} from "../monitor/present.ts";
+import type { Store } from "../store/types.ts";
+import { scopeOf } from "./context.ts";
+import { Envelope, ok } from "./envelope.ts";
+import {
+  FlowElementInfoWithInProcess,
+  FlowOverviewRecord,
+  MonitorRunQuery,
+  MonitorRunResp,
+  PagedRunsFilter,
+  RunDisplayResp,
+} from "./monitor-schemas.ts";
+
+export interface MonitorRouteOptions {
+  store: Store;
+  /** An element's schedules, from the scheduler when one is wired; absent means none. */
+  schedules?: ((elementId: string) => ScheduleOverview[]) | undefined;
+}
+
+/** The raw `language` header: descriptions may carry locales beyond the two message languages. */
+const languageHeader = (v: string | string[] | undefined): string | undefined =>
+  Array.isArray(v) ? v[0] : v;
+
+/** Endpoints 6–8 and 14: monitor flows, runs and one run; the flow list. */
+export async function monitorRoutes(
+  fastify: FastifyInstance,
+  opts: MonitorRouteOptions,
+): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store } = opts;
+
+  app.get(
+    "/monitor/flows",
+    {
+      config: { access: "context" },
+      schema: { response: { 200: Envelope(Type.Array(FlowOverviewRecord)) } },
+    },
+    async (req) => {
+      const language = languageHeader(req.headers.language);
+      const rows = await store.monitorFlows(scopeOf(req));
+      return ok(rows.map((r) => flowOverview(r, language, opts.schedules?.(r.element.id) ?? [])));
+    },
+  );
+
+  app.post(
+    "/monitor/runs",
+    {
+      config: { access: "context" },
+      schema: { body: PagedRunsFilter, response: { 200: Envelope(MonitorRunResp) } },
+    },
+    async (req) => {
+      const b = req.body;
+      const scope = scopeOf(req);
+      const query = parseRunsFilter(b);
+      const el = await locateElement(store, scope, b, "DPL");
+      const page = await store.monitorRuns(scope, el.id, query);
+      return ok({
+        totalCount: page.totalCount,
+        totalPage: totalPages(page.totalCount, b.pageSize),
+        runs: page.runs.map(runInfo),
+        queuedCount: page.counts.QUEUED,
+        startedCount: page.counts.STARTED,
+        successCount: page.counts.SUCCESS,
+        failureCount: page.counts.FAILURE,
+        canceledCount: page.counts.CANCELED,
+      });
+    },
+  );
+
+  app.get(
+    "/monitor/run",
+    {
+      config: { access: "contextEnv" },
+      schema: { querystring: MonitorRunQuery, response: { 200: Envelope(RunDisplayResp) } },
+    },
+    async (req) => {
+      const run = await store.getRun(req.ctx.scope, req.query.runId);
+      if (!run) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.query.runId]);
+      const element = await store.elementById(run.scope, run.elementId);
+      return ok(runDisplay(run, element, languageHeader(req.headers.language)));
+    },
+  );
+
+  app.get(
+    "/flow/list",
+    {
+      config: { access: "list" },
+      schema: { response: { 200: Envelope(Type.Array(FlowElementInfoWithInProcess)) } },
+    },
+    async (req) => ok((await store.listFlows(req.ctx.scope)).map(flowListItem)),
+  );
+}

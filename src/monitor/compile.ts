@@ -1,0 +1,139 @@
+import {
+  type Expression,
+  type ExpressionBuilder,
+  type RawBuilder,
+  type SelectQueryBuilder,
+  type SqlBool,
+  sql,
+} from "kysely";
+import type { Database } from "../store/schema.ts";
+import type { ColFilter, RunQuery, SortKey, StringOp } from "./types.ts";
+
+/**
+ * RunQuery → Kysely expressions over `runs`. Every value from the request becomes a bound
+ * parameter; the only text spliced into SQL comes from the constant tables below.
+ */
+
+export type Dialect = "sqlite" | "postgres";
+type Runs = ExpressionBuilder<Database, "runs">;
+
+const SORT_COLUMN = {
+  runId: "id",
+  createTime: "create_time",
+  startTime: "start_time",
+  endTime: "end_time",
+  duration: "duration",
+  runStatus: "status",
+} as const;
+const INTERVAL_COLUMN = {
+  startTime: "start_time",
+  endTime: "end_time",
+  createTime: "create_time",
+  duration: "duration",
+} as const;
+const STRING_COLUMN = { runId: "id", runName: "run_name", version: "version" } as const;
+/** Columns that are NULL until the run starts or ends. */
+const NULLABLE: ReadonlySet<string> = new Set(["start_time", "end_time", "duration"]);
+/** The initiator object's keys that name a person (ReleaseOverview user); searched by value, never as JSON text. */
+const INITIATOR_KEYS = ["userId", "userName", "nickName", "email"] as const;
+
+/** Escapes LIKE wildcards so that user text matches literally (used with ESCAPE '\'). */
+export function likeEscape(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+function initiatorField(
+  dialect: Dialect,
+  key: (typeof INITIATOR_KEYS)[number],
+): RawBuilder<string | null> {
+  return dialect === "postgres"
+    ? sql<string | null>`(${sql.ref("initiator")}::jsonb ->> ${sql.lit(key)})`
+    : sql<string | null>`json_extract(${sql.ref("initiator")}, ${sql.lit(`$.${key}`)})`;
+}
+
+/** contains/prefix compare lower-cased (case-insensitive); eq is exact. */
+function textMatch(
+  target: Expression<string | null>,
+  op: StringOp,
+  value: string,
+): RawBuilder<SqlBool> {
+  if (op === "eq") return sql<SqlBool>`${target} = ${value}`;
+  const text = likeEscape(value.toLowerCase());
+  const pattern = op === "prefix" ? `${text}%` : `%${text}%`;
+  return sql<SqlBool>`lower(${target}) like ${pattern} escape '\\'`;
+}
+
+function initiatorMatch(
+  eb: Runs,
+  dialect: Dialect,
+  op: StringOp,
+  value: string,
+): Expression<SqlBool> {
+  return eb.or(INITIATOR_KEYS.map((k) => textMatch(initiatorField(dialect, k), op, value)));
+}
+
+function colFilter(eb: Runs, dialect: Dialect, f: ColFilter): Expression<SqlBool> {
+  if (f.kind === "interval") {
+    const col = INTERVAL_COLUMN[f.column];
+    const parts: Expression<SqlBool>[] = [];
+    if (f.from !== null) parts.push(eb(col, ">=", f.from));
+    if (f.to !== null) parts.push(eb(col, "<=", f.to));
+    // An interval without bounds still asks for the value to exist (e.g. only started runs).
+    if (parts.length === 0) parts.push(eb(col, "is not", null));
+    return eb.and(parts);
+  }
+  if (f.column === "initiator") return initiatorMatch(eb, dialect, f.op, f.value);
+  const col = STRING_COLUMN[f.column];
+  if (f.op === "eq") return eb(col, "=", f.value);
+  return textMatch(sql.ref(col), f.op, f.value);
+}
+
+/**
+ * Every filter of the query ANDed together; `withStatus` false leaves out runStatusFilter, which
+ * the five status counts ignore (contract §9). The caller adds scope and element.
+ */
+export function runFilters(
+  eb: Runs,
+  dialect: Dialect,
+  q: RunQuery,
+  withStatus: boolean,
+): Expression<SqlBool> {
+  const parts: Expression<SqlBool>[] = [];
+  if (withStatus && q.statuses) parts.push(eb("status", "in", q.statuses));
+  if (q.triggers) parts.push(eb("trigger_type", "in", q.triggers));
+  if (q.versions) parts.push(eb("version", "in", q.versions));
+  if (q.quickSearch !== null) {
+    const s = q.quickSearch;
+    parts.push(
+      eb.or([
+        textMatch(sql.ref("id"), "contains", s),
+        textMatch(sql.ref("run_name"), "contains", s),
+        textMatch(sql.ref("summary"), "contains", s),
+        initiatorMatch(eb, dialect, "contains", s),
+      ]),
+    );
+  }
+  for (const f of q.colFilters) parts.push(colFilter(eb, dialect, f));
+  return eb.and(parts);
+}
+
+/**
+ * ORDER BY for the sort keys. NULL (not started, not ended) sorts as the smallest value in both
+ * dialects: SQLite does so natively; PostgreSQL is told so, matching its NULLS FIRST indexes.
+ */
+export function applyOrder<O>(
+  qb: SelectQueryBuilder<Database, "runs", O>,
+  keys: readonly SortKey[],
+  dialect: Dialect,
+): SelectQueryBuilder<Database, "runs", O> {
+  let out = qb;
+  for (const k of keys) {
+    const col = SORT_COLUMN[k.field];
+    if (dialect === "postgres" && NULLABLE.has(col)) {
+      out = out.orderBy(col, (ob) => (k.asc ? ob.asc().nullsFirst() : ob.desc().nullsLast()));
+    } else {
+      out = out.orderBy(col, k.asc ? "asc" : "desc");
+    }
+  }
+  return out;
+}

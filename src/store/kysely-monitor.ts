@@ -1,0 +1,230 @@
+import { type Kysely, type Selectable, sql, type Transaction } from "kysely";
+import { applyOrder, type Dialect, runFilters } from "../monitor/compile.ts";
+import type {
+  FlowListRow,
+  FlowOverviewRow,
+  RunPage,
+  RunQuery,
+  RunRecord,
+  StatusCounts,
+} from "../monitor/types.ts";
+import { toElement } from "./rows.ts";
+import type { Database, RunTable } from "./schema.ts";
+import type { ElementType, RunStatus, Scope, ScopeFilter, Store, TriggerType } from "./types.ts";
+
+type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
+
+/** The counter table of migration 002; known to this file only. */
+type MonitorTables = {
+  element_run_stats: { element_id: number; total_runs: number };
+};
+
+const ELEMENT_COLUMNS = [
+  "e.id",
+  "e.app",
+  "e.space",
+  "e.folder_id",
+  "e.type",
+  "e.name",
+  "e.description",
+  "e.status",
+  "e.kind",
+  "e.release_version",
+  "e.release_user",
+  "e.release_time",
+  "e.created_at",
+  "e.updated_at",
+  "f.path",
+] as const;
+
+/** Everything but the bulky result, error, stdout, stderr and detail. */
+const RUN_COLUMNS = [
+  "id",
+  "app",
+  "space",
+  "element_id",
+  "element_type",
+  "element_name",
+  "folder_id",
+  "version",
+  "trigger_type",
+  "status",
+  "run_name",
+  "run_param",
+  "initiator",
+  "parent_run_id",
+  "in_process",
+  "node_id",
+  "create_time",
+  "start_time",
+  "end_time",
+  "duration",
+  "summary",
+] as const;
+
+type RunRow = Pick<Selectable<RunTable>, (typeof RUN_COLUMNS)[number]>;
+const num = (v: number | string | null): number | null => (v == null ? null : Number(v));
+
+function toRecord(row: RunRow): RunRecord {
+  return {
+    id: row.id,
+    scope: { app: row.app, space: row.space },
+    elementId: String(row.element_id),
+    elementType: row.element_type as ElementType,
+    elementName: row.element_name,
+    folderId: row.folder_id,
+    version: row.version,
+    triggerType: row.trigger_type as TriggerType,
+    status: row.status as RunStatus,
+    runName: row.run_name,
+    runParam: row.run_param,
+    initiator:
+      row.initiator == null ? null : (JSON.parse(row.initiator) as Record<string, unknown>),
+    parentRunId: row.parent_run_id,
+    inProcess: Boolean(row.in_process),
+    nodeId: row.node_id,
+    createTime: Number(row.create_time),
+    startTime: num(row.start_time),
+    endTime: num(row.end_time),
+    duration: num(row.duration),
+    summary: row.summary,
+  };
+}
+
+/**
+ * Counts a new run for its element's `totalRuns`. Called inside insertRun's transaction: one
+ * upsert on a one-row-per-element table, so the overview never counts runs.
+ */
+export async function countRun(tx: Transaction<Database>, elementId: string): Promise<void> {
+  await tx
+    .withTables<MonitorTables>()
+    .insertInto("element_run_stats")
+    .values({ element_id: Number(elementId), total_runs: 1 })
+    .onConflict((oc) =>
+      oc.column("element_id").doUpdateSet({ total_runs: sql`element_run_stats.total_runs + 1` }),
+    )
+    .execute();
+}
+
+/** Monitoring reads (contract §9) over Kysely for both dialects. */
+export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorMethods {
+  const mdb = db.withTables<MonitorTables>();
+
+  async function runsByIds(ids: readonly string[]): Promise<Map<string, RunRecord>> {
+    if (ids.length === 0) return new Map();
+    const rows = await db.selectFrom("runs").select(RUN_COLUMNS).where("id", "in", ids).execute();
+    return new Map(rows.map((r) => [r.id, toRecord(r)]));
+  }
+
+  return {
+    async monitorRuns(scope: Scope, elementId: string, q: RunQuery): Promise<RunPage> {
+      const ofElement = () =>
+        db
+          .selectFrom("runs")
+          .where("app", "=", scope.app)
+          .where("space", "=", scope.space)
+          .where("element_id", "=", Number(elementId));
+
+      // One grouped pass gives the five counts (status filter left out) and, summed over the
+      // filtered statuses, totalCount: no separate COUNT query.
+      const grouped = await ofElement()
+        .select((eb) => ["status", eb.fn.countAll<number>().as("n")])
+        .where((eb) => runFilters(eb, dialect, q, false))
+        .groupBy("status")
+        .execute();
+      const counts: StatusCounts = { QUEUED: 0, STARTED: 0, SUCCESS: 0, FAILURE: 0, CANCELED: 0 };
+      for (const g of grouped) if (g.status in counts) counts[g.status as RunStatus] = Number(g.n);
+      const wanted = q.statuses ?? (Object.keys(counts) as RunStatus[]);
+      const totalCount = wanted.reduce((sum, s) => sum + counts[s], 0);
+      if (q.offset >= totalCount) return { counts, totalCount, runs: [] };
+
+      // Late row lookup: the page's ids come from an index scan (skipping OFFSET entries without
+      // touching the table where the filters allow), then only those rows are read.
+      const page = await applyOrder(
+        ofElement()
+          .select("id")
+          .where((eb) => runFilters(eb, dialect, q, true)),
+        q.orderBy,
+        dialect,
+      )
+        .limit(q.limit)
+        .offset(q.offset)
+        .execute();
+      const byId = await runsByIds(page.map((p) => p.id));
+      const runs = page.flatMap((p) => byId.get(p.id) ?? []);
+      return { counts, totalCount, runs };
+    },
+
+    async monitorFlows(scope: Scope): Promise<FlowOverviewRow[]> {
+      const rows = await mdb
+        .selectFrom("elements as e")
+        .innerJoin("folders as f", "f.id", "e.folder_id")
+        .leftJoin("flow_revisions as r", (j) =>
+          j.onRef("r.element_id", "=", "e.id").onRef("r.version", "=", "e.release_version"),
+        )
+        .leftJoin("element_run_stats as s", "s.element_id", "e.id")
+        .select(ELEMENT_COLUMNS)
+        .select(["r.name as revision_name", "s.total_runs"])
+        // Newest run per element: one index probe each (runs_mon_created, read backwards).
+        .select((eb) =>
+          eb
+            .selectFrom("runs as lr")
+            .select("lr.id")
+            .where("lr.app", "=", scope.app)
+            .where("lr.space", "=", scope.space)
+            .whereRef("lr.element_id", "=", "e.id")
+            .orderBy("lr.create_time", "desc")
+            .orderBy("lr.id", "desc")
+            .limit(1)
+            .as("last_run_id"),
+        )
+        .where("e.app", "=", scope.app)
+        .where("e.space", "=", scope.space)
+        .where("e.type", "=", "DPL")
+        .orderBy("f.path")
+        .orderBy("e.name")
+        .execute();
+      const last = await runsByIds(rows.flatMap((r) => (r.last_run_id ? [r.last_run_id] : [])));
+      return rows.map((r) => ({
+        element: toElement(r),
+        revisionName: r.revision_name ?? null,
+        totalRuns: Number(r.total_runs ?? 0),
+        lastRun: (r.last_run_id && last.get(r.last_run_id)) || null,
+      }));
+    },
+
+    async listFlows(scope: ScopeFilter): Promise<FlowListRow[]> {
+      const elements = await db
+        .selectFrom("elements as e")
+        .innerJoin("folders as f", "f.id", "e.folder_id")
+        .select(ELEMENT_COLUMNS)
+        .where("e.type", "=", "DPL")
+        .$if(scope !== null, (qb) =>
+          qb.where("e.app", "=", scope?.app ?? "").where("e.space", "=", scope?.space ?? ""),
+        )
+        .orderBy("e.app")
+        .orderBy("e.space")
+        .orderBy("f.path")
+        .orderBy("e.name")
+        .execute();
+      // Literal statuses (constants) so that SQLite can prove the partial index runs_unfinished
+      // applies; bound parameters would hide that from its planner. Only unfinished runs are read.
+      const busy = await db
+        .selectFrom("runs")
+        .select((eb) => ["element_id", eb.fn.countAll<number>().as("n")])
+        .where("status", "in", [sql.lit("QUEUED"), sql.lit("STARTED")])
+        .where("in_process", "=", 1)
+        .where("element_type", "=", "DPL")
+        .$if(scope !== null, (qb) =>
+          qb.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
+        )
+        .groupBy("element_id")
+        .execute();
+      const byElement = new Map(busy.map((b) => [String(b.element_id), Number(b.n)]));
+      return elements.map((e) => ({
+        element: toElement(e),
+        inProcessCount: byElement.get(String(e.id)) ?? 0,
+      }));
+    },
+  };
+}
