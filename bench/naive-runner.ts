@@ -7,7 +7,7 @@ import type { Readable, Writable } from "node:stream";
 import type { TaskOutcome, TaskSpec } from "../src/scripts/runner-types.ts";
 
 // Reads {name, src (base64), param} from stdin, writes the result JSON to fd 3.
-const HARNESS = String.raw`
+const HARNESS = `
 import base64, datetime, inspect, json, os, sys, traceback, types, asyncio
 task = json.loads(sys.stdin.buffer.read())
 def conv(o):
@@ -46,7 +46,9 @@ export function createNaiveRunner(python = "/usr/bin/python3") {
         stdio: ["pipe", "pipe", "pipe", "pipe"],
         env: { PATH: "/usr/bin:/bin", LANG: "C.UTF-8" },
       });
-      const kill = spec.timeoutMs ? setTimeout(() => child.kill("SIGKILL"), spec.timeoutMs) : undefined;
+      const kill = spec.timeoutMs
+        ? setTimeout(() => child.kill("SIGKILL"), spec.timeoutMs)
+        : undefined;
       const exited = new Promise<number | null>((r) => child.once("close", (code) => r(code)));
       child.stdin.end(
         JSON.stringify({

@@ -1,6 +1,6 @@
 import { constants } from "node:os";
-import type { TaskOutcome } from "./runner-types.ts";
 import type { Child, ExitStatus, ZygotePool } from "./python-runner-zygote.ts";
+import type { TaskOutcome } from "./runner-types.ts";
 
 export type KillReason = "terminate" | "timeout";
 
@@ -111,7 +111,10 @@ export function runOnChild(
 
   out.on("data", (b: Buffer) => stdout.push(b));
   err.on("data", (b: Buffer) => stderr.push(b));
-  for (const [name, s] of [["out", out], ["err", err]] as const) {
+  for (const [name, s] of [
+    ["out", out],
+    ["err", err],
+  ] as const) {
     s.once("end", () => streamDone(name)).once("close", () => streamDone(name));
   }
   ctl.on("data", (b: Buffer) => {
@@ -125,7 +128,6 @@ export function runOnChild(
     } catch {
       result = { ok: false, error: { type: "ProtocolError", message: "unreadable result" } };
     }
-
     over();
     streamDone("ctl");
   });
@@ -141,7 +143,6 @@ export function runOnChild(
   const done = (async () => {
     await ended;
     for (const s of [out, err, ctl]) s.destroy();
-
     clearTimeout(grace);
     let status: ExitStatus | undefined;
     if (!result && !killReason) status = await pool.exitStatus(child.pid, 2000);
@@ -155,9 +156,17 @@ export function runOnChild(
     if (result && "ok" in result && result.ok) {
       outcome = { status: "SUCCESS", value: result.value, ...base };
     } else if (killReason === "terminate") {
-      outcome = { status: "CANCELED", error: { type: "Canceled", message: "task terminated" }, ...base };
+      outcome = {
+        status: "CANCELED",
+        error: { type: "Canceled", message: "task terminated" },
+        ...base,
+      };
     } else if (killReason === "timeout") {
-      outcome = { status: "FAILURE", error: { type: "Timeout", message: "task timed out" }, ...base };
+      outcome = {
+        status: "FAILURE",
+        error: { type: "Timeout", message: "task timed out" },
+        ...base,
+      };
     } else if (result && "exit" in result) {
       outcome =
         result.exit === 0

@@ -3,7 +3,6 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Config } from "../config.ts";
-import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import {
   bwrapArgs,
   detectSandbox,
@@ -11,6 +10,7 @@ import {
   type Logger,
   type SandboxKind,
 } from "./python-runner-sandbox.ts";
+import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import { WorkDirs } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
@@ -105,7 +105,8 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   };
   const releaseSlot = (): void => {
     const next = queue.shift();
-    if (next) next(); // the slot passes straight to the next waiter
+    if (next)
+      next(); // the slot passes straight to the next waiter
     else running--;
   };
 
@@ -168,7 +169,13 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
 
   function canceledBeforeStart(reason: KillReason): TaskOutcome {
     return reason === "terminate"
-      ? { status: "CANCELED", error: { type: "Canceled", message: "task terminated" }, stdout: "", stderr: "", durationMs: 0 }
+      ? {
+          status: "CANCELED",
+          error: { type: "Canceled", message: "task terminated" },
+          stdout: "",
+          stderr: "",
+          durationMs: 0,
+        }
       : failure("Timeout", "task timed out before it started");
   }
 
@@ -178,7 +185,8 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
 
     async run(spec: TaskSpec): Promise<TaskOutcome> {
       if (closed) return failure("RunnerClosed", "python runner is closed");
-      if (tasks.has(spec.taskId)) return failure("DuplicateTask", `task ${spec.taskId} is already running`);
+      if (tasks.has(spec.taskId))
+        return failure("DuplicateTask", `task ${spec.taskId} is already running`);
       const state: TaskState = {};
       tasks.set(spec.taskId, state);
       try {

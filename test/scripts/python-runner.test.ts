@@ -23,7 +23,8 @@ function fixture(name: string): Uint8Array {
 }
 
 function zipOf(dir: string): Uint8Array {
-  const py = "import io,shutil,sys,os;b=shutil.make_archive(sys.argv[2],'zip',sys.argv[1]);print(b)";
+  const py =
+    "import io,shutil,sys,os;b=shutil.make_archive(sys.argv[2],'zip',sys.argv[1]);print(b)";
   const base = path.join(dataDir, `zip-${++seq}`);
   const out = execFileSync("/usr/bin/python3", ["-I", "-c", py, path.join(FIXTURES, dir), base]);
   return readFileSync(out.toString().trim());
@@ -132,7 +133,10 @@ describe("output", () => {
   test("each stream is capped with a truncation note", async () => {
     const o = await run("big_output", 5000);
     assertSuccess(o, null);
-    for (const [text, ch] of [[o.stdout, "x"], [o.stderr, "y"]] as const) {
+    for (const [text, ch] of [
+      [o.stdout, "x"],
+      [o.stderr, "y"],
+    ] as const) {
       assert.ok(text.startsWith(ch.repeat(OUTPUT_CAP)));
       assert.ok(!text.includes(ch.repeat(OUTPUT_CAP + 1)));
       assert.match(text, /truncated: 4000 more bytes/);
