@@ -58,7 +58,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   const runDir = await mkdtemp(path.join(os.tmpdir(), "sluice-py-"));
   const sockPath = path.join(runDir, "zygote.sock");
   const env = { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }; // never our secrets
-  const pyArgs = ["-I"];
+  const pyArgs = ["-I", "-B"]; // -B: never write .pyc next to our sources
   const inBwrap = sandbox === "bwrap";
   const pool = new ZygotePool({
     command: inBwrap ? "/usr/bin/bwrap" : python.executable,

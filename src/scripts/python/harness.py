@@ -1,0 +1,123 @@
+"""Runs one Sluice script task inside a freshly forked child (contract §10).
+
+Loaded by zygote.py before it forks, so children inherit it warm.
+"""
+
+import asyncio
+import base64
+import datetime
+import inspect
+import json
+import linecache
+import os
+import sys
+import traceback
+import types
+import zipfile
+import zipimport
+
+# Frames from these files are the harness, not the script: hidden from tracebacks.
+HARNESS_FILES = {__file__}
+
+
+def to_json(obj):
+    # contract §10: datetime/date become ISO 8601 text; tuples are lists already.
+    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
+        return obj.isoformat()
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def call_main(fn, param):
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is None:
+        out = fn(param)
+    else:
+        kinds = [p.kind for p in params]
+        positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY,
+                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        named = [k for k in kinds if k != inspect.Parameter.VAR_POSITIONAL]
+        if not kinds:
+            out = fn()
+        elif len(named) > 1 or (inspect.Parameter.KEYWORD_ONLY in kinds and not positional) \
+                or kinds == [inspect.Parameter.VAR_KEYWORD]:
+            out = fn(**param) if isinstance(param, dict) else fn(param)
+        else:
+            out = fn(param)
+    if inspect.isawaitable(out):
+        # Only async mains get a loop; a sync main never runs inside one.
+        async def wait(aw):
+            return await aw
+        out = asyncio.run(wait(out))
+    return out
+
+
+def user_traceback(exc):
+    # Drop the harness frames so the traceback starts at the script.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename in HARNESS_FILES:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def error(exc, with_tb=True):
+    return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc),
+                                   "traceback": user_traceback(exc) if with_tb else ""}}
+
+
+def load_package(data, task):
+    path = os.path.join(os.getcwd(), f".sluice-{task['id']}.zip")
+    with open(path, "wb") as f:
+        f.write(data)
+    names = zipfile.ZipFile(path).namelist()
+    root = path
+    if "main.py" not in names:
+        tops = {n.split("/", 1)[0] for n in names}
+        if len(tops) == 1 and f"{next(iter(tops))}/main.py" in names:
+            root = f"{path}/{next(iter(tops))}"
+    sys.path.insert(0, root)
+    source = zipimport.zipimporter(root).get_source("main")
+    if source is None:
+        raise ImportError("package has no main.py")
+    return source, f"{root}/main.py"
+
+
+def execute(task):
+    """Load the script, call main, return the message for Node (a dict)."""
+    name = task["name"]
+    try:
+        data = base64.b64decode(task["src"])
+        if task["kind"] == "package":
+            source, filename = load_package(data, task)
+        else:
+            source, filename = data, f"{name}.py"
+        mod = types.ModuleType(name)
+        mod.__file__ = filename
+        sys.modules[name] = mod  # pickle and multiprocessing look functions up here
+        code = compile(source, filename, "exec", dont_inherit=True)
+        text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+        # mtime None: linecache keeps the entry, so tracebacks show the lines.
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        exec(code, mod.__dict__)
+        main = getattr(mod, "main", None)
+        if not callable(main):
+            raise AttributeError(f"script {name} defines no main()")
+        value = call_main(main, task["param"])
+    except SystemExit as e:
+        return exit_message(e)
+    except BaseException as e:  # noqa: BLE001 - every failure is reported, never raised
+        return error(e)
+    try:
+        return json.dumps({"ok": True, "value": value}, default=to_json, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        return error(e, with_tb=False)
+
+
+def exit_message(e):
+    code = e.code
+    if code is None or isinstance(code, int):
+        return {"exit": code or 0}
+    print(code, file=sys.stderr)  # sys.exit("text") prints it and exits 1, like python does
+    return {"exit": 1}
