@@ -1,7 +1,9 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { ErrorCode, formatMessage, languageOf } from "./errors.ts";
+import { fail } from "./http/envelope.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { contextPlugin } from "./http/context.ts";
 import { installErrorHandler } from "./http/error-handler.ts";
@@ -40,6 +42,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     ajv: { customOptions: { coerceTypes: "array", useDefaults: true, removeAdditional: false, allErrors: false } },
     routerOptions: { ignoreTrailingSlash: true },
+    // Errors raised before routing (bad URL encoding, bad content-type header) still get an envelope.
+    frameworkErrors: (err, req, reply) => {
+      const language = languageOf(req.headers.language);
+      const text = err.code === "FST_ERR_BAD_URL" ? "malformed URL encoding" : err.message;
+      void (reply as FastifyReply).code(200).send(fail(ErrorCode.BAD_REQUEST, formatMessage(ErrorCode.BAD_REQUEST, [text], language)));
+    },
   });
 
   installErrorHandler(app);

@@ -17,6 +17,8 @@ export async function uploadRoutes(
   opts: { config: Config; store: Store; clock: Clock },
 ): Promise<void> {
   await app.register(multipart, {
+    // An oversize file is one item with status 3, not a failed request: keep reading, mark it truncated.
+    throwFileSizeLimit: false,
     limits: { fileSize: opts.config.limits.uploadFileBytes, files: 1000, fields: 20, fieldSize: 64 * 1024 },
   });
 
@@ -38,11 +40,8 @@ export async function uploadRoutes(
       for await (const part of req.parts()) {
         if (part.type === "file") {
           if (part.fieldname !== "batchFile") throw badRequest(`unknown file field "${part.fieldname}"; use batchFile`);
-          const bytes = await part.toBuffer().catch((err: Error & { code?: string }) => {
-            if (err.code === "FST_REQ_FILE_TOO_LARGE") return null;
-            throw err;
-          });
-          files.push({ filename: part.filename, bytes: bytes ?? Buffer.alloc(0), truncated: bytes === null || part.file.truncated });
+          const bytes = await part.toBuffer();
+          files.push({ filename: part.filename, bytes, truncated: part.file.truncated });
         } else {
           fields[part.fieldname] = String(part.value);
         }

@@ -30,7 +30,7 @@ describe("POST /script/file/batch-upload", () => {
       items.map((i) => [i.filePath, i.status]),
       [
         ["/up/load/hello", 0],
-        ["/up/load/notes", 2],
+        ["/up/load/notes.txt", 2],
         ["/up/load/broken", 2],
         ["/up/load/pkg", 0],
         ["/up/load/evil", 2],
