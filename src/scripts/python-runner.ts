@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -36,6 +37,20 @@ interface TaskState {
   running?: RunningTask;
 }
 
+/** Without bwrap, task uids reach their dir through the real path: every ancestor needs o+x. */
+function warnIfUntraversable(dir: string, logger: Logger): void {
+  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) {
+      logger.warn(
+        { dir: d },
+        "task uids cannot traverse this directory: scripts see their cwd but absolute paths into it fail",
+      );
+      return;
+    }
+    if (d === path.dirname(d)) return;
+  }
+}
+
 function failure(type: string, message: string, durationMs = 0): TaskOutcome {
   return { status: "FAILURE", error: { type, message }, stdout: "", stderr: "", durationMs };
 }
@@ -54,6 +69,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     switchUid: sandbox !== "none",
   });
   await dirs.init();
+  if (sandbox === "uid") warnIfUntraversable(dirs.root, logger);
   // mkdtemp makes it 0700: only root (before the uid drop) can reach the socket.
   const runDir = await mkdtemp(path.join(os.tmpdir(), "sluice-py-"));
   const sockPath = path.join(runDir, "zygote.sock");
