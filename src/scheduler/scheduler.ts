@@ -185,7 +185,9 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
     }
     for (const entry of batch) {
       // A fire may have redeployed, deactivated or removed the flow; arm() or drop() then decided.
-      if (!entry.removed && !heap.has(entry)) arm(entry, now, false);
+      // Re-arm from the fired tick (lastRunAt), not from now: if this loop ran past the next tick,
+      // that tick is due at once and fires (coalesced) instead of being skipped silently.
+      if (!entry.removed && !heap.has(entry)) arm(entry, now, true);
     }
     reschedule();
   }

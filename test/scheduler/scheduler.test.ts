@@ -201,6 +201,26 @@ describe("scheduler: clock jumps and catch-up", () => {
   });
 });
 
+describe("scheduler: slow fire loop", () => {
+  it("a tick that passes while fires run is fired next, not skipped", async () => {
+    let h: Harness | undefined;
+    let slow = true;
+    h = harness("2025-01-01T00:00:00.500Z", {
+      fire: () => {
+        // The first fire loop takes 1.2 s of wall time (a busy machine).
+        if (slow && h) h.clock.set(h.clock.now() + 1_200);
+        slow = false;
+        return Promise.resolve();
+      },
+    });
+    h.scheduler.upsertFlow("el1", [cron("s", "* * * * * *")], true);
+    await h.scheduler.start();
+    h.clock.advance(500); // wall 00:00:01 → fire; the loop ends at 00:00:02.2
+    assert.deepEqual(ticksOf(h), ["2025-01-01T00:00:01.000Z", "2025-01-01T00:00:02.000Z"]);
+    assert.equal(h.fires[1]?.wall, "2025-01-01T00:00:02.200Z");
+  });
+});
+
 describe("scheduler: deploys and approval", () => {
   it("deactivate stops firing and clears nextRunAt; reactivate resumes from now", async () => {
     const h = harness("2025-01-01T00:00:30Z");
