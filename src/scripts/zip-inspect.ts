@@ -42,7 +42,10 @@ export async function inspectZip(
       zip.readEntry();
     });
   } catch (err) {
-    return { ok: false, status: 2, message: `corrupt zip: ${(err as Error).message}` };
+    const text = (err as Error).message;
+    // yauzl itself refuses `../` and absolute names while listing; that is an unsafe entry, not corruption.
+    if (/relative path|absolute path/.test(text)) return { ok: false, status: 2, message: `unsafe zip entry: ${text}` };
+    return { ok: false, status: 2, message: `corrupt zip: ${text}` };
   }
 
   for (const e of entries) {

@@ -103,23 +103,25 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
     },
 
     async elementById(scope, id) {
-      if (!/^\d+$/.test(id)) return undefined;
+      const num = numericId(id);
+      if (num === undefined) return undefined;
       const row = await elements()
         .select(ELEMENT_COLUMNS)
         .where("e.app", "=", scope.app)
         .where("e.space", "=", scope.space)
-        .where("e.id", "=", Number(id))
+        .where("e.id", "=", num)
         .executeTakeFirst();
       return row && toElement(row);
     },
 
     async scriptById(scope, id): Promise<ScriptElement | undefined> {
-      if (!/^\d+$/.test(id)) return undefined;
+      const num = numericId(id);
+      if (num === undefined) return undefined;
       const row = await elements()
         .select([...ELEMENT_COLUMNS, "e.content"])
         .where("e.app", "=", scope.app)
         .where("e.space", "=", scope.space)
-        .where("e.id", "=", Number(id))
+        .where("e.id", "=", num)
         .where("e.type", "=", "PY")
         .executeTakeFirst();
       return row && toScript(row);
@@ -264,4 +266,9 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
 
     close: onClose,
   };
+}
+
+/** Element IDs are integers; anything else (or beyond 15 digits, past int64 and exact doubles) is unknown. */
+function numericId(id: string): number | undefined {
+  return /^\d{1,15}$/.test(id) ? Number(id) : undefined;
 }
