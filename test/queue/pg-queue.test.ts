@@ -71,17 +71,18 @@ describe("pg-boss run queue", () => {
     const b = await queue({ queueName: name, concurrency: 4 });
     const seen: string[] = [];
     const got = { a: 0, b: 0 };
+    // Everything is queued first, so on a slow machine neither drains it before the other starts.
+    for (let i = 0; i < 100; i++) await a.enqueue({ runId: `s-${i}`, kind: "flow" });
     await a.start(async (job) => {
       got.a++;
       seen.push(job.runId);
-      await sleep(2);
+      await sleep(20);
     });
     await b.start(async (job) => {
       got.b++;
       seen.push(job.runId);
-      await sleep(2);
+      await sleep(20);
     });
-    for (let i = 0; i < 100; i++) await a.enqueue({ runId: `s-${i}`, kind: "flow" });
     await until(() => seen.length >= 100);
     await sleep(300);
     assert.equal(seen.length, 100);
@@ -94,6 +95,8 @@ describe("pg-boss run queue", () => {
     let running = 0;
     let peak = 0;
     let finished = 0;
+    // Queued first: enqueueing slower than jobs finish would never fill every slot.
+    for (let i = 0; i < 15; i++) await q.enqueue({ runId: `c-${i}`, kind: "script" });
     await q.start(async () => {
       running++;
       peak = Math.max(peak, running);
@@ -101,7 +104,6 @@ describe("pg-boss run queue", () => {
       running--;
       finished++;
     });
-    for (let i = 0; i < 15; i++) await q.enqueue({ runId: `c-${i}`, kind: "script" });
     await until(() => finished === 15);
     assert.equal(peak, 3);
   });
@@ -115,6 +117,8 @@ describe("pg-boss run queue", () => {
     const scriptsHeld = new Promise<void>((r) => {
       release = r;
     });
+    for (let i = 0; i < 4; i++) await q.enqueue({ runId: `ls-${i}`, kind: "script" });
+    for (let i = 0; i < 9; i++) await q.enqueue({ runId: `lf-${i}`, kind: "flow" });
     await q.start(async (job) => {
       running[job.kind]++;
       peak[job.kind] = Math.max(peak[job.kind], running[job.kind]);
@@ -123,8 +127,6 @@ describe("pg-boss run queue", () => {
       running[job.kind]--;
       finished++;
     });
-    for (let i = 0; i < 4; i++) await q.enqueue({ runId: `ls-${i}`, kind: "script" });
-    for (let i = 0; i < 9; i++) await q.enqueue({ runId: `lf-${i}`, kind: "flow" });
     // All flows finish while the one script slot is still held.
     await until(() => finished === 9);
     release();
@@ -205,13 +207,12 @@ describe("pg-boss run queue", () => {
     const a = await queue({ queueName: name, bound: 4 });
     const b = await queue({ queueName: name, bound: 4 });
     for (let i = 0; i < 4; i++) await a.enqueue({ runId: `x-${i}`, kind: "flow" });
-    // b has sent nothing itself; its estimate is stale until it recounts (≤ 500 ms).
-    await sleep(700);
+    // b has sent nothing itself; its estimate is stale until its periodic recount (every 500 ms).
+    await until(() => b.depth() === 4);
     await assert.rejects(
       () => b.enqueue({ runId: "x-over", kind: "flow" }),
       (err: unknown) => err instanceof SluiceError && err.code === 429,
     );
-    assert.equal(b.depth(), 4);
   });
 
   it("concurrent enqueues cannot overshoot the bound", async () => {
