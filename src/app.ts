@@ -54,6 +54,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installBodyDecoding(app);
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
   await app.register(healthRoutes, { sandbox: deps.runner.sandbox, mode: config.mode });
+  // A worker process answers only the root endpoints (health for orchestration).
+  if (config.role === "worker") return app;
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, { flows: deps.flows, tasks: deps.tasks, store: deps.store });

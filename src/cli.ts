@@ -3,7 +3,8 @@ import { makeSessionCookie, signToken } from "./auth/tokens.ts";
 import { loadConfig } from "./config.ts";
 
 const USAGE = `usage: sluice <command>
-  serve                                   start the service (default)
+  serve                                   start the service (default; SLUICE_ROLE=api|worker|all, default all)
+  worker                                  execute queued runs only (cluster mode); answers /health
   token --app A --space S --user U [--internal] [--ttl SECONDS]
                                           mint a token header and a session cookie from the configured secrets`;
 
@@ -13,6 +14,11 @@ export async function runCli(argv: string[]): Promise<void> {
     case "serve": {
       const { serve } = await import("./main.ts");
       await serve();
+      return;
+    }
+    case "worker": {
+      const { serve } = await import("./main.ts");
+      await serve("worker");
       return;
     }
     case "token":

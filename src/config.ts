@@ -44,6 +44,10 @@ export interface Config {
     uidCount: number;
   };
   timeZone: string;
+  /** `all`: API and worker in one process; `api`: HTTP only (plus in-process runs); `worker`: queue only. */
+  role: "all" | "api" | "worker";
+  heartbeatMs: number;
+  heartbeatTimeoutMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -73,6 +77,12 @@ export function parseAppSecrets(raw: string | undefined): Record<string, string>
 }
 
 const MiB = 1024 * 1024;
+
+function role(raw: string | undefined): Config["role"] {
+  if (raw === undefined || raw === "") return "all";
+  if (raw === "all" || raw === "api" || raw === "worker") return raw;
+  throw new Error(`config: SLUICE_ROLE must be all, api or worker, got "${raw}"`);
+}
 
 export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -128,5 +138,8 @@ export function loadConfig(env: Env = process.env): Config {
       uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
     },
     timeZone: env.TZ_RUN_NAMES ?? "UTC",
+    role: role(env.SLUICE_ROLE),
+    heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
+    heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
   };
 }

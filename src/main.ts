@@ -1,11 +1,12 @@
 import { buildApp } from "./app.ts";
-import { loadConfig } from "./config.ts";
+import { type Config, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
 import { createServices } from "./services.ts";
 
 /** `sluice serve`: wires everything, listens, and shuts down gracefully on SIGTERM/SIGINT. */
-export async function serve(): Promise<void> {
+export async function serve(role?: Config["role"]): Promise<void> {
   const config = loadConfig();
+  if (role) config.role = role;
   const logger = createLogger(config.logLevel);
   const services = await createServices({ config, logger });
   const app = await buildApp(services);
@@ -30,7 +31,10 @@ export async function serve(): Promise<void> {
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
   await app.listen({ port: config.port, host: config.host });
-  logger.info({ mode: config.mode, sandbox: services.runner.sandbox, dataDir: config.dataDir }, "sluice is ready");
+  logger.info(
+    { mode: config.mode, role: config.role, node: services.nodeId, sandbox: services.runner.sandbox, dataDir: config.dataDir },
+    "sluice is ready",
+  );
 }
 
 if (import.meta.main) {

@@ -1,21 +1,26 @@
+import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
-import { systemClock, type Clock } from "./clock.ts";
+import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
+import { type FlowLifecycle, createFlowLifecycle } from "./flows/lifecycle.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
+import { createPgQueue } from "./queue/pg-queue.ts";
 import type { RunQueue } from "./queue/types.ts";
-import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
-import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
+import { type FlowRuns, createFlowRuns } from "./runs/flow-runs.ts";
+import { createPgNotifyBridge } from "./runs/pg-notify.ts";
+import { createRecovery } from "./runs/recovery.ts";
+import { type RunEvents, createRunEvents } from "./runs/run-events.ts";
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
-import { createTaskService, type TaskService } from "./scripts/task-service.ts";
-import { openStore, type OpenedStore } from "./store/open-store.ts";
+import { type TaskService, createTaskService } from "./scripts/task-service.ts";
+import { type OpenedStore, openStore } from "./store/open-store.ts";
 
 export interface Services {
   config: Config;
   clock: Clock;
   logger: Logger;
+  nodeId: string;
   store: OpenedStore;
   runner: ScriptRunner;
   events: RunEvents;
@@ -28,35 +33,56 @@ export interface Services {
 
 /**
  * Builds every long-lived part from the configuration, in dependency order. main.ts and the
- * integration tests both use it, so the tests exercise the real wiring.
+ * integration tests both use it, so the tests exercise the real wiring. Embedded mode: SQLite and
+ * an in-memory queue. Cluster mode: PostgreSQL, pg-boss and LISTEN/NOTIFY between nodes.
  */
 export async function createServices(opts: { config: Config; logger: Logger; clock?: Clock }): Promise<Services> {
   const { config, logger } = opts;
   const clock = opts.clock ?? systemClock;
-  const nodeId = `${hostname()}:${process.pid}`;
+  // Unique per process start, so a restarted process never inherits a dead one's runs.
+  const nodeId = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+  const cluster = config.mode === "cluster" && config.databaseUrl !== undefined;
   const store = await openStore(config);
   const runner = await createPythonRunner({ config, logger });
   const events = createRunEvents({ clock });
-  const queue = createLocalQueue({
-    bound: config.limits.queuedRuns,
-    concurrency: { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency },
-  });
-  const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
+  const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };
+  const queue =
+    cluster && config.databaseUrl
+      ? await createPgQueue({ connectionString: config.databaseUrl, bound: config.limits.queuedRuns, concurrency, logger })
+      : createLocalQueue({ bound: config.limits.queuedRuns, concurrency });
+  const bridge =
+    cluster && config.databaseUrl ? await createPgNotifyBridge({ connectionString: config.databaseUrl, events, logger }) : null;
 
+  const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
   const lifecycle = createFlowLifecycle({ store, clock, config });
   const flows = createFlowRuns({ config, store, runner, queue, events, clock, logger, nodeId });
 
-  const recoveredTasks = await tasks.recover();
-  const recoveredRuns = await flows.recover();
-  if (recoveredTasks.failed || recoveredTasks.requeued || recoveredRuns.failed || recoveredRuns.requeued) {
-    logger.info({ tasks: recoveredTasks, flows: recoveredRuns }, "recovered unfinished runs");
+  const recovery = createRecovery({
+    store,
+    queue,
+    events,
+    clock,
+    logger,
+    nodeId,
+    mode: cluster ? "cluster" : "embedded",
+    heartbeatMs: config.heartbeatMs,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+    requeue: !cluster,
+  });
+  const recovered = await recovery.recoverAtStart();
+  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
+  recovery.start();
+
+  // An API-only node of a cluster leaves queued work to the workers.
+  if (config.role !== "api" || !cluster) {
+    await queue.start((job) => (job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId)));
   }
-  await queue.start((job) => (job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId)));
 
   return {
     config,
     clock,
     logger,
+    nodeId,
     store,
     runner,
     events,
@@ -65,7 +91,9 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
     lifecycle,
     flows,
     async close() {
+      await recovery.stop();
       await queue.stop();
+      await bridge?.close();
       await runner.close();
       await store.close();
     },

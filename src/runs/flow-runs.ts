@@ -35,7 +35,6 @@ export interface FlowRuns {
   execute(runId: string): Promise<void>;
   waitForEnd(scope: ScopeFilter, runId: string, timeoutS: number): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
-  recover(): Promise<{ failed: number; requeued: number }>;
 }
 
 interface Release {
@@ -169,6 +168,9 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     }
   }
 
+  // A run that ended elsewhere (terminated through another node) while it executes here.
+  events.onEnd((runId) => active.get(runId)?.abort(new Error("terminated")));
+
   const api: FlowRuns = {
     async start(req) {
       if (!req.inProcess && deps.queue.depth() >= config.limits.queuedRuns) {
@@ -215,18 +217,6 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       events.notify(r.id);
       for (const child of await store.childRuns(r.id)) await api.terminate(child);
       return true;
-    },
-
-    async recover() {
-      let failed = 0;
-      for (const r of await store.unfinishedRuns(["STARTED"])) {
-        if (r.elementType !== "DPL") continue;
-        const message = "the service restarted while this run was executing; it was stopped";
-        if (await store.endRun(r.id, { status: "FAILURE", endTime: clock.now(), summary: message, error: message })) failed++;
-      }
-      const queued = (await store.unfinishedRuns(["QUEUED"])).filter((r) => r.elementType === "DPL");
-      for (const r of queued) await deps.queue.enqueue({ runId: r.id, kind: "flow" });
-      return { failed, requeued: queued.length };
     },
   };
   return api;

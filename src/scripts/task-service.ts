@@ -29,8 +29,6 @@ export interface TaskService {
   /** The task once it ended, or as it stands when `timeoutS` elapsed. Undefined: no such task. */
   waitForEnd(scope: ScopeFilter, taskId: string, timeoutS: number): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
-  /** Restart recovery: STARTED tasks of a dead process end FAILURE; QUEUED ones are queued again. */
-  recover(): Promise<{ failed: number; requeued: number }>;
 }
 
 interface Deps {
@@ -101,6 +99,9 @@ export function createTaskService(deps: Deps): TaskService {
     return run?.elementType === "PY" ? run : undefined;
   }
 
+  // A task that ended elsewhere (terminated through another node) while its process runs here.
+  events.onEnd((runId) => runner.kill(runId, "terminate"));
+
   return {
     async runSync(req, wait) {
       const run = await newTask(req, "STARTED");
@@ -149,21 +150,6 @@ export function createTaskService(deps: Deps): TaskService {
         events.notify(run.id);
       }
       return ended;
-    },
-
-    async recover() {
-      const started = await store.unfinishedRuns(["STARTED"]);
-      let failed = 0;
-      for (const run of started) {
-        if (run.elementType !== "PY") continue;
-        const message = "the service restarted while this task was running; its process was lost";
-        if (await store.endRun(run.id, { status: "FAILURE", endTime: clock.now(), summary: message, error: message })) {
-          failed++;
-        }
-      }
-      const queued = (await store.unfinishedRuns(["QUEUED"])).filter((r) => r.elementType === "PY");
-      for (const run of queued) await deps.queue.enqueue({ runId: run.id, kind: "script" });
-      return { failed, requeued: queued.length };
     },
   };
 }

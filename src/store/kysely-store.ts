@@ -264,6 +264,29 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
       return rows.map(toRun);
     },
 
+    async heartbeat(nodeId, now) {
+      await db
+        .insertInto("nodes")
+        .values({ id: nodeId, started_at: now, heartbeat_at: now })
+        .onConflict((oc) => oc.column("id").doUpdateSet({ heartbeat_at: now }))
+        .execute();
+    },
+
+    async orphanedRuns(cutoff) {
+      const rows = await db
+        .selectFrom("runs")
+        .selectAll()
+        .where("status", "=", "STARTED")
+        .where((eb) =>
+          eb.or([
+            eb("node_id", "is", null),
+            eb("node_id", "not in", eb.selectFrom("nodes").select("id").where("heartbeat_at", ">=", cutoff)),
+          ]),
+        )
+        .execute();
+      return rows.map(toRun);
+    },
+
     close: onClose,
   };
 }

@@ -6,6 +6,13 @@ export interface Database {
   elements: ElementTable;
   flow_revisions: FlowRevisionTable;
   runs: RunTable;
+  nodes: NodeTable;
+}
+
+export interface NodeTable {
+  id: string;
+  started_at: number;
+  heartbeat_at: number;
 }
 
 export interface FolderTable {

@@ -157,6 +157,11 @@ export interface Store {
   unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null): Promise<Run[]>;
   childRuns(parentRunId: string): Promise<Run[]>;
 
+  /** Records that this process is alive. */
+  heartbeat(nodeId: string, now: number): Promise<void>;
+  /** STARTED runs whose node has not beaten since `cutoff` (or never registered). */
+  orphanedRuns(cutoff: number): Promise<Run[]>;
+
   /** One page of an element's runs with the five status counts (contract §9). */
   monitorRuns(scope: Scope, elementId: string, query: RunQuery): Promise<RunPage>;
   /** Every DPL element of the scope with its release name, run counter and newest run. */
