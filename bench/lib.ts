@@ -1,0 +1,70 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { killHard, startProcess } from "../test/helpers/process.ts";
+
+/** Shared bench plumbing: a real server process on loopback and a closed-loop load generator. */
+
+export interface Figures {
+  concurrency: number;
+  count: number;
+  p50: number;
+  p99: number;
+  perSecond: number;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+/** Runs `count` calls of `fn` with `concurrency` callers in a closed loop; latencies in ms. */
+export async function load(concurrency: number, count: number, fn: (i: number) => Promise<void>): Promise<Figures> {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      const t0 = performance.now();
+      await fn(i);
+      latencies.push(performance.now() - t0);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { concurrency, count, p50: percentile(latencies, 50), p99: percentile(latencies, 99), perSecond: count / elapsed };
+}
+
+export function row(label: string, f: Figures): string {
+  return `${label.padEnd(34)} c=${String(f.concurrency).padStart(2)}  n=${String(f.count).padStart(5)}  p50=${f.p50.toFixed(2).padStart(7)} ms  p99=${f.p99.toFixed(2).padStart(7)} ms  ${f.perSecond.toFixed(0).padStart(6)}/s`;
+}
+
+export async function startBenchServer(env: Record<string, string> = {}) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-bench-"));
+  const server = await startProcess({ DATA_DIR: dataDir, LOG_LEVEL: "error", ...env });
+  return {
+    url: server.url,
+    async stop() {
+      await killHard(server.child);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const HEADERS = { app: "bench", space: "s1", user: "bench", "content-type": "application/json" };
+
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = HEADERS): Promise<{ status: number; json: unknown; headers: Headers }> {
+  const res = await fetch(url, { method: "POST", headers, body: JSON.stringify(body) });
+  return { status: res.status, json: await res.json(), headers: res.headers };
+}
+
+export async function uploadScript(base: string, name: string, code: string, folder = "/bench"): Promise<void> {
+  const form = new FormData();
+  form.append("path", folder);
+  form.append("batchFile", new Blob([code]), `${name}.py`);
+  const res = await fetch(`${base}/script/file/batch-upload`, { method: "POST", body: form, headers: { app: HEADERS.app, space: HEADERS.space, user: HEADERS.user } });
+  const body = (await res.json()) as { data: { status: number }[] };
+  if (body.data[0]?.status !== 0) throw new Error(`upload of ${name} failed: ${JSON.stringify(body)}`);
+}
