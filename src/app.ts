@@ -5,12 +5,16 @@ import type { Config } from "./config.ts";
 import { ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import { fail } from "./http/envelope.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { installErrorHandler } from "./http/error-handler.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
 import { healthRoutes } from "./http/health-routes.ts";
+import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { monitorRoutes } from "./http/monitor-routes.ts";
+import { registerOpenApi } from "./http/openapi.ts";
+import { opsPlugin } from "./http/ops-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
@@ -28,6 +32,8 @@ export interface AppDeps {
   runner: ScriptRunner;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  /** From createServices (instrumented store and runner); a bare one otherwise. */
+  metrics?: Metrics;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -53,6 +59,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandler(app);
   installBodyDecoding(app);
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
+  // Before every route: swagger collects routes as they register; ops hooks must see them all.
+  await registerOpenApi(app, config);
+  await app.register(opsPlugin, { metrics: deps.metrics ?? createMetrics(), store: deps.store, runner: deps.runner });
   await app.register(healthRoutes, { sandbox: deps.runner.sandbox, mode: config.mode });
   // A worker process answers only the root endpoints (health for orchestration).
   if (config.role === "worker") return app;
@@ -71,5 +80,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: config.scriptPrefix },
   );
+  await app.register(consoleRoutes);
   return app;
 }

@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { type FlowLifecycle, createFlowLifecycle } from "./flows/lifecycle.ts";
+import { type Metrics, createMetrics } from "./http/metrics.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
 import { createPgQueue } from "./queue/pg-queue.ts";
 import type { RunQueue } from "./queue/types.ts";
@@ -28,6 +29,7 @@ export interface Services {
   tasks: TaskService;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -44,12 +46,16 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
   const cluster = config.mode === "cluster" && config.databaseUrl !== undefined;
   const store = await openStore(config);
   const runner = await createPythonRunner({ config, logger });
+  // Wrapped before anything else holds them, so every run and script execution is counted.
+  const metrics = createMetrics();
+  metrics.instrument(store, runner);
   const events = createRunEvents({ clock });
   const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };
   const queue =
     cluster && config.databaseUrl
       ? await createPgQueue({ connectionString: config.databaseUrl, bound: config.limits.queuedRuns, concurrency, logger })
       : createLocalQueue({ bound: config.limits.queuedRuns, concurrency });
+  metrics.watch(queue, runner);
   const bridge =
     cluster && config.databaseUrl ? await createPgNotifyBridge({ connectionString: config.databaseUrl, events, logger }) : null;
 
@@ -90,6 +96,7 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
     tasks,
     lifecycle,
     flows,
+    metrics,
     async close() {
       await recovery.stop();
       await queue.stop();

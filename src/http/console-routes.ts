@@ -1,0 +1,42 @@
+import fs from "node:fs";
+import path from "node:path";
+import fastifyStatic from "@fastify/static";
+import type { FastifyInstance } from "fastify";
+
+/** Where `npm run build:console` (Vite) writes the console; the service serves it as is. */
+export const CONSOLE_DIST = path.resolve(import.meta.dirname, "../../console/dist");
+
+/**
+ * The web console at /console/. A static single-page app (hash routes, so no server-side
+ * fallback) that calls the two services from the browser with the caller's headers or session
+ * cookie: it has no privileges of its own. Hidden from the OpenAPI document.
+ */
+export async function consoleRoutes(
+  app: FastifyInstance,
+  opts: { dist?: string } = {},
+): Promise<void> {
+  const dist = opts.dist ?? CONSOLE_DIST;
+  if (!fs.existsSync(path.join(dist, "index.html"))) {
+    app.get("/console", { schema: { hide: true } }, async (_req, reply) =>
+      reply
+        .code(503)
+        .type("text/plain")
+        .send("The console is not built: run `npm run build:console`.\n"),
+    );
+    return;
+  }
+  await app.register(fastifyStatic, {
+    root: dist,
+    // With the router's ignoreTrailingSlash, /console serves index.html too (assets use absolute URLs).
+    prefix: "/console/",
+    decorateReply: false,
+    schemaHide: true,
+    // Assets carry content hashes in their names; index.html must always be fresh.
+    setHeaders(reply, file) {
+      reply.header(
+        "cache-control",
+        file.endsWith("index.html") ? "no-cache" : "public, max-age=31536000, immutable",
+      );
+    },
+  });
+}

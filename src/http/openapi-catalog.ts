@@ -1,0 +1,199 @@
+import { ErrorCode, type ErrorCodeValue } from "../errors.ts";
+import type { Access } from "./context.ts";
+
+/**
+ * Words the route schemas cannot carry: per-operation summaries (numbered as in interface.md), the
+ * context headers each access kind takes, response headers, and the error code catalog. The
+ * shapes themselves always come from the TypeBox schemas on the routes.
+ */
+
+export interface OperationDoc {
+  tag: string;
+  summary: string;
+  description?: string;
+}
+
+/** Keyed by `METHOD path` with the service prefix removed. */
+export const OPERATIONS: Record<string, OperationDoc> = {
+  "POST /run": {
+    tag: "runs",
+    summary: "1. Start a flow run (async)",
+    description: "Answers the run ID at once; poll GET /run/{runId}/result.",
+  },
+  "GET /run/{runId}/result": {
+    tag: "runs",
+    summary: "2. Result of a run",
+    description: "Waits up to `timeout` seconds for the run to end.",
+  },
+  "POST /run-sync": {
+    tag: "runs",
+    summary: "3. Run a flow and wait",
+    description: "Elapsed wait → code 28020006; the run goes on.",
+  },
+  "POST /run/terminate": { tag: "runs", summary: "4. Terminate runs (flows and script tasks)" },
+  "POST /run/delete": { tag: "runs", summary: "5. Delete finished runs with their logs" },
+  "GET /monitor/flows": {
+    tag: "monitor",
+    summary: "6. Every flow of the scope with status, schedule, last run",
+  },
+  "POST /monitor/runs": { tag: "monitor", summary: "7. Runs of one element, filtered and paged" },
+  "GET /monitor/run": { tag: "monitor", summary: "8. One run (any type), with node details" },
+  "POST /flow/deploy": {
+    tag: "flows",
+    summary: "9. Deploy a flow revision (or rename the newest)",
+  },
+  "POST /flow/batch-deploy": { tag: "flows", summary: "10. Activate several flows" },
+  "POST /flow/activate": { tag: "flows", summary: "11. Activate a flow (→ APPROVED)" },
+  "POST /flow/deactivate": { tag: "flows", summary: "12. Deactivate a flow (APPROVED → OBSOLETE)" },
+  "POST /flow/batch-deactivate": { tag: "flows", summary: "13. Deactivate several flows" },
+  "GET /flow/list": { tag: "flows", summary: "14. Every flow with its in-process run count" },
+  "POST /external/{elementName}/run-sync": {
+    tag: "scripts",
+    summary: "15. Run a script and answer its return value (external)",
+    description:
+      "Success: the body is exactly the script's return value (not an envelope); `x-task-status` tells it from a failure envelope.",
+  },
+  "POST /external/{elementName}/run": {
+    tag: "scripts",
+    summary: "16. Start a script task (external)",
+  },
+  "POST /script/run-sync": { tag: "scripts", summary: "17. Run a script and wait (internal)" },
+  "POST /script/run": { tag: "scripts", summary: "18. Start a script task (internal)" },
+  "GET /script/result/{taskId}": { tag: "scripts", summary: "19. Return value of a task" },
+  "GET /script/lifespan/{taskId}": {
+    tag: "scripts",
+    summary: "20. Return value, stdout and stderr of a task",
+  },
+  "POST /file/batch-upload": {
+    tag: "scripts",
+    summary: "21. Import .py files and .zip packages as PY elements",
+  },
+  "GET /health": { tag: "operations", summary: "Liveness: the process answers" },
+  "GET /ready": {
+    tag: "operations",
+    summary: "Readiness: store reachable, runner up, not draining (503 otherwise)",
+  },
+  "GET /metrics": { tag: "operations", summary: "Prometheus metrics (text exposition format)" },
+};
+
+const str = { type: "string" } as const;
+
+/** Header parameters by access kind (contract §2). `required` reflects a request without a session cookie. */
+export function contextHeaders(
+  access: Access | undefined,
+  signature: boolean,
+): { schema: Record<string, unknown>; cookie: boolean } | null {
+  if (!access) return null;
+  const needed =
+    access === "context" ||
+    access === "internal" ||
+    access === "external" ||
+    (access === "contextEnv" && signature);
+  const when = needed
+    ? "Required unless a valid `session` cookie supplies the scope."
+    : "Optional; when given, lookups are limited to this scope.";
+  const properties: Record<string, unknown> = {
+    app: { ...str, description: `Application ID (scope). ${when}` },
+    space: { ...str, description: `Space ID (scope). ${when}` },
+    user: { ...str, description: "Acting user: recorded as run initiator and release user." },
+    language: {
+      ...str,
+      description: "`zh-cn` for Chinese messages and descriptions; default English.",
+    },
+    token: {
+      ...str,
+      description:
+        access === "internal"
+          ? "Signature mode: `<unixSeconds>.<hex HMAC-SHA256(internalSecret, app\\nspace\\nuser\\nunixSeconds)>`."
+          : "Signature mode: `<unixSeconds>.<hex HMAC-SHA256(appSecret, app\\nspace\\nuser\\nunixSeconds)>`.",
+    },
+  };
+  // "required" as interface.md says it; the session-cookie alternative is in the descriptions.
+  const required = !needed
+    ? []
+    : access === "context"
+      ? ["app", "space", "user"]
+      : ["app", "space"];
+  return { schema: { type: "object", properties, required }, cookie: access !== "internal" };
+}
+
+/** Response headers by operation (contract §3). */
+export function responseHeaders(key: string): Record<string, unknown> {
+  const runId = {
+    "x-run-id": { ...str, description: "ID of the run this response starts or concerns." },
+  };
+  const taskId = {
+    "x-task-id": { ...str, description: "ID of the script task this response starts or concerns." },
+  };
+  const taskStatus = {
+    "x-task-status": {
+      ...str,
+      description: "Task status: SUCCESS, FAILURE, STARTED, QUEUED or CANCELED.",
+    },
+  };
+  const requestId = {
+    "x-request-id": {
+      ...str,
+      description:
+        "The request's ID (echoed when the caller sent one); it is in every log line of the request.",
+    },
+  };
+  if (["POST /run", "GET /run/{runId}/result", "POST /run-sync"].includes(key))
+    return { ...requestId, ...runId };
+  if (["POST /external/{elementName}/run", "POST /script/run"].includes(key))
+    return { ...requestId, ...taskId };
+  if (
+    key.startsWith("POST /external/") ||
+    key === "POST /script/run-sync" ||
+    key.startsWith("GET /script/")
+  ) {
+    return { ...requestId, ...taskId, ...taskStatus };
+  }
+  return requestId;
+}
+
+const MEANINGS: Record<ErrorCodeValue, string> = {
+  400: "request validation failed; the message names the field",
+  401: "UNAUTHORIZED: missing, invalid or expired token or cookie",
+  403: "a valid caller without the right to this action",
+  404: "no such endpoint",
+  413: "body or upload larger than the configured limit",
+  429: "too many queued runs",
+  999999: "generic business failure; the message names the cause",
+  28010001: "element does not exist",
+  28010002: "element name not unique: supply path or folderId",
+  28010003: "folder does not exist",
+  28020001: "flow not runnable: no approved and enabled release",
+  28020002: "run does not exist",
+  28020003: "run not finished yet",
+  28020004: "run ended in FAILURE",
+  28020005: "run was CANCELED",
+  28020006: "wait elapsed for a synchronous run; the run goes on",
+  28030001: "script run failure",
+  28030002: "script timeout",
+  28030003: "task does not exist",
+  28030004: "task not finished yet",
+  28030005: "task was CANCELED",
+};
+
+/** The `code` field's catalog, built from src/errors.ts so the two cannot drift apart. */
+export function errorCatalog(): { schema: Record<string, unknown>; markdown: string } {
+  const entries = Object.entries(ErrorCode).map(([name, code]) => ({
+    name,
+    code,
+    meaning: MEANINGS[code],
+  }));
+  const markdown = [
+    "| code | name | meaning |",
+    "|---|---|---|",
+    ...entries.map((e) => `| ${e.code} | ${e.name} | ${e.meaning} |`),
+  ].join("\n");
+  const schema = {
+    type: "integer",
+    description: `Error code of a failure envelope (success: 0).\n\n${markdown}`,
+    enum: [0, ...entries.map((e) => e.code)],
+    "x-enum-varnames": ["OK", ...entries.map((e) => e.name)],
+    "x-enum-descriptions": ["success", ...entries.map((e) => e.meaning)],
+  };
+  return { schema, markdown };
+}

@@ -1,0 +1,143 @@
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
+import type { Config } from "../config.ts";
+import { contextHeaders, errorCatalog, OPERATIONS, responseHeaders } from "./openapi-catalog.ts";
+
+export interface RouteRecord {
+  method: string;
+  url: string;
+  hidden: boolean;
+}
+
+declare module "fastify" {
+  interface FastifyInstance {
+    routeList: RouteRecord[];
+  }
+}
+
+/** The multipart form of POST /file/batch-upload: the route reads parts itself, so no body schema validates it. */
+const UPLOAD_FORM = {
+  type: "object",
+  required: ["batchFile"],
+  properties: {
+    batchFile: {
+      type: "array",
+      items: { type: "string", format: "binary" },
+      description: "One part per .py or .zip file.",
+    },
+    folderId: { type: "string", description: "Target folder (one of folderId and path)." },
+    path: { type: "string", description: "Target folder path, created when missing." },
+    overwrite: { type: "boolean", description: "Replace same-named elements (default false)." },
+  },
+};
+
+/** `METHOD /path` with the service prefix removed and `:param` written `{param}`, as OPERATIONS keys it. */
+export function operationKey(config: Config, method: string, url: string): string {
+  let path = url.replace(/:(\w+)/g, "{$1}");
+  for (const prefix of [config.dataflowPrefix, config.scriptPrefix]) {
+    if (prefix && path.startsWith(`${prefix}/`)) path = path.slice(prefix.length);
+  }
+  return `${method} ${path}`;
+}
+
+/**
+ * Registers @fastify/swagger (before any route, so its onRoute hook sees them all) and the
+ * swagger-ui page at /docs, which serves its own assets: no CDN. The document is generated from
+ * the routes' TypeBox schemas; this only adds what schemas cannot say (headers, summaries, codes).
+ */
+export async function registerOpenApi(app: FastifyInstance, config: Config): Promise<void> {
+  // Every route as registered, hidden or not: the test checks the document against this list.
+  const routes: RouteRecord[] = [];
+  app.decorate("routeList", routes);
+  app.addHook("onRoute", (r) => {
+    for (const method of [r.method].flat())
+      routes.push({ method, url: r.url, hidden: r.schema?.hide === true });
+  });
+  const signature = config.auth.mode === "signature";
+  const catalog = errorCatalog();
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Sluice",
+        version: "3.0",
+        description: [
+          "Data-flow service (`" +
+            config.dataflowPrefix +
+            "`) and script service (`" +
+            config.scriptPrefix +
+            "`).",
+          "Every envelope answer, success or failure, is HTTP 200 with `{status, code, message, data}`.",
+          `Auth mode of this server: \`${config.auth.mode}\`.`,
+          "",
+          "### Error codes",
+          catalog.markdown,
+        ].join("\n"),
+      },
+      tags: [
+        { name: "runs", description: "Data-flow runs (endpoints 1–5)" },
+        { name: "monitor", description: "Monitoring (6–8)" },
+        { name: "flows", description: "Flow lifecycle (9–14)" },
+        { name: "scripts", description: "Script service (15–21)" },
+        { name: "operations", description: "Health, readiness, metrics" },
+      ],
+      // token and session are plain parameters of each operation (not security schemes), so they
+      // are listed beside app/space/user where a reader looks for them.
+      components: {
+        schemas: { ErrorCode: catalog.schema },
+      },
+    },
+    transform: ({
+      schema,
+      url,
+      route,
+    }: {
+      schema: FastifySchema;
+      url: string;
+      route: RouteOptions;
+    }) => {
+      const key = operationKey(config, route.method.toString(), url);
+      const doc = OPERATIONS[key];
+      const out: Record<string, unknown> = { ...schema };
+      if (doc) {
+        out.tags = [doc.tag];
+        out.summary = doc.summary;
+        if (doc.description) out.description = doc.description;
+      }
+      const access = route.config?.access;
+      const headers = contextHeaders(access, signature);
+      if (headers) {
+        out.headers = headers.schema;
+        if (headers.cookie)
+          out.cookies = {
+            type: "object",
+            properties: {
+              session: {
+                type: "string",
+                description: "Signed session cookie (alternative to the context headers).",
+              },
+            },
+          };
+      }
+      if (key.endsWith("/file/batch-upload")) out.body = UPLOAD_FORM;
+      const response = (schema?.response ?? {}) as Record<string, Record<string, unknown>>;
+      const ok = response["200"];
+      if (ok)
+        out.response = {
+          ...response,
+          200: {
+            ...ok,
+            description: "Success or failure envelope (HTTP 200 either way).",
+            headers: responseHeaders(key),
+          },
+        };
+      return { schema: out as FastifySchema, url };
+    },
+  });
+  await app.register(swaggerUi, {
+    routePrefix: "/docs",
+    uiConfig: { docExpansion: "list", deepLinking: true },
+  });
+  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+}
