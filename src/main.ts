@@ -1,7 +1,7 @@
 import { buildApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
-import { createServices } from "./services.ts";
+import { createServices, type Services } from "./services.ts";
 
 /** `sluice serve`: wires everything, listens, and shuts down gracefully on SIGTERM/SIGINT. */
 export async function serve(role?: Config["role"]): Promise<void> {
@@ -22,8 +22,14 @@ export async function serve(role?: Config["role"]): Promise<void> {
   const shutdown = async (signal: string) => {
     if (closing) return;
     closing = true;
-    logger.info({ signal }, "shutting down");
-    await app.close();
+    const graceS = Number(process.env.SHUTDOWN_GRACE_S ?? 30);
+    logger.info({ signal, graceS }, "shutting down: no new work, waiting for running tasks");
+    // Last resort if something hangs past the deadline: exit non-zero so supervisors notice.
+    setTimeout(() => process.exit(1), (graceS + 15) * 1000).unref();
+    app.draining = true;
+    const closed = app.close();
+    await drain(services, graceS * 1000);
+    await closed;
     await services.close();
     process.exit(0);
   };
@@ -35,6 +41,39 @@ export async function serve(role?: Config["role"]): Promise<void> {
     { mode: config.mode, role: config.role, node: services.nodeId, sandbox: services.runner.sandbox, dataDir: config.dataDir },
     "sluice is ready",
   );
+}
+
+/**
+ * Stop taking queued work, wait up to `graceMs` for this node's runs to end, then fail the rest
+ * with a message saying why (waiters are woken; queued runs stay QUEUED and are picked up again
+ * at the next start, or by another node in cluster mode).
+ */
+async function drain(services: Services, graceMs: number): Promise<void> {
+  const { store, queue, clock, events, runner, nodeId, logger } = services;
+  const stopped = queue.stop();
+  const deadline = Date.now() + graceMs;
+  let left = await store.unfinishedRuns(["STARTED"], nodeId);
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = await store.unfinishedRuns(["STARTED"], nodeId);
+  }
+  for (const run of left) {
+    const message = `the service shut down before this ${run.elementType === "PY" ? "task" : "run"} ended (grace period ${graceMs / 1000}s)`;
+    const end = {
+      status: "FAILURE" as const,
+      endTime: clock.now(),
+      summary: message,
+      error: message,
+    };
+    if (await store.endRun(run.id, end)) {
+      events.notify(run.id);
+      if (run.elementType === "PY") runner.kill(run.id, "terminate");
+    }
+  }
+  if (left.length > 0) {
+    logger.warn({ failed: left.length }, "failed runs unfinished at the deadline");
+  }
+  await stopped;
 }
 
 if (import.meta.main) {

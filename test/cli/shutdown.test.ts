@@ -1,0 +1,88 @@
+import assert from "node:assert/strict";
+import type { ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { DF } from "../helpers/flows.ts";
+import { startProcess } from "../helpers/process.ts";
+import { SCOPE, startServer } from "../helpers/server.ts";
+
+const SLEEPY = {
+  vertexes: [
+    { id: "in", type: "input" },
+    {
+      id: "py",
+      type: "script",
+      config: { code: "import time\ndef main(p):\n    time.sleep(p['s'])\n    return 'done'\n" },
+    },
+  ],
+  edges: [{ source: "in", target: "py" }],
+};
+
+const headers = { "content-type": "application/json", ...SCOPE };
+const post = async (url: string, body: unknown) =>
+  (await fetch(url, { method: "POST", headers, body: JSON.stringify(body) })).json();
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) =>
+    child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", (code) => resolve(code)),
+  );
+}
+
+/** Starts a sleeping run on a real `sluice serve`, sends SIGTERM once it executes, and reads the run back. */
+async function shutdownDuring(graceS: number, sleepS: number) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-shutdown-"));
+  const proc = await startProcess({
+    DATA_DIR: dataDir,
+    SHUTDOWN_GRACE_S: String(graceS),
+    SCRIPT_PREFORK: "1",
+  });
+  await post(`${proc.url}${DF}/flow/deploy`, {
+    elementName: "sleepy",
+    revisionName: "r1",
+    path: "/f",
+    flow: SLEEPY,
+    configure: {},
+  });
+  await post(`${proc.url}${DF}/flow/activate`, { elementName: "sleepy", path: "/f" });
+  const runId = (
+    await post(`${proc.url}${DF}/run`, { elementName: "sleepy", parameter: { s: sleepS } })
+  ).data as string;
+  for (let i = 0; i < 100; i++) {
+    const r = await (
+      await fetch(`${proc.url}${DF}/monitor/run?runId=${runId}`, { headers })
+    ).json();
+    if (r.data?.runStatus === "STARTED") break;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  const t0 = Date.now();
+  proc.child.kill("SIGTERM");
+  const code = await exited(proc.child);
+  const took = Date.now() - t0;
+  const server = await startServer({}, { dataDir });
+  try {
+    const r = await server.call("GET", `${DF}/monitor/run?runId=${runId}`, {
+      headers: { ...SCOPE },
+    });
+    return { code, took, run: r.body.data, output: proc.output() };
+  } finally {
+    await server.close();
+  }
+}
+
+describe("graceful shutdown (SIGTERM)", () => {
+  it("lets a running task finish within the grace period", async () => {
+    const { code, run, output } = await shutdownDuring(20, 1);
+    assert.equal(code, 0, output);
+    assert.equal(run.runStatus, "SUCCESS", JSON.stringify(run));
+  });
+
+  it("fails what is still running at the deadline, with a message, and exits", async () => {
+    const { code, took, run, output } = await shutdownDuring(1, 60);
+    assert.equal(code, 0, output);
+    assert.ok(took < 10_000, `took ${took} ms`);
+    assert.equal(run.runStatus, "FAILURE");
+    assert.match(run.summary, /shut down before this run ended/);
+  });
+});
