@@ -19,6 +19,7 @@ import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
+import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Store } from "./store/types.ts";
@@ -32,6 +33,8 @@ export interface AppDeps {
   runner: ScriptRunner;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  /** Cron schedules for GET /monitor/flows; absent: none shown. */
+  schedules?: Pick<FlowSchedules, "schedules"> | undefined;
   /** From createServices (instrumented store and runner); a bare one otherwise. */
   metrics?: Metrics;
 }
@@ -69,7 +72,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     async (dataflow) => {
       await dataflow.register(runRoutes, { flows: deps.flows, tasks: deps.tasks, store: deps.store });
       await dataflow.register(flowRoutes, { lifecycle: deps.lifecycle });
-      await dataflow.register(monitorRoutes, { store: deps.store });
+      await dataflow.register(monitorRoutes, { store: deps.store, schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []) });
     },
     { prefix: config.dataflowPrefix },
   );
@@ -80,6 +83,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: config.scriptPrefix },
   );
-  await app.register(consoleRoutes);
+  await app.register(consoleRoutes, { store: deps.store, prefix: config.dataflowPrefix });
   return app;
 }

@@ -48,6 +48,20 @@ export interface Config {
   role: "all" | "api" | "worker";
   heartbeatMs: number;
   heartbeatTimeoutMs: number;
+  /** Cron and configure (§7): error handlers, file retention, schedule resync. */
+  flowConfig: {
+    smtpFrom: string;
+    /** Language of handler notifications and the handler errors recorded on runs. */
+    notifyLanguage: "en" | "zh-cn";
+    allowPrivateWebhooks: boolean;
+    handlerAttempts: number;
+    handlerBackoffMs: number;
+    webhookTimeoutMs: number;
+    customHandlerWaitS: number;
+    fileRetentionDays: number;
+    fileSweepMs: number;
+    scheduleSyncMs: number;
+  };
 }
 
 type Env = Record<string, string | undefined>;
@@ -141,5 +155,17 @@ export function loadConfig(env: Env = process.env): Config {
     role: role(env.SLUICE_ROLE),
     heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
+    flowConfig: {
+      smtpFrom: env.SMTP_FROM ?? "sluice@localhost",
+      notifyLanguage: env.NOTIFY_LANGUAGE?.toLowerCase().startsWith("zh") ? "zh-cn" : "en",
+      allowPrivateWebhooks: bool(env, "WEBHOOK_ALLOW_PRIVATE", true),
+      handlerAttempts: Math.max(1, int(env, "ERROR_HANDLER_ATTEMPTS", 3)),
+      handlerBackoffMs: int(env, "ERROR_HANDLER_BACKOFF_MS", 2000),
+      webhookTimeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 10000),
+      customHandlerWaitS: int(env, "CUSTOM_HANDLER_WAIT_S", 300),
+      fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),
+      fileSweepMs: int(env, "FILE_SWEEP_MS", 3_600_000),
+      scheduleSyncMs: int(env, "SCHEDULE_SYNC_MS", 30_000),
+    },
   };
 }

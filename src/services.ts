@@ -8,10 +8,13 @@ import { type Metrics, createMetrics } from "./http/metrics.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
 import { createPgQueue } from "./queue/pg-queue.ts";
 import type { RunQueue } from "./queue/types.ts";
+import { type ErrorHandlers, createErrorHandlers } from "./runs/error-handlers/index.ts";
+import { type FileSweeper, createFileSweeper } from "./runs/file-cleanup.ts";
 import { type FlowRuns, createFlowRuns } from "./runs/flow-runs.ts";
 import { createPgNotifyBridge } from "./runs/pg-notify.ts";
 import { createRecovery } from "./runs/recovery.ts";
 import { type RunEvents, createRunEvents } from "./runs/run-events.ts";
+import { type FlowSchedules, attachScheduler } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { type TaskService, createTaskService } from "./scripts/task-service.ts";
@@ -30,6 +33,9 @@ export interface Services {
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
   metrics: Metrics;
+  schedules: FlowSchedules;
+  errorHandlers: ErrorHandlers;
+  fileSweeper: FileSweeper;
   close(): Promise<void>;
 }
 
@@ -61,7 +67,31 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
 
   const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
   const lifecycle = createFlowLifecycle({ store, clock, config });
-  const flows = createFlowRuns({ config, store, runner, queue, events, clock, logger, nodeId });
+  // Handlers start custom runs through `flows`, which calls the handlers: bound lazily.
+  let flowRuns: FlowRuns | undefined;
+  const fc = config.flowConfig;
+  const errorHandlers = createErrorHandlers({
+    store,
+    flows: () => {
+      if (!flowRuns) throw new Error("flow runs are not ready");
+      return flowRuns;
+    },
+    tasks,
+    clock,
+    logger,
+    config: {
+      smtpUrl: config.smtpUrl,
+      smtpFrom: fc.smtpFrom,
+      language: fc.notifyLanguage,
+      allowPrivateWebhooks: fc.allowPrivateWebhooks,
+      attempts: fc.handlerAttempts,
+      backoffMs: fc.handlerBackoffMs,
+      webhookTimeoutMs: fc.webhookTimeoutMs,
+      customWaitS: fc.customHandlerWaitS,
+    },
+  });
+  const flows = createFlowRuns({ config, store, runner, queue, events, clock, logger, nodeId, hooks: errorHandlers });
+  flowRuns = flows;
 
   const recovery = createRecovery({
     store,
@@ -83,6 +113,10 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
   if (config.role !== "api" || !cluster) {
     await queue.start((job) => (job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId)));
   }
+  // Every node schedules; the database claim of each tick makes a cluster fire it once.
+  const schedules = await attachScheduler({ store, lifecycle, flows, clock, logger, config: { scheduleSyncMs: fc.scheduleSyncMs } });
+  const fileSweeper = createFileSweeper({ store, clock, logger, config: { dataDir: config.dataDir, ...fc } });
+  fileSweeper.start();
 
   return {
     config,
@@ -97,7 +131,12 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
     lifecycle,
     flows,
     metrics,
+    schedules,
+    errorHandlers,
+    fileSweeper,
     async close() {
+      schedules.stop();
+      await fileSweeper.stop();
       await recovery.stop();
       await queue.stop();
       await bridge?.close();

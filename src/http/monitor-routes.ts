@@ -12,6 +12,7 @@ import {
   runInfo,
   type ScheduleOverview,
 } from "../monitor/present.ts";
+import { ErrorHandlerResultSchema } from "../runs/error-handlers/schema.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
@@ -31,6 +32,12 @@ export interface MonitorRouteOptions {
 }
 
 /** The raw `language` header: descriptions may carry locales beyond the two message languages. */
+/** One run, plus the outcomes of its error handlers when any ran. */
+const RunDisplayWithHandlers = Type.Object({
+  ...RunDisplayResp.properties,
+  errorHandlerResults: Type.Optional(Type.Array(ErrorHandlerResultSchema)),
+});
+
 const languageHeader = (v: string | string[] | undefined): string | undefined =>
   Array.isArray(v) ? v[0] : v;
 
@@ -84,13 +91,17 @@ export async function monitorRoutes(
     "/monitor/run",
     {
       config: { access: "contextEnv" },
-      schema: { querystring: MonitorRunQuery, response: { 200: Envelope(RunDisplayResp) } },
+      schema: { querystring: MonitorRunQuery, response: { 200: Envelope(RunDisplayWithHandlers) } },
     },
     async (req) => {
       const run = await store.getRun(req.ctx.scope, req.query.runId);
       if (!run) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.query.runId]);
       const element = await store.elementById(run.scope, run.elementId);
-      return ok(runDisplay(run, element, languageHeader(req.headers.language)));
+      const handlerResults = await store.errorHandlerResults(run.id);
+      return ok({
+        ...runDisplay(run, element, languageHeader(req.headers.language)),
+        ...(handlerResults.length > 0 ? { errorHandlerResults: handlerResults } : {}),
+      });
     },
   );
 

@@ -1,7 +1,5 @@
-import fs from "node:fs/promises";
-import path from "node:path";
 import type { Logger } from "pino";
-import type { Clock } from "../clock.ts";
+import type { Clock, TimerHandle } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
@@ -13,6 +11,8 @@ import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { ScriptRunner } from "../scripts/runner-types.ts";
 import type { NewRun, Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
+import type { RunHooks } from "./error-handlers/index.ts";
+import { cleanupAtRunEnd } from "./file-cleanup.ts";
 import type { RunEvents } from "./run-events.ts";
 import { scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
@@ -52,6 +52,8 @@ interface Deps {
   clock: Clock;
   logger: Logger;
   nodeId: string;
+  /** Error handlers (failure, sentinel timeout); absent: none. */
+  hooks?: RunHooks | undefined;
 }
 
 /** Flow runs: the status machine and trigger types of contract §8 around the pure executor. */
@@ -119,10 +121,24 @@ export function createFlowRuns(deps: Deps): FlowRuns {
   async function run(r: Pick<Run, "id" | "scope" | "elementId" | "version" | "runParam">, parameter: unknown): Promise<void> {
     const ctl = new AbortController();
     active.set(r.id, ctl);
-    const limit = clock.setTimeout(() => ctl.abort(new Error(`run exceeded the system limit of ${config.limits.maxRunS}s`)), config.limits.maxRunS * 1000);
+    // The system limit ends the run as FAILURE (§7 runTimeout system); the executor sees a cancel.
+    const limitMessage = `run timed out: it exceeded the system limit of ${config.limits.maxRunS}s`;
+    let limitHit = false;
+    const limit = clock.setTimeout(() => {
+      limitHit = true;
+      ctl.abort(new Error(limitMessage));
+    }, config.limits.maxRunS * 1000);
+    let sentinel: TimerHandle | undefined;
+    let rel: Release | undefined;
     let end: RunEnd;
     try {
-      const rel = await release(r.elementId, Number(r.version));
+      rel = await release(r.elementId, Number(r.version));
+      const rt = rel.configure.runTimeout;
+      if (rt.type === "sentinel") {
+        // The run goes on; the handlers are told once (§7 runTimeout sentinel).
+        const configure = rel.configure;
+        sentinel = clock.setTimeout(() => deps.hooks?.sentinel(r.id, configure, rt.seconds), rt.seconds * 1000);
+      }
       const flowDeps: FlowDeps = {
         runScript: scriptNodeRunner({ store, runner: deps.runner, scope: r.scope, runId: r.id }),
         runSubflow: (req) => subflow(r, req.element, req.parameter, req.signal),
@@ -131,16 +147,20 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       };
       const out = await executeFlow({ runId: r.id, graph: rel.graph, configure: rel.configure, parameter, signal: ctl.signal, deps: flowDeps });
       end = toEnd(out, clock.now(), config.limits.resultBytes);
+      if (limitHit && end.status !== "SUCCESS") end = { ...end, status: "FAILURE", summary: limitMessage, error: limitMessage };
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       end = { status: "FAILURE", endTime: clock.now(), summary: message, error: message };
     } finally {
       clock.clearTimeout(limit);
+      if (sentinel) clock.clearTimeout(sentinel);
       active.delete(r.id);
     }
-    await store.endRun(r.id, end);
+    const recorded = await store.endRun(r.id, end);
     events.notify(r.id);
-    await fs.rm(path.join(config.dataDir, "tasks", r.id), { recursive: true, force: true }).catch(() => {});
+    if (recorded && rel) deps.hooks?.ended(r.id, rel.configure, end.status);
+    // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper: file-cleanup.ts).
+    await cleanupAtRunEnd(config.dataDir, r.id, rel?.configure.fileCleanup ?? { type: "afterRun" });
   }
 
   async function subflow(parent: Pick<Run, "id" | "scope">, element: Locator, parameter: unknown, signal: AbortSignal) {

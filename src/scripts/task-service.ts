@@ -17,6 +17,8 @@ export interface TaskRequest {
   parameter: unknown;
   taskName?: string | undefined;
   trigger: TriggerType;
+  /** The run that started this task (an error handler's failed run). */
+  parentRunId?: string | null | undefined;
 }
 
 export interface TaskService {
@@ -62,7 +64,7 @@ export function createTaskService(deps: Deps): TaskService {
       runName: req.taskName ?? el.name,
       runParam: JSON.stringify(req.parameter ?? null),
       initiator: req.user ? { userId: req.user } : null,
-      parentRunId: null,
+      parentRunId: req.parentRunId ?? null,
       inProcess: status === "STARTED",
       nodeId: status === "STARTED" ? deps.nodeId : null,
       createTime: now,

@@ -2,6 +2,7 @@ import { type Kysely, sql } from "kysely";
 import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countRun, monitorMethods } from "./kysely-monitor.ts";
+import { scheduleMethods } from "./kysely-schedules.ts";
 import { toElement, toRun, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type {
@@ -75,6 +76,7 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
   return {
     ...flowMethods(db, elementByNumber),
     ...monitorMethods(db, dialect),
+    ...scheduleMethods(db),
     db,
     dialect,
     folderByPath,

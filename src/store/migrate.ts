@@ -2,6 +2,7 @@ import { type Kysely, type Migration, Migrator } from "kysely";
 import * as m001 from "./migrations/001-init.ts";
 import * as m002 from "./migrations/002-monitor.ts";
 import * as m003 from "./migrations/003-nodes.ts";
+import * as m004 from "./migrations/004-schedules.ts";
 
 type Dialect = "sqlite" | "postgres";
 interface MigrationModule {
@@ -13,6 +14,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "001-init": m001,
   "002-monitor": m002,
   "003-nodes": m003,
+  "004-schedules": m004,
 };
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

@@ -7,6 +7,27 @@ export interface Database {
   flow_revisions: FlowRevisionTable;
   runs: RunTable;
   nodes: NodeTable;
+  schedule_state: ScheduleStateTable;
+  schedule_fires: ScheduleFireTable;
+  error_handler_results: ErrorHandlerResultTable;
+}
+
+export interface ScheduleStateTable {
+  schedule_id: string;
+  /** Tick (epoch ms) of the schedule's last claimed fire. */
+  last_run_at: number;
+}
+
+export interface ScheduleFireTable {
+  schedule_id: string;
+  tick: number;
+}
+
+export interface ErrorHandlerResultTable {
+  id: Generated<number>;
+  run_id: string;
+  /** JSON of ErrorHandlerResult. */
+  result: string;
 }
 
 export interface NodeTable {

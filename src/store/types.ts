@@ -124,6 +124,30 @@ export interface NewFlowDeploy {
   now: number;
 }
 
+/** A flow's current release, as the cron wiring registers it. */
+export interface FlowRelease {
+  elementId: string;
+  scope: Scope;
+  elementName: string;
+  approved: boolean;
+  version: number;
+  /** Raw JSON of the release's configure: parsed only when the version is new to the reader. */
+  configureJson: string;
+}
+
+/** One error handler's outcome on one run (contract §7 `errorHandlerResults`). */
+export interface ErrorHandlerResult {
+  kind: "email" | "bot" | "custom";
+  ok: boolean;
+  attempts: number;
+  error?: string;
+  /** Epoch ms of the last attempt. */
+  at: number;
+  event: "run.failure" | "run.timeout";
+  /** custom: the run the handler started. */
+  runId?: string;
+}
+
 export interface Store {
   readonly dialect: "sqlite" | "postgres";
 
@@ -168,6 +192,19 @@ export interface Store {
   monitorFlows(scope: Scope): Promise<FlowOverviewRow[]>;
   /** Every DPL element of the scope (null: of every scope) with its unfinished in-process runs. */
   listFlows(scope: ScopeFilter): Promise<FlowListRow[]>;
+
+  /** Every DPL element that has a release, with it (cron wiring, at start and on resync). */
+  flowReleases(): Promise<FlowRelease[]>;
+  /** scheduleId → tick (epoch ms) of its last claimed fire. */
+  loadScheduleState(): Promise<Map<string, number>>;
+  /** Claims a tick across the cluster: true for exactly one caller; records it as lastRunAt. */
+  claimScheduleTick(scheduleId: string, tick: number): Promise<boolean>;
+  /** Forgets claims of ticks before `before` (epoch ms); returns how many. */
+  pruneScheduleFires(before: number): Promise<number>;
+  addErrorHandlerResult(runId: string, result: ErrorHandlerResult): Promise<void>;
+  errorHandlerResults(runId: string): Promise<ErrorHandlerResult[]>;
+  /** Drops the results of deleted runs; returns how many. */
+  pruneErrorHandlerResults(): Promise<number>;
 
   close(): Promise<void>;
 }

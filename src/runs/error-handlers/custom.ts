@@ -1,0 +1,104 @@
+import { type Locator, locateElement } from "../../elements/locator.ts";
+import { ErrorCode, SluiceError } from "../../errors.ts";
+import type { TaskService } from "../../scripts/task-service.ts";
+import { type ElementType, type Store, TERMINAL } from "../../store/types.ts";
+import type { FlowRuns } from "../flow-runs.ts";
+import { t } from "./messages.ts";
+import { type Handler, PermanentHandlerError } from "./types.ts";
+
+export interface CustomHandlerDeps {
+  store: Store;
+  flows: Pick<FlowRuns, "start" | "waitForEnd">;
+  tasks: Pick<TaskService, "submit">;
+  /** How long to wait for the handler's run to end before counting the attempt as failed. */
+  waitS: number;
+  /** Called with each run the handler starts, so that run's own failure calls no handlers. */
+  started(runId: string): void;
+}
+
+/** A failed attempt that did start a run: the result names that run. */
+export class HandlerRunError extends Error {
+  readonly runId: string;
+  constructor(message: string, runId: string) {
+    super(message);
+    this.runId = runId;
+  }
+}
+
+/** Errors about the request itself (unknown element, not runnable, parameter refused): retrying cannot help. */
+const PERMANENT = new Set<number>([
+  ErrorCode.BAD_REQUEST,
+  ErrorCode.ELEMENT_NOT_FOUND,
+  ErrorCode.ELEMENT_NOT_UNIQUE,
+  ErrorCode.FOLDER_NOT_FOUND,
+  ErrorCode.FLOW_NOT_RUNNABLE,
+]);
+
+/**
+ * Runs a PY or DPL element with the event as its parameter (contract §7): trigger API, parentRunId
+ * the failed run. The attempt succeeds when that run ends SUCCESS.
+ */
+export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps): Handler {
+  async function typeOf(scope: Parameters<Store["elementById"]>[0]): Promise<ElementType> {
+    const given = cfg.element.elementType;
+    if (given === "PY" || given === "DPL") return given;
+    try {
+      await locateElement(deps.store, scope, cfg.element, "DPL");
+      return "DPL";
+    } catch (err) {
+      if (err instanceof SluiceError && err.code === ErrorCode.ELEMENT_NOT_FOUND) return "PY";
+      throw err;
+    }
+  }
+
+  return {
+    kind: "custom",
+    async deliver({ event, run, language }) {
+      const scope = run.scope;
+      let id: string;
+      try {
+        const type = await typeOf(scope);
+        const common = {
+          scope,
+          user: null,
+          locator: { ...cfg.element, elementType: type },
+          parameter: event,
+          parentRunId: run.id,
+          trigger: "API" as const,
+        };
+        // A DPL handler runs here (inProcess), so `started` reliably marks it on this node.
+        id =
+          type === "PY"
+            ? await deps.tasks.submit(common)
+            : await deps.flows.start({ ...common, inProcess: true });
+      } catch (err) {
+        const reason =
+          err instanceof SluiceError
+            ? err.messageIn(language)
+            : err instanceof Error
+              ? err.message
+              : String(err);
+        const message = t(language, "customStart", { reason });
+        if (err instanceof SluiceError && PERMANENT.has(err.code))
+          throw new PermanentHandlerError(message);
+        throw new Error(message);
+      }
+      deps.started(id);
+      const ended = await deps.flows.waitForEnd(scope, id, deps.waitS);
+      if (!ended || !TERMINAL.has(ended.status)) {
+        throw new HandlerRunError(
+          t(language, "customUnfinished", { handlerRunId: id, seconds: deps.waitS }),
+          id,
+        );
+      }
+      if (ended.status !== "SUCCESS") {
+        const reason = ended.error ?? ended.summary ?? "";
+        throw new HandlerRunError(
+          t(language, "customEnded", { handlerRunId: id, status: ended.status, reason }),
+          id,
+        );
+      }
+      return { runId: id };
+    },
+  };
+}

@@ -1,0 +1,232 @@
+/**
+ * Error handlers (contract §7): on a run's FAILURE, and once when a sentinel timeout passes, every
+ * configured handler is invoked independently, retried with backoff, and its outcome recorded on
+ * the run. Nothing here can change or lose the run: every failure becomes a recorded result.
+ */
+import type { Clock } from "../../clock.ts";
+import type { Language } from "../../errors.ts";
+import type { Configure } from "../../flows/graph.ts";
+import type { TaskService } from "../../scripts/task-service.ts";
+import type { ErrorHandlerResult, Run, RunStatus, Store } from "../../store/types.ts";
+import type { FlowRuns } from "../flow-runs.ts";
+import { botHandler } from "./bot.ts";
+import { customHandler, HandlerRunError } from "./custom.ts";
+import { emailHandler } from "./email.ts";
+import { t } from "./messages.ts";
+import {
+  type FailureEvent,
+  type Handler,
+  type HandlerEventType,
+  PermanentHandlerError,
+} from "./types.ts";
+
+export interface ErrorHandlerConfig {
+  smtpUrl: string | undefined;
+  smtpFrom: string;
+  language: Language;
+  allowPrivateWebhooks: boolean;
+  /** Attempts per handler, the first included. */
+  attempts: number;
+  /** Delay before the 2nd attempt; doubled for each further one. */
+  backoffMs: number;
+  webhookTimeoutMs: number;
+  /** Longest wait for a custom handler's run. */
+  customWaitS: number;
+}
+
+export interface ErrorHandlerDeps {
+  store: Store;
+  /** Lazy: flow runs are built after the handlers they call. */
+  flows: () => Pick<FlowRuns, "start" | "waitForEnd">;
+  tasks: Pick<TaskService, "submit">;
+  clock: Clock;
+  logger: { error(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
+  config: ErrorHandlerConfig;
+  /** Backoff sleep; tests pass an instant one. Default: a clock timer. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** What flow runs call; both return at once and never throw. */
+export interface RunHooks {
+  /** The run ended and is recorded. */
+  ended(runId: string, configure: Configure, status: RunStatus): void;
+  /** The run passed its sentinel limit and goes on. */
+  sentinel(runId: string, configure: Configure, seconds: number): void;
+}
+
+export interface ErrorHandlers extends RunHooks {
+  /** Invokes every configured handler for the event; resolves with the recorded outcomes. */
+  notify(
+    run: Run,
+    configure: Configure,
+    event: HandlerEventType,
+    error?: string,
+  ): Promise<ErrorHandlerResult[]>;
+  /** Resolves once every notification under way has been recorded (tests, shutdown). */
+  idle(): Promise<void>;
+}
+
+export function eventOf(run: Run, event: HandlerEventType, error?: string): FailureEvent {
+  const failed = run.detail?.failedNodeId;
+  return {
+    event,
+    runId: run.id,
+    elementName: run.elementName,
+    elementType: run.elementType,
+    version: run.version,
+    runStatus: run.status,
+    triggerType: run.triggerType,
+    error: error ?? run.error,
+    failedNodeId: typeof failed === "string" ? failed : null,
+    createTime: run.createTime,
+    startTime: run.startTime,
+    endTime: run.endTime,
+  };
+}
+
+export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
+  const { store, clock, logger, config } = deps;
+  const sleep =
+    deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => clock.setTimeout(resolve, ms)));
+  const inFlight = new Set<Promise<unknown>>();
+  // Runs started by a custom handler: their own failure must not call handlers again (no loops).
+  const handlerRuns = new Set<string>();
+
+  function handlersOf(c: Configure): Handler[] {
+    const h = c.errorHandlers;
+    const out: Handler[] = [];
+    if (h.email) out.push(emailHandler(h.email, { url: config.smtpUrl, from: config.smtpFrom }));
+    if (h.bot)
+      out.push(
+        botHandler(h.bot, {
+          allowPrivate: config.allowPrivateWebhooks,
+          timeoutMs: config.webhookTimeoutMs,
+        }),
+      );
+    if (h.custom) {
+      const flows = deps.flows();
+      out.push(
+        customHandler(h.custom, {
+          store,
+          flows,
+          tasks: deps.tasks,
+          waitS: config.customWaitS,
+          started: (id) => handlerRuns.add(id),
+        }),
+      );
+    }
+    return out;
+  }
+
+  async function invoke(
+    handler: Handler,
+    run: Run,
+    event: FailureEvent,
+  ): Promise<ErrorHandlerResult> {
+    const ctx = { event, run, language: config.language };
+    let attempts = 0;
+    let lastError = "";
+    let runId: string | undefined;
+    while (attempts < config.attempts) {
+      attempts++;
+      try {
+        const out = await handler.deliver(ctx);
+        const started = out?.runId;
+        return {
+          kind: handler.kind,
+          ok: true,
+          attempts,
+          at: clock.now(),
+          event: event.event,
+          ...(started ? { runId: started } : {}),
+        };
+      } catch (err) {
+        lastError = err instanceof Error ? err.message : String(err);
+        if (err instanceof HandlerRunError) runId = err.runId;
+        if (err instanceof PermanentHandlerError) break;
+        if (attempts < config.attempts) await sleep(config.backoffMs * 2 ** (attempts - 1));
+      }
+    }
+    return {
+      kind: handler.kind,
+      ok: false,
+      attempts,
+      error: lastError,
+      at: clock.now(),
+      event: event.event,
+      ...(runId ? { runId } : {}),
+    };
+  }
+
+  async function notify(run: Run, configure: Configure, type: HandlerEventType, error?: string) {
+    const event = eventOf(run, type, error);
+    const results = await Promise.all(
+      handlersOf(configure).map(async (h) => {
+        const r = await invoke(h, run, event).catch(
+          (err: unknown): ErrorHandlerResult => ({
+            kind: h.kind,
+            ok: false,
+            attempts: 0,
+            error: String(err),
+            at: clock.now(),
+            event: type,
+          }),
+        );
+        if (!r.ok)
+          logger.warn({ runId: run.id, kind: r.kind, error: r.error }, "error handler failed");
+        await store
+          .addErrorHandlerResult(run.id, r)
+          .catch((err: unknown) =>
+            logger.error(
+              { err, runId: run.id, result: r },
+              "could not record error handler result",
+            ),
+          );
+        return r;
+      }),
+    );
+    return results;
+  }
+
+  function track(p: Promise<unknown>): void {
+    const q = p
+      .catch((err: unknown) => logger.error({ err }, "error handlers failed"))
+      .finally(() => inFlight.delete(q));
+    inFlight.add(q);
+  }
+
+  const hasHandlers = (c: Configure) =>
+    Boolean(c.errorHandlers.email || c.errorHandlers.bot || c.errorHandlers.custom);
+
+  return {
+    notify,
+    ended(runId, configure, status) {
+      const byHandler = handlerRuns.delete(runId);
+      if (status !== "FAILURE" || byHandler || !hasHandlers(configure)) return;
+      track(
+        (async () => {
+          const run = await store.getRun(null, runId);
+          if (run) await notify(run, configure, "run.failure");
+        })(),
+      );
+    },
+    sentinel(runId, configure, seconds) {
+      if (handlerRuns.has(runId) || !hasHandlers(configure)) return;
+      track(
+        (async () => {
+          const run = await store.getRun(null, runId);
+          if (!run || run.endTime !== null) return; // ended first: its own outcome is what matters
+          await notify(
+            run,
+            configure,
+            "run.timeout",
+            t(config.language, "sentinel", { runId, seconds }),
+          );
+        })(),
+      );
+    },
+    async idle() {
+      while (inFlight.size > 0) await Promise.all(inFlight);
+    },
+  };
+}

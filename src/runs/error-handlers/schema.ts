@@ -1,0 +1,12 @@
+import { Type } from "typebox";
+
+/** `errorHandlerResults` items of GET /monitor/run (beyond the interface, contract §7). */
+export const ErrorHandlerResultSchema = Type.Object({
+  kind: Type.String(),
+  ok: Type.Boolean(),
+  attempts: Type.Integer(),
+  error: Type.Optional(Type.String()),
+  at: Type.Integer(),
+  event: Type.String(),
+  runId: Type.Optional(Type.String()),
+});

@@ -1,0 +1,140 @@
+/**
+ * `fileCleanup` (contract §7): each flow run's working directory is `<DATA_DIR>/tasks/<runId>`,
+ * shared by its script nodes. `afterRun` deletes it as the run ends; `default` and `days` leave it
+ * to the background sweeper, which deletes it once the retention since the run's end has passed;
+ * `keep` keeps it. The sweeper also removes directories whose run was deleted (after the default
+ * retention, counted from the directory's last change) and error-handler results of deleted runs.
+ */
+import { readdir, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import type { Clock, TimerHandle } from "../clock.ts";
+import { type FileCleanup, normalizeConfigure } from "../flows/graph.ts";
+import type { Run, Store } from "../store/types.ts";
+
+const DAY_MS = 86_400_000;
+
+export interface FileCleanupConfig {
+  dataDir: string;
+  /** Retention of `{type: "default"}` (FILE_RETENTION_DAYS). */
+  fileRetentionDays: number;
+  /** Sweeper period (FILE_SWEEP_MS); 0 disables the timer (sweep() still works). */
+  fileSweepMs: number;
+}
+
+export const workDirOf = (dataDir: string, runId: string) => path.join(dataDir, "tasks", runId);
+
+/** How long after the run's end its files stay; null: kept for good. */
+export function retentionMs(policy: FileCleanup, defaultDays: number): number | null {
+  switch (policy.type) {
+    case "keep":
+      return null;
+    case "afterRun":
+      return 0;
+    case "days":
+      return policy.days * DAY_MS;
+    default:
+      return defaultDays * DAY_MS;
+  }
+}
+
+/** Called as a run ends: only `afterRun` deletes at once. Never throws. */
+export async function cleanupAtRunEnd(
+  dataDir: string,
+  runId: string,
+  policy: FileCleanup,
+): Promise<void> {
+  if (policy.type !== "afterRun") return;
+  await rm(workDirOf(dataDir, runId), { recursive: true, force: true }).catch(() => {});
+}
+
+export interface FileSweeper {
+  /** One pass; returns the run IDs whose directories were deleted. */
+  sweep(): Promise<string[]>;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export function createFileSweeper(deps: {
+  store: Store;
+  clock: Clock;
+  logger: { error(obj: unknown, msg?: string): void };
+  config: FileCleanupConfig;
+}): FileSweeper {
+  const { store, clock, config } = deps;
+  const root = path.join(config.dataDir, "tasks");
+  const policies = new Map<string, FileCleanup>();
+  let timer: TimerHandle | undefined;
+  let running: Promise<unknown> = Promise.resolve();
+  let stopped = false;
+
+  async function policyOf(run: Run): Promise<FileCleanup> {
+    // Script tasks (PY) clean their own directories; a leftover one gets the default.
+    if (run.elementType !== "DPL" || run.version === null) return { type: "default" };
+    const key = `${run.elementId}:${run.version}`;
+    let p = policies.get(key);
+    if (!p) {
+      const rev = await store.flowRevision(run.elementId, Number(run.version));
+      p = rev ? normalizeConfigure(rev.configure).fileCleanup : { type: "default" };
+      if (policies.size > 10_000) policies.clear();
+      policies.set(key, p);
+    }
+    return p;
+  }
+
+  /** When this directory may go (epoch ms), or null: not (yet) decidable or kept. */
+  async function deadline(name: string, dir: string): Promise<number | null> {
+    const run = await store.getRun(null, name);
+    if (run) {
+      if (run.endTime === null) return null; // still running
+      const keep = retentionMs(await policyOf(run), config.fileRetentionDays);
+      return keep === null ? null : run.endTime + keep;
+    }
+    const st = await stat(dir);
+    return st.mtimeMs + config.fileRetentionDays * DAY_MS;
+  }
+
+  async function sweep(): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(root);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw err;
+    }
+    const deleted: string[] = [];
+    const now = clock.now();
+    for (const name of names) {
+      const dir = path.join(root, name);
+      try {
+        const due = await deadline(name, dir);
+        if (due === null || due > now) continue;
+        await rm(dir, { recursive: true, force: true });
+        deleted.push(name);
+      } catch (err) {
+        deps.logger.error({ err, dir }, "file cleanup failed for a run directory");
+      }
+    }
+    await store.pruneErrorHandlerResults();
+    return deleted;
+  }
+
+  function schedule(delay: number): void {
+    if (stopped || config.fileSweepMs <= 0) return;
+    timer = clock.setTimeout(() => {
+      running = sweep()
+        .catch((err: unknown) => deps.logger.error({ err }, "file sweep failed"))
+        .finally(() => schedule(config.fileSweepMs));
+    }, delay);
+    timer.unref?.();
+  }
+
+  return {
+    sweep,
+    start: () => schedule(Math.min(config.fileSweepMs, 10_000)),
+    async stop() {
+      stopped = true;
+      if (timer) clock.clearTimeout(timer);
+      await running;
+    },
+  };
+}
