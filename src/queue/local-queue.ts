@@ -41,8 +41,8 @@ export function createLocalQueue(opts: { bound: number; concurrency: Record<Kind
   }
 
   return {
-    async enqueue(job) {
-      if (size() >= opts.bound) throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
+    async enqueue(job, enqueueOpts) {
+      if (!enqueueOpts?.ignoreBound && size() >= opts.bound) throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
       lanes[job.kind].pending.push(job);
       pump(job.kind);
     },

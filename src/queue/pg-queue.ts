@@ -240,9 +240,9 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
   }
 
   return {
-    async enqueue(job) {
+    async enqueue(job, enqueueOpts) {
       if (stopped) throw new Error("queue stopped");
-      if (estimate() >= opts.bound) {
+      if (!enqueueOpts?.ignoreBound && estimate() >= opts.bound) {
         // Recount at most every 50 ms while full, so a flood of rejected requests costs little.
         if (Date.now() - lastRecount > 50 || recounting) await recount();
         if (estimate() >= opts.bound) {

@@ -5,8 +5,11 @@ export interface RunJob {
 }
 
 export interface RunQueue {
-  /** Throws SluiceError 429 when the bound is reached. */
-  enqueue(job: RunJob): Promise<void>;
+  /**
+   * Throws SluiceError 429 when the bound is reached, unless `ignoreBound`: runs accepted before a
+   * restart are re-queued whatever the bound, since refusing them would lose them.
+   */
+  enqueue(job: RunJob, opts?: { ignoreBound?: boolean }): Promise<void>;
   /** Starts delivering jobs to `handler`, at most `concurrency` at once. */
   start(handler: (job: RunJob) => Promise<void>): Promise<void>;
   depth(): number;

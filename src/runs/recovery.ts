@@ -78,7 +78,8 @@ export function createRecovery(deps: {
       let requeued = 0;
       if (deps.requeue) {
         for (const run of await store.unfinishedRuns(["QUEUED"])) {
-          await deps.queue.enqueue({ runId: run.id, kind: run.elementType === "PY" ? "script" : "flow" });
+          const job = { runId: run.id, kind: run.elementType === "PY" ? ("script" as const) : ("flow" as const) };
+          await deps.queue.enqueue(job, { ignoreBound: true });
           requeued++;
         }
       }

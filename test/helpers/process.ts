@@ -40,7 +40,7 @@ export async function startProcess(env: Record<string, string>, role = "serve"):
 
 export function killHard(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
     child.once("exit", () => resolve());
     child.kill("SIGKILL");
   });

@@ -6,6 +6,20 @@ import pino from "pino";
 import { buildApp } from "../../src/app.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import { createServices, type Services } from "../../src/services.ts";
+import { startPostgres } from "./pg.ts";
+
+/**
+ * `SLUICE_TEST_MODE=cluster` runs the same HTTP suites against PostgreSQL (pg-boss queue, NOTIFY
+ * bridge), each server on a fresh database of a throwaway cluster the tests start themselves.
+ */
+export const TEST_MODE: "embedded" | "cluster" = process.env.SLUICE_TEST_MODE === "cluster" ? "cluster" : "embedded";
+
+/** Environment for one more server of the current mode (a new database in cluster mode). */
+export async function modeEnv(): Promise<Record<string, string>> {
+  if (TEST_MODE !== "cluster") return {};
+  const pg = await startPostgres();
+  return { DATABASE_URL: await pg.createDatabase() };
+}
 
 export interface TestServer {
   url: string;
@@ -31,7 +45,7 @@ export const OTHER_SCOPE = { app: "app1", space: "space2", user: "bob" } as cons
 /** A real service on 127.0.0.1 with its own data directory, listening on a free port. */
 export async function startServer(env: Record<string, string> = {}, opts: { dataDir?: string; keepData?: boolean } = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-test-"));
-  const config = loadConfig({ DATA_DIR: dataDir, SCRIPT_PREFORK: "2", ...env });
+  const config = loadConfig({ DATA_DIR: dataDir, SCRIPT_PREFORK: "2", ...(opts.dataDir ? {} : await modeEnv()), ...env });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
   const services = await createServices({ config, logger });
   const app = await buildApp(services);
