@@ -28,22 +28,36 @@ describe("exactly-once firing across a cluster (PostgreSQL)", () => {
 
   it("two schedulers firing the same ticks start one run per tick", async () => {
     // Deployed and activated through node A; node B learns of it by resync (as from another node).
-    const el = await a.deploy("shared", [{ type: "cron", name: "s", crontab: "* * * * * *", parameter: { n: 1 } }]);
+    const el = await a.deploy("shared", [
+      { type: "cron", name: "s", crontab: "* * * * * *", parameter: { n: 1 } },
+    ]);
     await a.setStatus(el.id, "APPROVED");
     await b.schedules.resync();
-    assert.equal(b.schedules.schedules(el.id)[0]?.scheduleId, a.schedules.schedules(el.id)[0]?.scheduleId);
+    assert.equal(
+      b.schedules.schedules(el.id)[0]?.scheduleId,
+      a.schedules.schedules(el.id)[0]?.scheduleId,
+    );
     for (let i = 0; i < 20; i++) {
       await Promise.all([clockA.advanceAsync(1000), clockB.advanceAsync(1000)]);
     }
     await until(() => a.starts.length + b.starts.length >= 20);
     await settle();
-    assert.equal(a.starts.length + b.starts.length, 20, `A ${a.starts.length} + B ${b.starts.length}`);
-    assert.equal(b.schedules.schedules(el.id)[0]?.lastRunAt, a.schedules.schedules(el.id)[0]?.lastRunAt);
+    assert.equal(
+      a.starts.length + b.starts.length,
+      20,
+      `A ${a.starts.length} + B ${b.starts.length}`,
+    );
+    assert.equal(
+      b.schedules.schedules(el.id)[0]?.lastRunAt,
+      a.schedules.schedules(el.id)[0]?.lastRunAt,
+    );
   });
 
   it("concurrent claims of one tick: exactly one wins", async () => {
     const claims = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).store.claimScheduleTick("race", 123_000)),
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 ? a : b).store.claimScheduleTick("race", 123_000),
+      ),
     );
     assert.equal(claims.filter(Boolean).length, 1);
   });

@@ -22,7 +22,10 @@ export interface Rig {
   close(): Promise<void>;
 }
 
-export async function rig(clock: FakeClock, opts: { databaseUrl?: string; dataDir?: string } = {}): Promise<Rig> {
+export async function rig(
+  clock: FakeClock,
+  opts: { databaseUrl?: string; dataDir?: string } = {},
+): Promise<Rig> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-sched-"));
   const store = await openStore({ databaseUrl: opts.databaseUrl, dataDir });
   const listeners: ((e: Element) => void)[] = [];

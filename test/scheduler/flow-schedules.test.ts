@@ -16,7 +16,9 @@ describe("flow schedules (fake clock, SQLite)", () => {
   after(() => r.close());
 
   it("fires only while APPROVED, with trigger SCHEDULED and the trigger's parameter", async () => {
-    const el = await r.deploy("every-minute", [{ type: "cron", name: "m", crontab: "* * * * *", parameter: { k: 1 } }]);
+    const el = await r.deploy("every-minute", [
+      { type: "cron", name: "m", crontab: "* * * * *", parameter: { k: 1 } },
+    ]);
     await clock.advanceAsync(2 * MIN);
     await settle();
     assert.equal(r.starts.length, 0, "DRAFT never fires");
@@ -27,13 +29,23 @@ describe("flow schedules (fake clock, SQLite)", () => {
     await until(() => r.starts.length === 1);
     const s = r.starts[0];
     assert.deepEqual(
-      { trigger: s?.trigger, parameter: s?.parameter, inProcess: s?.inProcess, user: s?.user, elementId: s?.locator.elementId },
+      {
+        trigger: s?.trigger,
+        parameter: s?.parameter,
+        inProcess: s?.inProcess,
+        user: s?.user,
+        elementId: s?.locator.elementId,
+      },
       { trigger: "SCHEDULED", parameter: { k: 1 }, inProcess: false, user: null, elementId: el.id },
     );
     const [sched] = r.schedules.schedules(el.id);
     assert.equal(sched?.scheduleId, scheduleIdFor(el.id, "m"));
     assert.equal(sched?.lastRunAt, Date.UTC(2025, 0, 1, 0, 3));
-    assert.equal((await r.store.loadScheduleState()).get(sched?.scheduleId ?? ""), sched?.lastRunAt, "lastRunAt persisted");
+    assert.equal(
+      (await r.store.loadScheduleState()).get(sched?.scheduleId ?? ""),
+      sched?.lastRunAt,
+      "lastRunAt persisted",
+    );
 
     await r.setStatus(el.id, "OBSOLETE");
     await clock.advanceAsync(3 * MIN);
@@ -61,9 +73,15 @@ describe("flow schedules (fake clock, SQLite)", () => {
 
   it("follows DST in the trigger's zone (Europe/Berlin 09:00 = 08:00 UTC in winter, 07:00 in summer)", async () => {
     clock.set(Date.UTC(2025, 0, 10, 12, 0));
-    const el = await r.deploy("berlin", [{ type: "cron", name: "nine", crontab: "0 9 * * *", timezone: "Europe/Berlin" }]);
+    const el = await r.deploy("berlin", [
+      { type: "cron", name: "nine", crontab: "0 9 * * *", timezone: "Europe/Berlin" },
+    ]);
     await r.setStatus(el.id, "APPROVED");
-    assert.equal(r.schedules.nextSchedule(el.id)?.nextRunAt, Date.UTC(2025, 0, 11, 8, 0), "winter: CET");
+    assert.equal(
+      r.schedules.nextSchedule(el.id)?.nextRunAt,
+      Date.UTC(2025, 0, 11, 8, 0),
+      "winter: CET",
+    );
     await r.setStatus(el.id, "OBSOLETE");
     clock.set(Date.UTC(2025, 2, 29, 12, 0)); // the day before the spring-forward switch
     await r.setStatus(el.id, "APPROVED");
@@ -96,7 +114,11 @@ describe("flow schedules (fake clock, SQLite)", () => {
     assert.equal(await r.store.claimScheduleTick("x", 1000), false);
     assert.equal(await r.store.claimScheduleTick("x", 2000), true);
     assert.equal(await r.store.claimScheduleTick("x", 1500), true, "ticks are claimed one by one");
-    assert.equal((await r.store.loadScheduleState()).get("x"), 2000, "lastRunAt only moves forward");
+    assert.equal(
+      (await r.store.loadScheduleState()).get("x"),
+      2000,
+      "lastRunAt only moves forward",
+    );
     assert.equal(await r.store.pruneScheduleFires(1600), 2);
     assert.equal(await r.store.claimScheduleTick("x", 2000), false);
   });
