@@ -1,0 +1,104 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { DF, deployAndActivate, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+
+const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
+
+/** Cron end to end through a real server and the real clock: every-second triggers keep it short. */
+describe("cron triggers end to end", () => {
+  let server: TestServer;
+  const h = scopeHeaders();
+  const call = (method: string, p: string, body?: unknown) =>
+    server.call(method, DF + p, { headers: h, body });
+  const scheduledRuns = async (elementName: string) => {
+    const r = await call("POST", "/monitor/runs", {
+      elementName,
+      pageNo: 0,
+      pageSize: 100,
+      triggerFilter: ["SCHEDULED"],
+    });
+    return r.body.data.runs as { runId: string; runStatus: string; runParam?: string }[];
+  };
+  const scheduleOf = async (elementName: string) => {
+    const r = await call("GET", "/monitor/flows");
+    return r.body.data.find(
+      (f: { element: { elementName: string } }) => f.element.elementName === elementName,
+    )?.schedule;
+  };
+  const until = async (cond: () => Promise<boolean>, ms = 4000) => {
+    const end = Date.now() + ms;
+    while (!(await cond())) {
+      if (Date.now() > end) throw new Error("condition not met in time");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  before(async () => {
+    server = await startServer();
+  });
+  after(() => server.close());
+
+  it("starts SCHEDULED runs with the trigger's parameter while APPROVED, and shows the schedule", async () => {
+    await deployAndActivate(server, "ticking", NO_SCRIPT_FLOW, {
+      triggers: [
+        { type: "manual" },
+        { type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS },
+      ],
+    });
+    await until(async () =>
+      (await scheduledRuns("ticking")).some((r) => r.runStatus === "SUCCESS"),
+    );
+    const [run] = (await scheduledRuns("ticking")).filter((r) => r.runStatus === "SUCCESS");
+    const full = await server.services.store.getRun(null, run?.runId ?? "");
+    assert.equal(full?.triggerType, "SCHEDULED");
+    assert.deepEqual(JSON.parse(full?.runParam ?? "null"), ORDERS);
+    assert.deepEqual(JSON.parse(full?.result ?? "null"), [{ amount: 2, qty: 3, total: 6 }]);
+
+    const sched = await scheduleOf("ticking");
+    assert.equal(sched.name, "every-second");
+    assert.equal(sched.crontab, "* * * * * *");
+    assert.equal(typeof sched.lastRunAt, "number");
+    assert.ok(sched.nextRunAt > Date.now() - 1000 && sched.nextRunAt <= Date.now() + 1000);
+
+    // A redeploy changing the crontab takes effect at once and keeps scheduleId.
+    const d = await call("POST", "/flow/deploy", {
+      elementName: "ticking",
+      revisionName: "r2",
+      path: "/flows",
+      flow: NO_SCRIPT_FLOW,
+      configure: {
+        triggers: [{ type: "cron", name: "every-second", crontab: "0 0 1 1 *", parameter: ORDERS }],
+      },
+    });
+    assert.equal(d.body.status, true, d.text);
+    await server.services.schedules.settled();
+    const changed = await scheduleOf("ticking");
+    assert.equal(changed.scheduleId, sched.scheduleId);
+    assert.equal(changed.crontab, "0 0 1 1 *");
+    assert.equal(new Date(changed.nextRunAt).toISOString().slice(4), "-01-01T00:00:00.000Z");
+
+    // Deactivated: no nextRunAt, and no more fires.
+    await call("POST", "/flow/deploy", {
+      elementName: "ticking",
+      revisionName: "r3",
+      path: "/flows",
+      flow: NO_SCRIPT_FLOW,
+      configure: {
+        triggers: [
+          { type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS },
+        ],
+      },
+    });
+    await server.services.schedules.settled();
+    const deact = await call("POST", "/flow/deactivate", {
+      elementName: "ticking",
+      path: "/flows",
+    });
+    assert.equal(deact.body.data, "OBSOLETE");
+    assert.equal((await scheduleOf("ticking")).nextRunAt, undefined);
+    const before = (await scheduledRuns("ticking")).length;
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await scheduledRuns("ticking")).length, before, "no fires while not APPROVED");
+  });
+});
