@@ -83,6 +83,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: config.scriptPrefix },
   );
-  await app.register(consoleRoutes, { store: deps.store, prefix: config.dataflowPrefix });
+  await app.register(consoleRoutes, { store: deps.store, dataflowPrefix: config.dataflowPrefix });
   return app;
 }

@@ -1,12 +1,15 @@
 import { parseArgs } from "node:util";
 import { makeSessionCookie, signToken } from "./auth/tokens.ts";
+import { CLIENT_COMMANDS, CLIENT_USAGE, runClientCommand } from "./cli/index.ts";
 import { loadConfig } from "./config.ts";
 
 const USAGE = `usage: sluice <command>
   serve                                   start the service (default; SLUICE_ROLE=api|worker|all, default all)
   worker                                  execute queued runs only (cluster mode); answers /health
   token --app A --space S --user U [--internal] [--ttl SECONDS]
-                                          mint a token header and a session cookie from the configured secrets`;
+                                          mint a token header and a session cookie from the configured secrets
+client commands (talk to a running server; docs/cli.md):
+${CLIENT_USAGE}`;
 
 export async function runCli(argv: string[]): Promise<void> {
   const [command = "serve", ...rest] = argv;
@@ -24,9 +27,19 @@ export async function runCli(argv: string[]): Promise<void> {
     case "token":
       process.stdout.write(mintToken(rest, process.env));
       return;
-    default:
+    default: {
+      const client = CLIENT_COMMANDS[command];
+      if (client) {
+        process.exitCode = await runClientCommand(client, rest, process.env);
+        return;
+      }
+      if (["help", "--help", "-h"].includes(command)) {
+        process.stdout.write(`${USAGE}\n`);
+        return;
+      }
       process.stderr.write(`${USAGE}\n`);
       process.exitCode = 2;
+    }
   }
 }
 

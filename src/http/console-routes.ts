@@ -2,6 +2,8 @@ import fs from "node:fs";
 import path from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
+import type { Store } from "../store/types.ts";
+import { consoleApi } from "./console-api.ts";
 
 /** Where `npm run build:console` (Vite) writes the console; the service serves it as is. */
 export const CONSOLE_DIST = path.resolve(import.meta.dirname, "../../console/dist");
@@ -13,8 +15,9 @@ export const CONSOLE_DIST = path.resolve(import.meta.dirname, "../../console/dis
  */
 export async function consoleRoutes(
   app: FastifyInstance,
-  opts: { dist?: string } = {},
+  opts: { store: Store; dataflowPrefix: string; dist?: string },
 ): Promise<void> {
+  await app.register(consoleApi, { store: opts.store, dataflowPrefix: opts.dataflowPrefix });
   const dist = opts.dist ?? CONSOLE_DIST;
   if (!fs.existsSync(path.join(dist, "index.html"))) {
     app.get("/console", { schema: { hide: true } }, async (_req, reply) =>

@@ -1,0 +1,74 @@
+import { CliError, Exit, request } from "./client.ts";
+import type { Command } from "./command.ts";
+import { fmtDuration, fmtTime } from "./ui.ts";
+
+interface NodeLog {
+  nodeId: string;
+  nodeType: string;
+  status: string;
+  startTime?: number;
+  endTime?: number;
+  error?: string;
+  stdout?: string;
+  stderr?: string;
+}
+
+interface RunDetail {
+  run: {
+    runId: string;
+    runStatus: string;
+    elementName?: string;
+    startTime?: number;
+    duration?: number;
+    summary?: string;
+  };
+  elementType: string;
+  error?: string;
+  nodes: NodeLog[];
+  stdout?: string;
+  stderr?: string;
+}
+
+const indent = (text: string) => text.replace(/\n$/, "").replace(/^/gm, "    ");
+
+/** `sluice logs <runId>`: status, each node's times and error, and every stdout/stderr. */
+export const logs: Command = {
+  name: "logs",
+  usage: "logs <runId|taskId>",
+  options: {},
+  async run({ positionals, conn, ui }) {
+    const id = positionals[0];
+    if (!id) throw new CliError(Exit.USAGE, "logs: give the run or task ID");
+    const { data } = await request<RunDetail>(
+      conn,
+      "GET",
+      `${conn.dataflowPrefix}/monitor/run-detail?runId=${encodeURIComponent(id)}`,
+    );
+    if (ui.json) {
+      ui.out(JSON.stringify(data));
+      return Exit.OK;
+    }
+    const r = data.run;
+    const c = ui.color;
+    ui.out(
+      `${c.bold(r.elementName ?? "")} ${r.runId} ${ui.status(r.runStatus)} ${fmtTime(r.startTime)} ${fmtDuration(r.duration)}`,
+    );
+    if (r.summary) ui.out(c.dim(r.summary));
+    for (const n of data.nodes) {
+      const took =
+        n.startTime !== undefined && n.endTime !== undefined
+          ? fmtDuration(n.endTime - n.startTime)
+          : "";
+      ui.out(`  ${c.bold(n.nodeId)} (${n.nodeType}) ${ui.status(n.status)} ${took}`);
+      if (n.error) ui.out(c.red(indent(n.error)));
+      if (n.stdout) ui.out(indent(n.stdout));
+      if (n.stderr) ui.out(c.yellow(indent(n.stderr)));
+    }
+    if (data.elementType === "PY") {
+      if (data.stdout) ui.out(`  ${c.bold("stdout")}\n${indent(data.stdout)}`);
+      if (data.stderr) ui.out(`  ${c.bold("stderr")}\n${c.yellow(indent(data.stderr))}`);
+    }
+    if (data.error && data.nodes.length === 0) ui.out(c.red(indent(data.error)));
+    return Exit.OK;
+  },
+};

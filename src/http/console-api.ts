@@ -1,0 +1,95 @@
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { FastifyInstance } from "fastify";
+import { type Static, Type } from "typebox";
+import { ErrorCode, SluiceError } from "../errors.ts";
+import { runDisplay } from "../monitor/present.ts";
+import type { Store } from "../store/types.ts";
+import { Envelope, ok } from "./envelope.ts";
+import { RunDisplayResp } from "./monitor-schemas.ts";
+
+const Opt = Type.Optional;
+
+const NodeLog = Type.Object({
+  nodeId: Type.String(),
+  nodeType: Type.String(),
+  status: Type.String({ description: "SUCCESS, FAILURE, SKIPPED or CANCELED" }),
+  startTime: Opt(Type.Integer()),
+  endTime: Opt(Type.Integer()),
+  attempts: Opt(Type.Integer()),
+  error: Opt(Type.String()),
+  input: Opt(Type.Unknown({ description: "kept with logContent DETAILED" })),
+  output: Opt(Type.Unknown({ description: "kept with logContent DETAILED" })),
+  stdout: Opt(Type.String()),
+  stderr: Opt(Type.String()),
+});
+
+export const RunDetail = Type.Object({
+  run: RunDisplayResp,
+  elementType: Type.String(),
+  parentRunId: Opt(Type.String()),
+  error: Opt(Type.String()),
+  failedNodeId: Opt(Type.String()),
+  nodes: Type.Array(NodeLog, { description: "flow runs: one entry per node once the run ended" }),
+  graph: Opt(
+    Type.Object(
+      { vertexes: Type.Array(Type.Unknown()), edges: Type.Array(Type.Unknown()) },
+      { description: "the flow revision the run used" },
+    ),
+  ),
+  stdout: Opt(Type.String({ description: "script tasks" })),
+  stderr: Opt(Type.String({ description: "script tasks" })),
+  result: Opt(Type.Unknown()),
+});
+
+/**
+ * `GET {dataflow}/monitor/run-detail`: what the console's run page and `sluice logs` show beyond
+ * RunDisplayResp: each node's status, times, input, output and logs (from the run's stored
+ * detail), the graph of the revision it ran, and a script task's stdout/stderr. Same access and
+ * scope rules as GET /monitor/run; kept apart so the interface's RunDisplayResp stays as specified.
+ */
+export async function consoleApi(
+  fastify: FastifyInstance,
+  opts: { store: Store; dataflowPrefix: string },
+): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store } = opts;
+  app.get(
+    `${opts.dataflowPrefix}/monitor/run-detail`,
+    {
+      config: { access: "contextEnv" },
+      schema: {
+        querystring: Type.Object({ runId: Type.String({ minLength: 1 }) }),
+        response: { 200: Envelope(RunDetail) },
+      },
+    },
+    async (req, reply) => {
+      const run = await store.getRun(req.ctx.scope, req.query.runId);
+      if (!run) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.query.runId]);
+      reply.header("x-run-id", run.id);
+      const element = await store.elementById(run.scope, run.elementId);
+      const language = req.headers.language;
+      const detail = run.detail ?? {};
+      // detail.nodes is the executor's NodeLog[] as stored (src/flows/executor.ts).
+      const nodes = (Array.isArray(detail.nodes) ? detail.nodes : []) as Static<typeof NodeLog>[];
+      const out: Static<typeof RunDetail> = {
+        run: runDisplay(run, element, Array.isArray(language) ? language[0] : language),
+        elementType: run.elementType,
+        nodes,
+      };
+      if (run.parentRunId) out.parentRunId = run.parentRunId;
+      if (run.error) out.error = run.error;
+      if (typeof detail.failedNodeId === "string") out.failedNodeId = detail.failedNodeId;
+      if (run.elementType === "PY") {
+        out.stdout = run.stdout ?? "";
+        out.stderr = run.stderr ?? "";
+      } else if (run.version) {
+        const rev = await store.flowRevision(run.elementId, Number(run.version));
+        const g = rev?.flow as { vertexes?: unknown[]; edges?: unknown[] } | undefined;
+        if (g) out.graph = { vertexes: g.vertexes ?? [], edges: g.edges ?? [] };
+      }
+      if (run.status === "SUCCESS" && run.result != null && run.result.length <= 1_000_000)
+        out.result = JSON.parse(run.result);
+      return ok(out);
+    },
+  );
+}
