@@ -53,6 +53,7 @@ interface Known {
 
 const CLAIM_KEEP_MS = 86_400_000;
 const PRUNE_EVERY_MS = 3_600_000;
+const START_LANES = 16;
 
 const cronTriggers = (configure: unknown): Trigger[] =>
   normalizeConfigure(configure).triggers.filter((t) => t.type === "cron");
@@ -66,19 +67,62 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
   let stopped = false;
   let prunedAt = Number.NEGATIVE_INFINITY;
 
+  // The scheduler fires everything due in one synchronous loop; those claims go to the database
+  // together on the next macrotask (one insert per 500), instead of 10,000 racing single inserts.
+  let batch: { scheduleId: string; tick: number; settle: (won: boolean | Error) => void }[] = [];
+  function claim(scheduleId: string, tick: number): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      if (batch.length === 0) setImmediate(flushClaims);
+      batch.push({
+        scheduleId,
+        tick,
+        settle: (won) => (won instanceof Error ? reject(won) : resolve(won)),
+      });
+    });
+  }
+  function flushClaims(): void {
+    const items = batch;
+    batch = [];
+    store.claimScheduleTicks(items).then(
+      (won) => {
+        for (const c of items) c.settle(won.has(`${c.scheduleId}@${c.tick}`));
+      },
+      (err: unknown) => {
+        const e = err instanceof Error ? err : new Error(String(err));
+        for (const c of items) c.settle(e);
+      },
+    );
+  }
+
+  // Run starts one after another in a few lanes: thousands at once only queue up in the store.
+  let starting = 0;
+  const waiting: (() => void)[] = [];
+  async function limited(fn: () => Promise<unknown>): Promise<void> {
+    while (starting >= START_LANES) await new Promise<void>((r) => waiting.push(r));
+    starting++;
+    try {
+      await fn();
+    } finally {
+      starting--;
+      waiting.shift()?.();
+    }
+  }
+
   async function fire(schedule: Schedule, tick: number): Promise<void> {
     // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
-    if (!(await store.claimScheduleTick(schedule.scheduleId, tick))) return;
+    if (!(await claim(schedule.scheduleId, tick))) return;
     const flow = known.get(schedule.elementId);
     if (!flow) return;
-    await deps.flows.start({
-      scope: flow.scope,
-      user: null,
-      locator: { elementId: schedule.elementId, elementType: "DPL" },
-      parameter: schedule.parameter,
-      inProcess: false,
-      trigger: "SCHEDULED",
-    });
+    await limited(() =>
+      deps.flows.start({
+        scope: flow.scope,
+        user: null,
+        locator: { elementId: schedule.elementId, elementType: "DPL" },
+        parameter: schedule.parameter,
+        inProcess: false,
+        trigger: "SCHEDULED",
+      }),
+    );
   }
 
   const scheduler = createScheduler({ clock, logger, fire, store: createDbScheduleState(store) });

@@ -7,6 +7,7 @@ type ScheduleMethods = Pick<
   | "flowReleases"
   | "loadScheduleState"
   | "claimScheduleTick"
+  | "claimScheduleTicks"
   | "pruneScheduleFires"
   | "addErrorHandlerResult"
   | "errorHandlerResults"
@@ -44,27 +45,10 @@ export function scheduleMethods(db: Kysely<Database>): ScheduleMethods {
     },
 
     async claimScheduleTick(scheduleId, tick) {
-      // The primary key lets one insert of (schedule, tick) land, whichever node sends it first.
-      const won = await db
-        .insertInto("schedule_fires")
-        .values({ schedule_id: scheduleId, tick })
-        .onConflict((oc) => oc.columns(["schedule_id", "tick"]).doNothing())
-        .returning("schedule_id")
-        .execute();
-      if (won.length === 0) return false;
-      // lastRunAt only moves forward, whatever order concurrent claims of later ticks land in.
-      await db
-        .insertInto("schedule_state")
-        .values({ schedule_id: scheduleId, last_run_at: tick })
-        .onConflict((oc) =>
-          oc
-            .column("schedule_id")
-            .doUpdateSet({ last_run_at: tick })
-            .where("schedule_state.last_run_at", "<", tick),
-        )
-        .execute();
-      return true;
+      return (await claimTicks(db, [{ scheduleId, tick }])).size > 0;
     },
+
+    claimScheduleTicks: (items) => claimTicks(db, items),
 
     async pruneScheduleFires(before) {
       const r = await db.deleteFrom("schedule_fires").where("tick", "<", before).executeTakeFirst();
@@ -97,4 +81,47 @@ export function scheduleMethods(db: Kysely<Database>): ScheduleMethods {
       return Number(r.numDeletedRows);
     },
   };
+}
+
+/** Rows per statement: 2 parameters each, far below either dialect's parameter limit. */
+const CHUNK = 500;
+
+/**
+ * Claims ticks across the cluster: the primary key of `schedule_fires` lets one insert of each
+ * (schedule, tick) land, whichever node sends it first. Many ticks go in one statement, so 10,000
+ * schedules due at once cost 20 inserts, not 10,000. Returns the `scheduleId@tick` keys won.
+ */
+async function claimTicks(
+  db: Kysely<Database>,
+  items: readonly { scheduleId: string; tick: number }[],
+): Promise<Set<string>> {
+  const won = new Set<string>();
+  for (let i = 0; i < items.length; i += CHUNK) {
+    const part = items.slice(i, i + CHUNK);
+    const rows = await db
+      .insertInto("schedule_fires")
+      .values(part.map((c) => ({ schedule_id: c.scheduleId, tick: c.tick })))
+      .onConflict((oc) => oc.columns(["schedule_id", "tick"]).doNothing())
+      .returning(["schedule_id", "tick"])
+      .execute();
+    if (rows.length === 0) continue;
+    // lastRunAt only moves forward, whatever order concurrent claims of later ticks land in.
+    const latest = new Map<string, number>();
+    for (const r of rows) {
+      const tick = Number(r.tick);
+      won.add(`${r.schedule_id}@${tick}`);
+      latest.set(r.schedule_id, Math.max(latest.get(r.schedule_id) ?? tick, tick));
+    }
+    await db
+      .insertInto("schedule_state")
+      .values([...latest].map(([schedule_id, last_run_at]) => ({ schedule_id, last_run_at })))
+      .onConflict((oc) =>
+        oc
+          .column("schedule_id")
+          .doUpdateSet((eb) => ({ last_run_at: eb.ref("excluded.last_run_at") }))
+          .whereRef("schedule_state.last_run_at", "<", "excluded.last_run_at"),
+      )
+      .execute();
+  }
+  return won;
 }

@@ -199,6 +199,8 @@ export interface Store {
   loadScheduleState(): Promise<Map<string, number>>;
   /** Claims a tick across the cluster: true for exactly one caller; records it as lastRunAt. */
   claimScheduleTick(scheduleId: string, tick: number): Promise<boolean>;
+  /** Many claims in few statements; returns the `scheduleId@tick` keys this caller won. */
+  claimScheduleTicks(items: readonly { scheduleId: string; tick: number }[]): Promise<Set<string>>;
   /** Forgets claims of ticks before `before` (epoch ms); returns how many. */
   pruneScheduleFires(before: number): Promise<number>;
   addErrorHandlerResult(runId: string, result: ErrorHandlerResult): Promise<void>;
