@@ -47,7 +47,7 @@ export async function startBenchServer(env: Record<string, string> = {}) {
   return {
     url: server.url,
     async stop() {
-      await killHard(server.child);
+      server.child.kill("SIGTERM"); await new Promise((r) => server.child.once("exit", r));
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,89 @@
+/**
+ * bench/flow-latency: run-sync of a 3-node flow without script and of a 5-node flow with one
+ * script node, at concurrency 1 and 16, through real HTTP on loopback; then async throughput:
+ * 10,000 POST /run of the no-script flow, timed until every run is SUCCESS. Each figure is also
+ * given as a ratio to a bare GET /health round trip measured in the same run.
+ *
+ *   npm run bench:flow-latency          (BENCH_N=2000 run-sync calls per level, BENCH_ASYNC=10000)
+ */
+import { NO_SCRIPT_FLOW } from "../test/helpers/flows.ts";
+import { HEADERS, type Figures, load, postJson, row, startBenchServer, uploadScript } from "./lib.ts";
+
+const N = Number(process.env.BENCH_N ?? 2000);
+const ASYNC = Number(process.env.BENCH_ASYNC ?? 10000);
+const DF = "/dataflow-3-0";
+const PARAM = { orders: [{ amount: 2, qty: 3 }, { amount: 0, qty: 1 }, { amount: 5, qty: 2 }] };
+
+const WITH_SCRIPT = {
+  vertexes: [
+    NO_SCRIPT_FLOW.vertexes[0],
+    NO_SCRIPT_FLOW.vertexes[1],
+    { id: "score", type: "script", config: { element: { elementName: "score", path: "/bench" } } },
+    { id: "shape", type: "transform", config: { operators: [{ id: "s", type: "select", fields: ["total", "score"] }] } },
+    { id: "out", type: "output" },
+  ],
+  edges: [
+    { source: "in", target: "clean" },
+    { source: "clean", target: "score" },
+    { source: "score", target: "shape" },
+    { source: "shape", target: "out" },
+  ],
+};
+
+const server = await startBenchServer({ SCRIPT_PREFORK: "16", LIMIT_QUEUED_RUNS: String(ASYNC + 100) });
+try {
+  await uploadScript(server.url, "score", "def main(rows):\n    return [dict(r, score=r['total'] * 2) for r in rows]\n");
+  for (const [name, flow] of [["plain", NO_SCRIPT_FLOW], ["scored", WITH_SCRIPT]] as const) {
+    const d = await postJson(`${server.url}${DF}/flow/deploy`, { elementName: name, revisionName: "bench", path: "/bench", flow, configure: { logContent: "CONCISE" } });
+    if ((d.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(d.json));
+    await postJson(`${server.url}${DF}/flow/activate`, { elementName: name });
+  }
+
+  const health = async () => {
+    const r = await fetch(`${server.url}/health`);
+    await r.arrayBuffer();
+  };
+  const runSync = (name: string) => async () => {
+    const r = await postJson(`${server.url}${DF}/run-sync`, { elementName: name, parameter: PARAM });
+    if ((r.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(r.json));
+  };
+
+  await load(8, 300, runSync("plain"));
+  await load(8, 300, runSync("scored"));
+  for (const c of [1, 16]) {
+    const base = await load(c, N, health);
+    console.log(row("GET /health (baseline)", base));
+    for (const name of ["plain", "scored"]) {
+      const f: Figures = await load(c, N, runSync(name));
+      console.log(`${row(`run-sync ${name === "plain" ? "3 nodes, no script" : "5 nodes, 1 script"}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health`);
+    }
+  }
+
+  // Async: submit everything, then collect every result (long-poll), timing first POST to last SUCCESS.
+  const ids: string[] = [];
+  const t0 = performance.now();
+  await load(16, ASYNC, async () => {
+    const r = await postJson(`${server.url}${DF}/run`, { elementName: "plain", parameter: PARAM });
+    const body = r.json as { status: boolean; data: string };
+    if (!body.status) throw new Error(JSON.stringify(body));
+    ids.push(body.data);
+  });
+  const submitted = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < ids.length) {
+        const id = ids[next++];
+        const res = await fetch(`${server.url}${DF}/run/${id}/result?timeout=120`, { headers: HEADERS });
+        const body = (await res.json()) as { status: boolean };
+        if (!body.status) throw new Error(`run ${id}: ${JSON.stringify(body)}`);
+      }
+    }),
+  );
+  const done = performance.now();
+  console.log(
+    `async: ${ASYNC} POST /run accepted in ${((submitted - t0) / 1000).toFixed(2)} s (${(ASYNC / ((submitted - t0) / 1000)).toFixed(0)}/s); all SUCCESS after ${((done - t0) / 1000).toFixed(2)} s => ${(ASYNC / ((done - t0) / 1000)).toFixed(0)} runs/s end to end`,
+  );
+} finally {
+  await server.stop();
+}
