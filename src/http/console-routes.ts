@@ -28,9 +28,15 @@ export async function consoleRoutes(
     );
     return;
   }
+  // The page itself, read once at start; no-cache so browsers pick up a new build after a restart.
+  const index = fs.readFileSync(path.join(dist, "index.html"));
+  app.get("/console", { schema: { hide: true } }, async (_req, reply) =>
+    reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(index),
+  );
   await app.register(fastifyStatic, {
+    index: false,
     root: dist,
-    // With the router's ignoreTrailingSlash, /console serves index.html too (assets use absolute URLs).
+    // The router ignores trailing slashes: /console/ is the route above (assets use absolute URLs).
     prefix: "/console/",
     decorateReply: false,
     schemaHide: true,

@@ -1,0 +1,114 @@
+/**
+ * Browser side of the two services. The scope comes from the header fields (auth mode off, or
+ * signature mode through a gateway) or, when they are empty, from the `session` cookie, which
+ * the browser sends by itself: the console has no credentials of its own.
+ */
+export const DF = "/dataflow-3-0";
+
+export interface Scope {
+  app: string;
+  space: string;
+  user: string;
+}
+
+export function loadScope(): Scope {
+  const s = JSON.parse(localStorage.getItem("sluice.scope") ?? "{}") as Partial<Scope>;
+  return { app: s.app ?? "", space: s.space ?? "", user: s.user ?? "" };
+}
+
+export function saveScope(scope: Scope, session: string): void {
+  localStorage.setItem("sluice.scope", JSON.stringify(scope));
+  if (session) {
+    const value = session.replace(/^session=/, "");
+    document.cookie = `session=${value}; path=/; SameSite=Strict`;
+  }
+}
+
+export class ApiError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  const scope = loadScope();
+  for (const [k, v] of Object.entries(scope)) if (v) headers[k] = v;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
+  const env = (await res.json()) as { status: boolean; code: number | null; message: string | null; data: T };
+  if (!env.status) throw new ApiError(env.code ?? 0, env.message ?? "failed");
+  return env.data;
+}
+
+export interface RunInfo {
+  runId: string;
+  triggerType: string;
+  runStatus: string;
+  duration?: number;
+  createTime?: number;
+  startTime?: number;
+  endTime?: number;
+  version?: string;
+  runName?: string;
+  summary?: string;
+  runParam?: string;
+  initiator?: { userId?: string };
+  elementName?: string;
+}
+
+export interface FlowRecord {
+  element: { elementName: string; elementType: string; path?: string; folderId?: string; elementId?: string; description?: string };
+  status: string;
+  revision: { version: string; name: string };
+  schedule?: { name: string; crontab: string; nextRunAt?: number; lastRunAt?: number };
+  lastRun?: RunInfo;
+  totalRuns: number;
+  summary?: string;
+}
+
+export interface RunsPage {
+  totalCount: number;
+  totalPage: number;
+  runs: RunInfo[];
+  queuedCount: number;
+  startedCount: number;
+  successCount: number;
+  failureCount: number;
+  canceledCount: number;
+}
+
+export interface NodeLog {
+  nodeId: string;
+  nodeType: string;
+  status: string;
+  startTime?: number;
+  endTime?: number;
+  attempts?: number;
+  error?: string;
+  input?: unknown;
+  output?: unknown;
+  stdout?: string;
+  stderr?: string;
+}
+
+export interface Vertex {
+  id: string;
+  type: string;
+  name?: string;
+}
+
+export interface RunDetail {
+  run: RunInfo;
+  elementType: string;
+  parentRunId?: string;
+  error?: string;
+  failedNodeId?: string;
+  nodes: NodeLog[];
+  graph?: { vertexes: Vertex[]; edges: { source: string; target: string; when?: string }[] };
+  stdout?: string;
+  stderr?: string;
+  result?: unknown;
+}

@@ -1,0 +1,71 @@
+import "./style.css";
+import { ApiError, loadScope, saveScope } from "./api.ts";
+import { h } from "./dom.ts";
+import { flowsView } from "./flows.ts";
+import { runView } from "./run.ts";
+import { runsView, scriptsView } from "./runs.ts";
+
+/**
+ * Hash router (#/flows, #/runs/TYPE/NAME?filters, #/run/ID?node=N) with live updates by
+ * polling: the flows and runs pages every 2 s, a run page every second until the run ends.
+ */
+const view = document.getElementById("view") as HTMLElement;
+const form = document.getElementById("scope") as HTMLFormElement;
+let timer: number | undefined;
+let generation = 0;
+
+function notify(msg: string, bad = false): void {
+  const el = h("div", { class: `toast${bad ? " bad" : ""}`, role: "status" }, msg);
+  document.body.append(el);
+  setTimeout(() => el.remove(), 4000);
+}
+
+/** The user is working in the page (a checked row, a focused field): do not redraw under them. */
+const busy = () => view.querySelector("input[data-run]:checked") !== null || (document.activeElement instanceof HTMLInputElement && view.contains(document.activeElement));
+
+async function render(): Promise<void> {
+  const mine = ++generation;
+  clearTimeout(timer);
+  const [route = "", qs = ""] = location.hash.replace(/^#/, "").split("?");
+  const query = new URLSearchParams(qs);
+  const parts = route.split("/").filter(Boolean).map(decodeURIComponent);
+  let again = 0;
+  try {
+    if (parts[0] === "run" && parts[1]) {
+      const ended = await runView(view, parts[1], query.get("node") ?? undefined, notify);
+      again = ended ? 0 : 1000;
+    } else if (parts[0] === "runs" && parts[1] && parts[2]) {
+      await runsView(view, parts[1], parts[2], query, notify);
+      again = 2000;
+    } else if (parts[0] === "scripts") {
+      scriptsView(view);
+    } else {
+      await flowsView(view, notify);
+      again = 2000;
+    }
+    document.body.dataset.ready = "true";
+  } catch (err) {
+    const text = err instanceof ApiError ? `${err.message} (code ${err.code})` : String(err);
+    const hint = "Set app, space and user above, or paste a session cookie from `sluice token`.";
+    view.replaceChildren(h("h1", {}, "Cannot load"), h("pre", { class: "error" }, text), h("p", {}, hint));
+  }
+  if (again > 0 && mine === generation) {
+    const tick = () => {
+      if (mine !== generation) return;
+      if (busy()) timer = window.setTimeout(tick, again);
+      else void render();
+    };
+    timer = window.setTimeout(tick, again);
+  }
+}
+
+const scope = loadScope();
+for (const k of ["app", "space", "user"] as const) (form.elements.namedItem(k) as HTMLInputElement).value = scope[k];
+form.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const value = (k: string) => (form.elements.namedItem(k) as HTMLInputElement).value.trim();
+  saveScope({ app: value("app"), space: value("space"), user: value("user") }, value("session"));
+  void render();
+});
+window.addEventListener("hashchange", () => void render());
+void render();

@@ -1,0 +1,56 @@
+import { ApiError, DF, type RunDetail, api } from "./api.ts";
+import { TERMINAL, badge, dur, h, json, time } from "./dom.ts";
+import { drawGraph } from "./graph.ts";
+
+/** One run: header, graph with per-node status, the selected node's times, input, output and logs. */
+export async function runView(root: HTMLElement, runId: string, selected: string | undefined, notify: (msg: string, bad?: boolean) => void): Promise<boolean> {
+  const d = await api<RunDetail>("GET", `${DF}/monitor/run-detail?runId=${encodeURIComponent(runId)}`);
+  const r = d.run;
+  const act = (label: string, path: string) =>
+    h("button", { onclick: async () => {
+      try {
+        const out = await api<Record<string, boolean>>("POST", `${DF}/run/${path}`, { runIds: [runId] });
+        notify(`${label}: ${out[runId] ? "done" : "not possible"}`, !out[runId]);
+        if (path === "delete" && out[runId]) history.back();
+      } catch (err) {
+        notify(err instanceof ApiError ? err.message : String(err), true);
+      }
+    } }, label);
+  const select = (id: string) => {
+    location.hash = `#/run/${runId}?node=${encodeURIComponent(id)}`;
+  };
+  const node = d.nodes.find((n) => n.nodeId === selected) ?? d.nodes.find((n) => n.nodeId === d.failedNodeId);
+  const runsHref = `#/runs/${d.elementType}/${encodeURIComponent(r.elementName ?? "")}`;
+  root.replaceChildren(
+    h("h1", {}, h("a", { href: runsHref }, r.elementName ?? ""), " · ", r.runName ?? r.runId, " ", badge(r.runStatus)),
+    h("dl", { class: "facts", id: "run-facts" },
+      h("dt", {}, "Run"), h("dd", {}, r.runId),
+      h("dt", {}, "Trigger"), h("dd", {}, r.triggerType),
+      h("dt", {}, "Version"), h("dd", {}, r.version ?? "—"),
+      h("dt", {}, "Created"), h("dd", {}, time(r.createTime)),
+      h("dt", {}, "Started"), h("dd", {}, time(r.startTime)),
+      h("dt", {}, "Duration"), h("dd", {}, dur(r.duration)),
+      h("dt", {}, "Initiator"), h("dd", {}, r.initiator?.userId ?? "—"),
+      h("dt", {}, "Summary"), h("dd", {}, r.summary ?? "—"),
+      d.parentRunId ? h("dt", {}, "Parent") : null, d.parentRunId ? h("dd", {}, h("a", { href: `#/run/${d.parentRunId}` }, d.parentRunId)) : null),
+    h("div", { class: "actions" }, act("Terminate", "terminate"), act("Delete", "delete")),
+    d.error ? h("pre", { class: "error" }, d.error) : "",
+    d.graph ? h("section", {}, h("h2", {}, "Graph"), h("div", { class: "graph-wrap" }, drawGraph(d, node?.nodeId, select))) : "",
+    node
+      ? h("section", { id: "node-detail" },
+          h("h2", {}, `Node ${node.nodeId} (${node.nodeType}) `, badge(node.status)),
+          h("p", { class: "dim" }, `${time(node.startTime)} → ${time(node.endTime)} · ${node.startTime !== undefined && node.endTime !== undefined ? dur(node.endTime - node.startTime) : ""} · attempts ${node.attempts ?? 1}`),
+          node.error ? h("pre", { class: "error" }, node.error) : null,
+          h("div", { class: "io" }, h("div", {}, h("h3", {}, "Input"), json(node.input)), h("div", {}, h("h3", {}, "Output"), json(node.output))),
+          node.stdout ? h("div", {}, h("h3", {}, "stdout"), h("pre", { class: "log" }, node.stdout)) : null,
+          node.stderr ? h("div", {}, h("h3", {}, "stderr"), h("pre", { class: "log err" }, node.stderr)) : null)
+      : d.nodes.length > 0 ? h("p", { class: "dim" }, "Click a node to see its input, output and logs.") : "",
+    d.elementType === "PY"
+      ? h("section", { id: "task-output" },
+          h("h2", {}, "stdout"), h("pre", { class: "log" }, d.stdout || "—"),
+          h("h2", {}, "stderr"), h("pre", { class: "log err" }, d.stderr || "—"))
+      : "",
+    h("section", {}, h("h2", {}, "Parameter"), h("pre", {}, r.runParam ?? "—"), d.result !== undefined ? h("h2", {}, "Result") : null, d.result !== undefined ? json(d.result) : null),
+  );
+  return TERMINAL.has(r.runStatus);
+}
