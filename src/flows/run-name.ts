@@ -35,7 +35,22 @@ export function unknownPlaceholders(template: string): string[] {
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
+const two = (n: number) => String(n).padStart(2, "0");
+
 function dateParts(now: number, timeZone: string): Record<string, string> {
+  // UTC (the default, and every run's name is rendered on the hot path) needs no Intl.
+  if (timeZone === "UTC") {
+    const d = new Date(now);
+    return {
+      yyyy: String(d.getUTCFullYear()).padStart(4, "0"),
+      MM: two(d.getUTCMonth() + 1),
+      dd: two(d.getUTCDate()),
+      HH: two(d.getUTCHours()),
+      mm: two(d.getUTCMinutes()),
+      ss: two(d.getUTCSeconds()),
+      SSS: String(d.getUTCMilliseconds()).padStart(3, "0"),
+    };
+  }
   let f = formatters.get(timeZone);
   if (!f) {
     f = new Intl.DateTimeFormat("en-US", {
