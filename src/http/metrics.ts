@@ -69,9 +69,16 @@ export function createMetrics(): Metrics {
       const startRun = store.startRun.bind(store);
       const endRun = store.endRun.bind(store);
       const getRun = store.getRun.bind(store);
-      store.insertRun = async (run) => {
-        await insertRun(run);
+      store.insertRun = async (run, end) => {
+        await insertRun(run, end);
         runsStarted.inc({ type: run.elementType, trigger: run.triggerType });
+        if (end) {
+          // A fast run-sync is written once, already ended (see flow-runs.ts runSync).
+          runsEnded.inc({ type: run.elementType, status: end.status, trigger: run.triggerType });
+          const from = run.startTime ?? run.createTime;
+          runDuration.observe({ type: run.elementType, status: end.status }, Math.max(0, end.endTime - from) / 1000);
+          return;
+        }
         if (pending.size < 100_000)
           pending.set(run.id, {
             elementType: run.elementType,

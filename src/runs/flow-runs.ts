@@ -117,8 +117,16 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     };
   }
 
-  /** Executes a STARTED run to its end and records it; never throws. */
-  async function run(r: Pick<Run, "id" | "scope" | "elementId" | "version" | "runParam">, parameter: unknown): Promise<void> {
+  /**
+   * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
+   * in the store yet (a run-sync within its write-behind grace): the end is then written as one
+   * insert, unless the grace elapsed first and the STARTED record was inserted meanwhile.
+   */
+  async function run(
+    r: Pick<Run, "id" | "scope" | "elementId" | "version" | "runParam">,
+    parameter: unknown,
+    pending?: PendingRecord,
+  ): Promise<{ end: RunEnd; recorded: boolean }> {
     const ctl = new AbortController();
     active.set(r.id, ctl);
     // The system limit ends the run as FAILURE (§7 runTimeout system); the executor sees a cancel.
@@ -156,11 +164,20 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       if (sentinel) clock.clearTimeout(sentinel);
       active.delete(r.id);
     }
-    const recorded = await store.endRun(r.id, end);
+    let recorded: boolean;
+    if (pending && !pending.inserted) {
+      pending.inserted = store.insertRun(pending.rec, end);
+      await pending.inserted;
+      recorded = true;
+    } else {
+      await pending?.inserted;
+      recorded = await store.endRun(r.id, end);
+    }
     events.notify(r.id);
     if (recorded && rel) deps.hooks?.ended(r.id, rel.configure, end.status);
     // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper: file-cleanup.ts).
     await cleanupAtRunEnd(config.dataDir, r.id, rel?.configure.fileCleanup ?? { type: "afterRun" });
+    return { end, recorded };
   }
 
   async function subflow(parent: Pick<Run, "id" | "scope">, element: Locator, parameter: unknown, signal: AbortSignal) {
@@ -205,16 +222,26 @@ export function createFlowRuns(deps: Deps): FlowRuns {
 
     async runSync(req, timeoutS) {
       const rec = await prepare({ ...req, inProcess: true, trigger: "SYNC" }, "STARTED");
-      await store.insertRun(rec);
-      const done = run(rec, req.parameter);
+      // Write-behind: no caller knows this run's ID until it is answered, so a run that ends
+      // within the grace is written once, at its end. A longer one is inserted as STARTED when
+      // the grace elapses, so monitoring shows it and a timed-out wait can name a durable run.
+      const pending: PendingRecord = { rec, inserted: null };
+      const grace = clock.setTimeout(() => {
+        pending.inserted ??= store.insertRun(rec);
+      }, SYNC_WRITE_BEHIND_MS);
+      const done = run(rec, req.parameter, pending);
       const waitMs = Math.min(timeoutS && timeoutS > 0 ? timeoutS : config.limits.maxWaitS, config.limits.maxWaitS) * 1000;
       let timer: ReturnType<Clock["setTimeout"]> | undefined;
-      const elapsed = new Promise<false>((resolve) => {
-        timer = clock.setTimeout(() => resolve(false), waitMs);
+      const elapsed = new Promise<null>((resolve) => {
+        timer = clock.setTimeout(() => resolve(null), waitMs);
       });
-      await Promise.race([done, elapsed]);
+      const outcome = await Promise.race([done, elapsed]);
+      clock.clearTimeout(grace);
       if (timer) clock.clearTimeout(timer);
-      // Unfinished here means the wait elapsed; the caller answers 28020006 and the run goes on.
+      if (outcome?.recorded) return endedRun(rec, outcome.end);
+      // The wait elapsed (the caller answers 28020006 and the run goes on) or a terminate won.
+      pending.inserted ??= store.insertRun(rec);
+      await pending.inserted;
       const ended = await store.getRun(req.scope, rec.id);
       if (!ended) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [rec.id]);
       return ended;
@@ -240,6 +267,31 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     },
   };
   return api;
+}
+
+/** How long a run-sync may run before its STARTED record is written (see runSync). */
+const SYNC_WRITE_BEHIND_MS = 20;
+
+interface PendingRecord {
+  rec: NewRun;
+  inserted: Promise<void> | null;
+}
+
+function endedRun(rec: NewRun, end: RunEnd): Run {
+  const startTime = rec.startTime ?? rec.createTime;
+  return {
+    ...rec,
+    startTime,
+    status: end.status,
+    endTime: end.endTime,
+    duration: end.endTime - startTime,
+    summary: end.summary,
+    result: end.result ?? null,
+    error: end.error ?? null,
+    stdout: end.stdout ?? null,
+    stderr: end.stderr ?? null,
+    detail: end.detail ?? null,
+  };
 }
 
 function toEnd(out: Awaited<ReturnType<typeof executeFlow>>, endTime: number, resultBytes: number): RunEnd {

@@ -172,7 +172,7 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
       });
     },
 
-    async insertRun(run: NewRun) {
+    async insertRun(run: NewRun, end?: RunEnd) {
       // The run and its element's totalRuns counter commit together.
       await db.transaction().execute(async (tx) => {
         await tx
@@ -196,6 +196,7 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
             node_id: run.nodeId,
             create_time: run.createTime,
             start_time: run.startTime ?? null,
+            ...(end ? endColumns(end, run.startTime ?? run.createTime) : {}),
           })
           .execute();
         await countRun(tx, run.elementId);
@@ -290,6 +291,20 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
     },
 
     close: onClose,
+  };
+}
+
+function endColumns(end: RunEnd, startTime: number) {
+  return {
+    status: end.status,
+    end_time: end.endTime,
+    duration: end.endTime - startTime,
+    summary: end.summary,
+    result: end.result ?? null,
+    error: end.error ?? null,
+    stdout: end.stdout ?? null,
+    stderr: end.stderr ?? null,
+    detail: end.detail ? JSON.stringify(end.detail) : null,
   };
 }
 

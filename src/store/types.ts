@@ -169,7 +169,8 @@ export interface Store {
   setFlowStatus(elementId: string, status: FlowStatus, user: Record<string, unknown> | null, now: number): Promise<void>;
   flowRevision(elementId: string, version: number): Promise<FlowRevision | undefined>;
 
-  insertRun(run: NewRun): Promise<void>;
+  /** Inserts a run; with `end`, one that already ended (a fast run-sync is written once). */
+  insertRun(run: NewRun, end?: RunEnd): Promise<void>;
   /** QUEUED → STARTED; false when the run is no longer QUEUED. */
   startRun(id: string, startTime: number, nodeId: string | null): Promise<boolean>;
   /** Unfinished → terminal; false when the run had already ended (terminal states never change). */
