@@ -2,20 +2,29 @@ import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
-import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
-import { type FlowDeps, executeFlow } from "../flows/executor.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import { executeFlow, type FlowDeps } from "../flows/executor.ts";
 import { type Configure, type Graph, normalizeConfigure } from "../flows/graph.ts";
 import { describeIssues, runParameterIssues } from "../flows/json-schema.ts";
 import { renderRunName } from "../flows/run-name.ts";
 import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { ScriptRunner } from "../scripts/runner-types.ts";
-import type { NewRun, Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
+import type {
+  NewRun,
+  Run,
+  RunEnd,
+  Scope,
+  ScopeFilter,
+  Store,
+  TriggerType,
+} from "../store/types.ts";
 import type { RunHooks } from "./error-handlers/index.ts";
 import { cleanupAtRunEnd } from "./file-cleanup.ts";
 import type { RunEvents } from "./run-events.ts";
 import { scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
+import { endedRun, type PendingRecord, SYNC_WRITE_BEHIND_MS } from "./write-behind.ts";
 
 export interface StartRequest {
   scope: Scope;
@@ -31,7 +40,10 @@ export interface FlowRuns {
   /** Commits the run and queues it (or runs it here when inProcess); answers its ID. */
   start(req: StartRequest): Promise<string>;
   /** Runs here and waits up to `timeoutS` (absent: the server's longest wait). */
-  runSync(req: Omit<StartRequest, "inProcess" | "trigger">, timeoutS: number | undefined): Promise<Run>;
+  runSync(
+    req: Omit<StartRequest, "inProcess" | "trigger">,
+    timeoutS: number | undefined,
+  ): Promise<Run>;
   execute(runId: string): Promise<void>;
   waitForEnd(scope: ScopeFilter, runId: string, timeoutS: number): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
@@ -68,7 +80,10 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     let rel = releases.get(key);
     if (!rel) {
       const rev = await store.flowRevision(elementId, version);
-      if (!rev) throw new SluiceError(ErrorCode.BUSINESS, [`revision ${version} of element ${elementId} is missing`]);
+      if (!rev)
+        throw new SluiceError(ErrorCode.BUSINESS, [
+          `revision ${version} of element ${elementId} is missing`,
+        ]);
       rel = { graph: rev.flow as Graph, configure: normalizeConfigure(rev.configure), version };
       if (releases.size > 1000) releases.clear();
       releases.set(key, rel);
@@ -83,7 +98,10 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     }
     const rel = await release(el.id, el.releaseVersion);
     const issues = runParameterIssues(rel.graph, req.parameter);
-    if (issues.length > 0) throw badRequest(`parameter does not match the flow's input schema: ${describeIssues(issues)}`);
+    if (issues.length > 0)
+      throw badRequest(
+        `parameter does not match the flow's input schema: ${describeIssues(issues)}`,
+      );
     const now = clock.now();
     const id = newId(now);
     const runName = renderRunName(rel.configure.runNameTemplate, {
@@ -145,7 +163,10 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       if (rt.type === "sentinel") {
         // The run goes on; the handlers are told once (§7 runTimeout sentinel).
         const configure = rel.configure;
-        sentinel = clock.setTimeout(() => deps.hooks?.sentinel(r.id, configure, rt.seconds), rt.seconds * 1000);
+        sentinel = clock.setTimeout(
+          () => deps.hooks?.sentinel(r.id, configure, rt.seconds),
+          rt.seconds * 1000,
+        );
       }
       const flowDeps: FlowDeps = {
         runScript: scriptNodeRunner({ store, runner: deps.runner, scope: r.scope, runId: r.id }),
@@ -153,9 +174,17 @@ export function createFlowRuns(deps: Deps): FlowRuns {
         fetch: globalThis.fetch,
         now: () => clock.now(),
       };
-      const out = await executeFlow({ runId: r.id, graph: rel.graph, configure: rel.configure, parameter, signal: ctl.signal, deps: flowDeps });
+      const out = await executeFlow({
+        runId: r.id,
+        graph: rel.graph,
+        configure: rel.configure,
+        parameter,
+        signal: ctl.signal,
+        deps: flowDeps,
+      });
       end = toEnd(out, clock.now(), config.limits.resultBytes);
-      if (limitHit && end.status !== "SUCCESS") end = { ...end, status: "FAILURE", summary: limitMessage, error: limitMessage };
+      if (limitHit && end.status !== "SUCCESS")
+        end = { ...end, status: "FAILURE", summary: limitMessage, error: limitMessage };
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       end = { status: "FAILURE", endTime: clock.now(), summary: message, error: message };
@@ -180,7 +209,12 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     return { end, recorded };
   }
 
-  async function subflow(parent: Pick<Run, "id" | "scope">, element: Locator, parameter: unknown, signal: AbortSignal) {
+  async function subflow(
+    parent: Pick<Run, "id" | "scope">,
+    element: Locator,
+    parameter: unknown,
+    signal: AbortSignal,
+  ) {
     const parentRun = await store.getRun(parent.scope, parent.id);
     const childId = await api.start({
       scope: parent.scope,
@@ -197,9 +231,18 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     };
     signal.addEventListener("abort", onAbort, { once: true });
     try {
-      const child = await waitForRunEnd({ store, events, clock }, parent.scope, childId, config.limits.maxRunS * 1000);
-      if (child?.status === "SUCCESS") return { ok: true as const, value: child.result == null ? null : JSON.parse(child.result) };
-      return { ok: false as const, error: `sub-flow run ${childId} ended ${child?.status ?? "unknown"}: ${child?.error ?? ""}` };
+      const child = await waitForRunEnd(
+        { store, events, clock },
+        parent.scope,
+        childId,
+        config.limits.maxRunS * 1000,
+      );
+      if (child?.status === "SUCCESS")
+        return { ok: true as const, value: child.result == null ? null : JSON.parse(child.result) };
+      return {
+        ok: false as const,
+        error: `sub-flow run ${childId} ended ${child?.status ?? "unknown"}: ${child?.error ?? ""}`,
+      };
     } finally {
       signal.removeEventListener("abort", onAbort);
     }
@@ -230,7 +273,11 @@ export function createFlowRuns(deps: Deps): FlowRuns {
         pending.inserted ??= store.insertRun(rec);
       }, SYNC_WRITE_BEHIND_MS);
       const done = run(rec, req.parameter, pending);
-      const waitMs = Math.min(timeoutS && timeoutS > 0 ? timeoutS : config.limits.maxWaitS, config.limits.maxWaitS) * 1000;
+      const waitMs =
+        Math.min(
+          timeoutS && timeoutS > 0 ? timeoutS : config.limits.maxWaitS,
+          config.limits.maxWaitS,
+        ) * 1000;
       let timer: ReturnType<Clock["setTimeout"]> | undefined;
       const elapsed = new Promise<null>((resolve) => {
         timer = clock.setTimeout(() => resolve(null), waitMs);
@@ -255,10 +302,20 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     },
 
     waitForEnd: (scope, runId, timeoutS) =>
-      waitForRunEnd({ store, events, clock }, scope, runId, Math.min(timeoutS, config.limits.maxWaitS) * 1000),
+      waitForRunEnd(
+        { store, events, clock },
+        scope,
+        runId,
+        Math.min(timeoutS, config.limits.maxWaitS) * 1000,
+      ),
 
     async terminate(r) {
-      const ended = await store.endRun(r.id, { status: "CANCELED", endTime: clock.now(), summary: "terminated", error: "terminated by request" });
+      const ended = await store.endRun(r.id, {
+        status: "CANCELED",
+        endTime: clock.now(),
+        summary: "terminated",
+        error: "terminated by request",
+      });
       if (!ended) return false;
       active.get(r.id)?.abort(new Error("terminated"));
       events.notify(r.id);
@@ -269,33 +326,15 @@ export function createFlowRuns(deps: Deps): FlowRuns {
   return api;
 }
 
-/** How long a run-sync may run before its STARTED record is written (see runSync). */
-const SYNC_WRITE_BEHIND_MS = 20;
-
-interface PendingRecord {
-  rec: NewRun;
-  inserted: Promise<void> | null;
-}
-
-function endedRun(rec: NewRun, end: RunEnd): Run {
-  const startTime = rec.startTime ?? rec.createTime;
-  return {
-    ...rec,
-    startTime,
-    status: end.status,
-    endTime: end.endTime,
-    duration: end.endTime - startTime,
-    summary: end.summary,
-    result: end.result ?? null,
-    error: end.error ?? null,
-    stdout: end.stdout ?? null,
-    stderr: end.stderr ?? null,
-    detail: end.detail ?? null,
+function toEnd(
+  out: Awaited<ReturnType<typeof executeFlow>>,
+  endTime: number,
+  resultBytes: number,
+): RunEnd {
+  const detail = {
+    nodes: out.nodes,
+    ...(out.failedNodeId ? { failedNodeId: out.failedNodeId } : {}),
   };
-}
-
-function toEnd(out: Awaited<ReturnType<typeof executeFlow>>, endTime: number, resultBytes: number): RunEnd {
-  const detail = { nodes: out.nodes, ...(out.failedNodeId ? { failedNodeId: out.failedNodeId } : {}) };
   if (out.status === "SUCCESS") {
     const result = JSON.stringify(out.result ?? null);
     const size = Buffer.byteLength(result);
@@ -303,9 +342,16 @@ function toEnd(out: Awaited<ReturnType<typeof executeFlow>>, endTime: number, re
       const error = `result is ${size} bytes, over the ${resultBytes} byte limit`;
       return { status: "FAILURE", endTime, summary: error, error, detail };
     }
-    return { status: "SUCCESS", endTime, result, summary: `${out.nodes.length} nodes, result ${size} bytes`, detail };
+    return {
+      status: "SUCCESS",
+      endTime,
+      result,
+      summary: `${out.nodes.length} nodes, result ${size} bytes`,
+      detail,
+    };
   }
   const error = out.error ?? (out.status === "CANCELED" ? "canceled" : "failed");
-  const summary = `${out.failedNodeId ? `${out.failedNodeId}: ` : ""}${error}`.split("\n")[0] ?? error;
+  const summary =
+    `${out.failedNodeId ? `${out.failedNodeId}: ` : ""}${error}`.split("\n")[0] ?? error;
   return { status: out.status, endTime, summary, error, detail };
 }

@@ -37,7 +37,12 @@ export function createRecovery(deps: {
   let stopped = false;
 
   async function fail(runId: string, message: string): Promise<boolean> {
-    const ended = await store.endRun(runId, { status: "FAILURE", endTime: clock.now(), summary: message, error: message });
+    const ended = await store.endRun(runId, {
+      status: "FAILURE",
+      endTime: clock.now(),
+      summary: message,
+      error: message,
+    });
     if (ended) events.notify(runId);
     return ended;
   }
@@ -73,12 +78,21 @@ export function createRecovery(deps: {
       let failed = 0;
       for (const run of await store.unfinishedRuns(["STARTED"])) {
         const what = run.elementType === "PY" ? "task" : "run";
-        if (await fail(run.id, `the service restarted while this ${what} was executing; it was stopped`)) failed++;
+        if (
+          await fail(
+            run.id,
+            `the service restarted while this ${what} was executing; it was stopped`,
+          )
+        )
+          failed++;
       }
       let requeued = 0;
       if (deps.requeue) {
         for (const run of await store.unfinishedRuns(["QUEUED"])) {
-          const job = { runId: run.id, kind: run.elementType === "PY" ? ("script" as const) : ("flow" as const) };
+          const job = {
+            runId: run.id,
+            kind: run.elementType === "PY" ? ("script" as const) : ("flow" as const),
+          };
           await deps.queue.enqueue(job, { ignoreBound: true });
           requeued++;
         }

@@ -7,10 +7,16 @@ import type { Scope, Store } from "../store/types.ts";
  * A flow's script nodes run as the script service runs tasks: same runner, same conventions,
  * the node input as parameter. All nodes of one run share its working directory.
  */
-export function scriptNodeRunner(deps: { store: Store; runner: ScriptRunner; scope: Scope; runId: string }): FlowDeps["runScript"] {
+export function scriptNodeRunner(deps: {
+  store: Store;
+  runner: ScriptRunner;
+  scope: Scope;
+  runId: string;
+}): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
-    const source = req.code !== undefined ? inline(req.nodeId, req.code) : await byElement(deps, req.element);
+    const source =
+      req.code !== undefined ? inline(req.nodeId, req.code) : await byElement(deps, req.element);
     const taskId = `${deps.runId}.${req.nodeId}.${seq++}`;
     const onAbort = () => deps.runner.kill(taskId, "terminate");
     req.signal.addEventListener("abort", onAbort, { once: true });
@@ -26,7 +32,12 @@ export function scriptNodeRunner(deps: { store: Store; runner: ScriptRunner; sco
       const result: ScriptResult =
         o.status === "SUCCESS"
           ? { ok: true, value: o.value, stdout: o.stdout, stderr: o.stderr }
-          : { ok: false, error: o.error ? `${o.error.type}: ${o.error.message}` : o.status, stdout: o.stdout, stderr: o.stderr };
+          : {
+              ok: false,
+              error: o.error ? `${o.error.type}: ${o.error.message}` : o.status,
+              stdout: o.stdout,
+              stderr: o.stderr,
+            };
       return result;
     } finally {
       req.signal.removeEventListener("abort", onAbort);
@@ -39,7 +50,10 @@ function inline(nodeId: string, code: string): ScriptSource {
   return { name, kind: "module", content: Buffer.from(code, "utf8") };
 }
 
-async function byElement(deps: { store: Store; scope: Scope }, loc: Locator | undefined): Promise<ScriptSource> {
+async function byElement(
+  deps: { store: Store; scope: Scope },
+  loc: Locator | undefined,
+): Promise<ScriptSource> {
   if (!loc) throw new Error("script node has neither element nor code");
   const el = await locateElement(deps.store, deps.scope, loc, "PY");
   const script = await deps.store.scriptById(deps.scope, el.id);

@@ -7,7 +7,16 @@ import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents } from "../runs/run-events.ts";
 import { waitForRunEnd } from "../runs/wait.ts";
-import type { Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
+import { endedRun, type PendingRecord, SYNC_WRITE_BEHIND_MS } from "../runs/write-behind.ts";
+import type {
+  NewRun,
+  Run,
+  RunEnd,
+  Scope,
+  ScopeFilter,
+  Store,
+  TriggerType,
+} from "../store/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
 export interface TaskRequest {
@@ -23,7 +32,10 @@ export interface TaskRequest {
 
 export interface TaskService {
   /** Runs at once and waits up to `timeoutS` (undefined: the server's limit). */
-  runSync(req: TaskRequest, wait: { timeoutS?: number | undefined; terminateOnTimeout: boolean }): Promise<Run>;
+  runSync(
+    req: TaskRequest,
+    wait: { timeoutS?: number | undefined; terminateOnTimeout: boolean },
+  ): Promise<Run>;
   /** Commits the task as QUEUED, queues it and returns its ID. */
   submit(req: TaskRequest): Promise<string>;
   /** Executes a queued task (the queue's worker side). */
@@ -70,12 +82,22 @@ export function createTaskService(deps: Deps): TaskService {
       createTime: now,
       startTime: status === "STARTED" ? now : null,
     };
-    await store.insertRun(run);
+    // A sync task is written by runSync (write-behind); a queued one before its ID is answered.
+    if (status === "QUEUED") await store.insertRun(run);
     return run;
   }
 
-  /** Runs the script of a STARTED task and records its end; never throws. */
-  async function runTask(runId: string, scope: Scope, elementId: string, parameter: unknown): Promise<void> {
+  /**
+   * Runs the script of a STARTED task and records its end; never throws. With `pending` the task
+   * is not in the store yet (a run-sync within its write-behind grace) and its end is one insert.
+   */
+  async function runTask(
+    runId: string,
+    scope: Scope,
+    elementId: string,
+    parameter: unknown,
+    pending?: PendingRecord,
+  ): Promise<{ end: RunEnd; recorded: boolean }> {
     let end: RunEnd;
     try {
       const script = await store.scriptById(scope, elementId);
@@ -91,11 +113,24 @@ export function createTaskService(deps: Deps): TaskService {
       const message = err instanceof Error ? err.message : String(err);
       end = { status: "FAILURE", endTime: clock.now(), summary: message, error: message };
     }
-    await store.endRun(runId, end);
+    let recorded: boolean;
+    if (pending && !pending.inserted) {
+      pending.inserted = store.insertRun(pending.rec, end);
+      await pending.inserted;
+      recorded = true;
+    } else {
+      await pending?.inserted;
+      recorded = await store.endRun(runId, end);
+    }
     events.notify(runId);
+    return { end, recorded };
   }
 
-  async function waitForEnd(scope: ScopeFilter, taskId: string, timeoutS: number): Promise<Run | undefined> {
+  async function waitForEnd(
+    scope: ScopeFilter,
+    taskId: string,
+    timeoutS: number,
+  ): Promise<Run | undefined> {
     const ms = Math.min(timeoutS, config.limits.maxWaitS) * 1000;
     const run = await waitForRunEnd({ store, events, clock }, scope, taskId, ms);
     return run?.elementType === "PY" ? run : undefined;
@@ -106,19 +141,35 @@ export function createTaskService(deps: Deps): TaskService {
 
   return {
     async runSync(req, wait) {
-      const run = await newTask(req, "STARTED");
-      const done = runTask(run.id, req.scope, run.elementId, req.parameter);
-      const limitS = wait.timeoutS && wait.timeoutS > 0 ? wait.timeoutS : config.limits.maxWaitS;
-      let ended: Run | undefined;
-      if (wait.timeoutS === undefined || wait.timeoutS <= 0) {
-        await done;
-        ended = await store.getRun(req.scope, run.id);
-      } else {
-        ended = await waitForEnd(req.scope, run.id, limitS);
-      }
-      if (!ended) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [run.id]);
+      const rec = await newTask(req, "STARTED");
+      // Write-behind as in flow run-sync: no caller knows the ID yet, so a task that ends within
+      // the grace is written once; a longer one is inserted STARTED when the grace elapses.
+      const pending: PendingRecord = { rec, inserted: null };
+      const grace = clock.setTimeout(() => {
+        pending.inserted ??= store.insertRun(rec);
+      }, SYNC_WRITE_BEHIND_MS);
+      const done = runTask(rec.id, req.scope, rec.elementId, req.parameter, pending);
+      const waitS =
+        wait.timeoutS && wait.timeoutS > 0
+          ? Math.min(wait.timeoutS, config.limits.maxWaitS)
+          : undefined;
+      let timer: ReturnType<Clock["setTimeout"]> | undefined;
+      const elapsed =
+        waitS === undefined
+          ? new Promise<null>(() => {})
+          : new Promise<null>((resolve) => {
+              timer = clock.setTimeout(() => resolve(null), waitS * 1000);
+            });
+      const outcome = await Promise.race([done, elapsed]);
+      clock.clearTimeout(grace);
+      if (timer) clock.clearTimeout(timer);
+      if (outcome?.recorded) return endedRun(rec, outcome.end);
+      pending.inserted ??= store.insertRun(rec);
+      await pending.inserted;
+      const ended = await store.getRun(req.scope, rec.id);
+      if (!ended) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [rec.id]);
       if (!isTerminal(ended) && wait.terminateOnTimeout) {
-        runner.kill(run.id, "timeout");
+        runner.kill(rec.id, "timeout");
         await done;
       }
       return ended;

@@ -1,0 +1,33 @@
+import type { NewRun, Run, RunEnd } from "../store/types.ts";
+
+/**
+ * Write-behind for run-sync (flows and script tasks): no caller knows a sync run's ID before it is
+ * answered, so a run that ends within the grace is written once, already ended. A longer one is
+ * inserted STARTED when the grace elapses, so monitoring shows it and a timed-out wait can name a
+ * durable run. A process that dies within the grace leaves no trace of a run nobody was told of.
+ */
+export const SYNC_WRITE_BEHIND_MS = 20;
+
+export interface PendingRecord {
+  rec: NewRun;
+  /** The insert once it started: the STARTED record (grace elapsed) or the final one. */
+  inserted: Promise<void> | null;
+}
+
+/** The run as stored by `insertRun(rec, end)`, without reading it back. */
+export function endedRun(rec: NewRun, end: RunEnd): Run {
+  const startTime = rec.startTime ?? rec.createTime;
+  return {
+    ...rec,
+    startTime,
+    status: end.status,
+    endTime: end.endTime,
+    duration: end.endTime - startTime,
+    summary: end.summary,
+    result: end.result ?? null,
+    error: end.error ?? null,
+    stdout: end.stdout ?? null,
+    stderr: end.stderr ?? null,
+    detail: end.detail ?? null,
+  };
+}
