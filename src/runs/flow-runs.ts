@@ -253,13 +253,14 @@ export function createFlowRuns(deps: Deps): FlowRuns {
 
   const api: FlowRuns = {
     async start(req) {
+      const rec = await prepare(req, req.inProcess ? "STARTED" : "QUEUED");
       if (!req.inProcess && deps.queue.depth() >= config.limits.queuedRuns) {
         throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${config.limits.queuedRuns} runs`]);
       }
-      const rec = await prepare(req, req.inProcess ? "STARTED" : "QUEUED");
       await store.insertRun(rec);
       if (req.inProcess) void run(rec, req.parameter);
-      else await deps.queue.enqueue({ runId: rec.id, kind: "flow" });
+      // Committed runs are accepted: the bound was checked above, so it cannot refuse them now.
+      else await deps.queue.enqueue({ runId: rec.id, kind: "flow" }, { ignoreBound: true });
       return rec.id;
     },
 

@@ -176,8 +176,12 @@ export function createTaskService(deps: Deps): TaskService {
     },
 
     async submit(req) {
+      if (deps.queue.depth() >= config.limits.queuedRuns) {
+        throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${config.limits.queuedRuns} runs`]);
+      }
       const run = await newTask(req, "QUEUED");
-      await deps.queue.enqueue({ runId: run.id, kind: "script" });
+      // Committed tasks are accepted: the bound was checked above, so it cannot refuse them now.
+      await deps.queue.enqueue({ runId: run.id, kind: "script" }, { ignoreBound: true });
       return run.id;
     },
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { type TestServer, scopeHeaders, startServer, upload } from "../helpers/server.ts";
@@ -39,10 +39,13 @@ describe("scripts cannot reach the service (through the real service)", () => {
   after(() => server.close());
 
   it("sees no secrets, no database, no config or sources, no service environ, no network", { skip: process.getuid?.() !== 0 && "the uid drop needs root" }, async () => {
+    // The SQLite database in embedded mode; a stand-in secret file beside it in both modes.
     const db = path.join(server.dataDir, "sluice.db");
-    assert.ok(existsSync(db), "the database exists on the host");
+    const secret = path.join(server.dataDir, "service-secret.txt");
+    writeFileSync(secret, "do not read");
     const files = {
-      db,
+      ...(existsSync(db) ? { db } : {}),
+      secret,
       config: path.resolve("src/config.ts"),
       environ: `/proc/${process.pid}/environ`,
       shadow: "/etc/shadow",
