@@ -137,6 +137,29 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     for (let i = 0; i < 10; i++) assert.equal(hits.get(`after${i}`), 1);
   });
 
+  it("a cron trigger fires once per tick across the four processes", async () => {
+    const api = apis[0]?.url ?? "";
+    const flow = { vertexes: [{ id: "in", type: "input" }, { id: "out", type: "output" }], edges: [{ source: "in", target: "out" }] };
+    const configure = { triggers: [{ type: "cron", name: "every-second", crontab: "* * * * * *", parameter: { from: "cron" } }] };
+    assert.equal((await post(`${api}${DF}/flow/deploy`, { elementName: "ticker", revisionName: "r", path: "/c", flow, configure })).status, true);
+    const t0 = Date.now();
+    assert.equal((await post(`${api}${DF}/flow/activate`, { elementName: "ticker" })).data, "APPROVED");
+    await new Promise((r) => setTimeout(r, 4500));
+    await post(`${api}${DF}/flow/deactivate`, { elementName: "ticker" });
+    const elapsedS = (Date.now() - t0) / 1000;
+    await new Promise((r) => setTimeout(r, 1500));
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    const { rows } = await db.query<{ create_time: string; run_param: string }>(
+      "select create_time, run_param from runs where element_name = 'ticker' and trigger_type = 'SCHEDULED' order by create_time",
+    );
+    await db.end();
+    // Four schedulers watch this flow; one run per tick means at most one run per elapsed second.
+    assert.ok(rows.length >= 2, `fired ${rows.length} times`);
+    assert.ok(rows.length <= Math.ceil(elapsedS) + 1, `${rows.length} runs in ${elapsedS.toFixed(1)} s: a tick fired twice`);
+    assert.ok(rows.every((r) => r.run_param === '{"from":"cron"}'));
+  });
+
   it("terminate through one API reaches the run on whichever worker executes it", async () => {
     const sleeping = (await post(`${apis[0]?.url}${DF}/run`, { elementName: "sleeper", parameter: {} })).data as string;
     const deadline = Date.now() + 10_000;
