@@ -12,6 +12,7 @@ import {
   type SandboxKind,
 } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
+import { claimUidBlock } from "./uid-blocks.ts";
 import { WorkDirs } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
@@ -62,10 +63,13 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     throw new Error(`python executable must be an absolute path, got "${python.executable}"`);
   }
   const sandbox: SandboxKind = detectSandbox(python, logger);
+  // Uids of this process only, so that other Sluice processes on the host never share them.
+  const uids =
+    sandbox !== "none" ? claimUidBlock(python, Math.max(256, python.concurrency * 4)) : { base: python.uidBase, count: python.uidCount, release: () => {} };
   const dirs = new WorkDirs({
     root: path.join(dataDir, "tasks"),
-    uidBase: python.uidBase,
-    uidCount: python.uidCount,
+    uidBase: uids.base,
+    uidCount: uids.count,
     switchUid: sandbox !== "none",
   });
   await dirs.init();
@@ -244,6 +248,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       for (const next of waiting) next();
       await pool.close();
       await dirs.settle();
+      uids.release();
       await rm(runDir, { recursive: true, force: true });
     },
   };

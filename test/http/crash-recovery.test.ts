@@ -18,7 +18,7 @@ describe("kill -9 mid-run, then restart", () => {
     const env = { DATA_DIR: dataDir, FLOW_CONCURRENCY: "1", SCRIPT_PREFORK: "1", HEARTBEAT_MS: "300", HEARTBEAT_TIMEOUT_MS: "1500", ...(await modeEnv()) };
     const first = await startProcess(env);
     const sleeper = {
-      vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "import time\ndef main(p):\n    time.sleep(60)\n" } }],
+      vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "import os, time\ndef main(p):\n    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(60)\n" } }],
       edges: [{ source: "in", target: "py" }],
     };
     for (const [name, flow] of [["sleeper", sleeper], ["plain", NO_SCRIPT_FLOW]] as const) {
@@ -34,6 +34,20 @@ describe("kill -9 mid-run, then restart", () => {
       queued.push(r.data as string);
     }
     await killHard(first.child);
+    // The killed service's script process dies with it: nothing is left running on the host.
+    const pidFiles = fs.readdirSync(path.join(dataDir, "tasks")).map((d) => path.join(dataDir, "tasks", d, "pid"));
+    const pids = pidFiles.filter((f) => fs.existsSync(f)).map((f) => Number(fs.readFileSync(f, "utf8")));
+    assert.equal(pids.length, 1, "the sleeper wrote its pid");
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 50 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(pids.filter(alive), [], "script processes outlived the killed service");
 
     const second = await startProcess(env);
     try {

@@ -69,6 +69,16 @@ def read_line(sock):
             return bytes(buf)
 
 
+def die_with_parent():
+    """SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a crashed service
+    (Node, then the zygote) never leaves user scripts running on the host."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: nothing to do
+        pass
+
+
 def run_task(task, ctl, out, err):
     lim = task["lim"]
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 1))
@@ -88,6 +98,7 @@ def run_task(task, ctl, out, err):
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
+        die_with_parent()  # a credential change clears the parent-death signal: set it again
     if not entered:
         os.chdir(task["cwd"])
     os.environ["HOME"] = os.environ["TMPDIR"] = task["cwd"]
@@ -138,6 +149,7 @@ def child_main(sock_path):
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.setsid()  # own process group: Node kills the task as -pgid
+    die_with_parent()  # cleared by fork: a pre-forked child must not outlive the zygote
     devnull = os.open("/dev/null", os.O_RDWR)
     os.dup2(devnull, 0)  # never read the zygote's command pipe
     os.dup2(devnull, 1)  # never write into the zygote's report pipe
@@ -210,6 +222,7 @@ def main():
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: we reap orphans
     except Exception:  # noqa: BLE001
         pass
+    die_with_parent()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)

@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { claimUidBlock } from "../../src/scripts/uid-blocks.ts";
+
+describe("sandbox uid blocks", () => {
+  const range = { uidBase: 300000, uidCount: 1024 };
+
+  it("gives two runners of one process different blocks and frees them on release", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
+    const a = claimUidBlock(range, 256, dir);
+    const b = claimUidBlock(range, 256, dir);
+    assert.notEqual(a.base, b.base);
+    a.release();
+    const c = claimUidBlock(range, 256, dir);
+    assert.equal(c.base, a.base);
+    b.release();
+    c.release();
+  });
+
+  it("skips a block held by a live process and takes over a dead one's", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
+    const sleeper = spawn("sleep", ["30"]);
+    fs.writeFileSync(path.join(dir, "300000"), String(sleeper.pid));
+    fs.writeFileSync(path.join(dir, "300256"), "999999999");
+    const mine = claimUidBlock(range, 256, dir);
+    assert.equal(mine.base, 300256, "the dead owner's block is reused, the live one's is not");
+    sleeper.kill();
+    mine.release();
+  });
+
+  it("fails clearly when every block is taken", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
+    const held = [claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir), claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir)];
+    assert.throws(() => claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir), /SCRIPT_UID_COUNT/);
+    for (const h of held) h.release();
+  });
+});
