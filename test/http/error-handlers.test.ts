@@ -33,15 +33,6 @@ const sleeping = (s: number) => ({
   edges: [{ source: "in", target: "py" }],
 });
 
-/**
- * Sandbox uids of our own: another test process on this machine (the suites of other work trees)
- * allocating the same uids kills "everything the uid owns" when its task ends, our scripts included.
- */
-const OWN_UIDS = {
-  SCRIPT_UID_BASE: String(300_000 + Math.floor(Math.random() * 500) * 1000),
-  SCRIPT_UID_COUNT: "1000",
-};
-
 describe("error handlers (real SMTP server and webhook receiver on loopback)", () => {
   let server: TestServer;
   let smtp: Awaited<ReturnType<typeof startSmtp>>;
@@ -62,7 +53,6 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
     smtp = await startSmtp();
     hook = await startReceiver();
     server = await startServer({
-      ...OWN_UIDS,
       SMTP_URL: smtp.url,
       SMTP_FROM: "sluice@test.local",
       ERROR_HANDLER_BACKOFF_MS: "5",
@@ -243,7 +233,6 @@ describe("error handler messages in Chinese (NOTIFY_LANGUAGE=zh-cn)", () => {
   before(async () => {
     hook = await startReceiver();
     server = await startServer({
-      ...OWN_UIDS,
       NOTIFY_LANGUAGE: "zh-cn",
       ERROR_HANDLER_BACKOFF_MS: "1",
       ERROR_HANDLER_ATTEMPTS: "2",

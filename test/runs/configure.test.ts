@@ -7,15 +7,6 @@ import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 import { createFakeClock } from "../scheduler/fake-clock.ts";
 
-/**
- * Sandbox uids of our own: another test process on this machine (the suites of other work trees)
- * allocating the same uids kills "everything the uid owns" when its task ends, our scripts included.
- */
-const OWN_UIDS = {
-  SCRIPT_UID_BASE: String(300_000 + Math.floor(Math.random() * 500) * 1000),
-  SCRIPT_UID_COUNT: "1000",
-};
-
 const DAY = 86_400_000;
 const script = (code: string) => ({
   vertexes: [
@@ -49,7 +40,7 @@ describe("runTimeout, logContent and fileCleanup", () => {
   const workDir = (runId: string) => path.join(server.dataDir, "tasks", runId);
 
   before(async () => {
-    server = await startServer({ ...OWN_UIDS, FILE_SWEEP_MS: "0" });
+    server = await startServer({ FILE_SWEEP_MS: "0" });
     await deployAndActivate(server, "customized", LATE_MARKER, {
       runTimeout: { type: "customized", seconds: 0.3 },
       fileCleanup: { type: "keep" },
@@ -150,7 +141,7 @@ describe("runTimeout, logContent and fileCleanup", () => {
 describe("runTimeout system", () => {
   let server: TestServer;
   before(async () => {
-    server = await startServer({ ...OWN_UIDS, MAX_RUN_S: "1" });
+    server = await startServer({ MAX_RUN_S: "1" });
     await deployAndActivate(
       server,
       "slow",
