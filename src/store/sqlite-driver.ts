@@ -11,6 +11,9 @@ export function openSqlite(file: string): { db: SqliteDatabase; raw: DatabaseSyn
   // WAL + NORMAL: a commit survives a process crash (not a power cut) at a few µs per commit.
   raw.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
   raw.exec("PRAGMA busy_timeout = 5000;");
+  // Monitoring reads scattered run rows (text filters scan one flow's runs): a 64 MiB page cache
+  // and memory-mapped reads keep a million-run database's hot part out of read() calls.
+  raw.exec("PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;");
   const cache = new Map<string, SqliteStatement>();
 
   const db: SqliteDatabase = {
