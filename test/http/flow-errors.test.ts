@@ -14,7 +14,7 @@ describe("data-flow error codes", () => {
   const call = (p: string, body: unknown, headers: Record<string, string> = h) => server.call("POST", DF + p, { headers, body });
   before(async () => {
     // One flow slot and a queue bound of 2: the third waiting run is refused.
-    server = await startServer({ FLOW_CONCURRENCY: "1", LIMIT_QUEUED_RUNS: "2" });
+    server = await startServer({ FLOW_CONCURRENCY: "1", LIMIT_QUEUED_RUNS: "2", LIMIT_RESULT_BYTES: "200" });
     await deployAndActivate(server, "sleeper", SLEEPER);
     await deployAndActivate(server, "twin", NO_SCRIPT_FLOW, {}, h, "/a");
     await deployAndActivate(server, "twin", NO_SCRIPT_FLOW, {}, h, "/b");
@@ -51,6 +51,21 @@ describe("data-flow error codes", () => {
     assert.match(r.body.message, /运行记录不存在/);
     const en = await server.call("GET", `${DF}/run/nope/result`, { headers: h });
     assert.match(en.body.message, /run does not exist/);
+  });
+
+  it("a result over the size limit fails the run, naming the limit", async () => {
+    const big = { orders: Array.from({ length: 20 }, (_, i) => ({ amount: i + 1, qty: 1 })) };
+    const r = await call("/run-sync", { elementName: "twin", path: "/a", parameter: big });
+    assert.equal(r.body.code, 28020004);
+    assert.match(r.body.message, /over the 200 byte limit/);
+  });
+
+  it("a request carrying parentRunId is trigger API and names its parent", async () => {
+    const parent = await call("/run-sync", { elementName: "twin", path: "/a", parameter: { orders: [] } });
+    const parentId = parent.headers.get("x-run-id") ?? "";
+    const child = await call("/run-sync", { elementName: "twin", path: "/a", parameter: { orders: [] }, parentRunId: parentId });
+    const run = await server.services.store.getRun(null, child.headers.get("x-run-id") ?? "");
+    assert.deepEqual([run?.triggerType, run?.parentRunId], ["API", parentId]);
   });
 
   it("400 for a run request naming neither elementName nor elementId", async () => {
