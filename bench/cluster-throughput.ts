@@ -17,7 +17,12 @@ import { HEADERS, load, postJson, row, startBenchServer, uploadScript } from "./
 const RUNS = Number(process.env.BENCH_RUNS ?? 3000);
 const TASKS = Number(process.env.BENCH_TASKS ?? 600);
 const DF = "/dataflow-3-0";
-const PARAM = { orders: [{ amount: 2, qty: 3 }, { amount: 5, qty: 2 }] };
+const PARAM = {
+  orders: [
+    { amount: 2, qty: 3 },
+    { amount: 5, qty: 2 },
+  ],
+};
 type Proc = Awaited<ReturnType<typeof startProcess>>;
 
 const pgServer = await startPostgres();
@@ -25,17 +30,30 @@ const dirs: string[] = [];
 const spawnNode = (role: "serve" | "worker", env: Record<string, string>) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-cbench-"));
   dirs.push(dir);
-  return startProcess({ DATA_DIR: dir, LOG_LEVEL: "error", SCRIPT_PREFORK: "8", LIMIT_QUEUED_RUNS: "100000", ...env }, role);
+  return startProcess(
+    { DATA_DIR: dir, LOG_LEVEL: "error", SCRIPT_PREFORK: "8", LIMIT_QUEUED_RUNS: "100000", ...env },
+    role,
+  );
 };
 
 async function setUp(url: string): Promise<void> {
   await uploadScript(url, "echo", "def main(p):\n    return p\n");
-  await postJson(`${url}${DF}/flow/deploy`, { elementName: "plain", revisionName: "b", path: "/bench", flow: NO_SCRIPT_FLOW, configure: { logContent: "CONCISE" } });
+  await postJson(`${url}${DF}/flow/deploy`, {
+    elementName: "plain",
+    revisionName: "b",
+    path: "/bench",
+    flow: NO_SCRIPT_FLOW,
+    configure: { logContent: "CONCISE" },
+  });
   await postJson(`${url}${DF}/flow/activate`, { elementName: "plain" });
 }
 
 /** Submits `n` jobs with 16 callers, then long-polls every result; returns jobs per second end to end. */
-async function throughput(n: number, submit: () => Promise<string>, result: (id: string) => string): Promise<number> {
+async function throughput(
+  n: number,
+  submit: () => Promise<string>,
+  result: (id: string) => string,
+): Promise<number> {
   const ids: string[] = [];
   const t0 = performance.now();
   await load(16, n, async () => {
@@ -46,7 +64,9 @@ async function throughput(n: number, submit: () => Promise<string>, result: (id:
     Array.from({ length: 16 }, async () => {
       while (next < ids.length) {
         const id = ids[next++] as string;
-        const body = (await (await fetch(result(id), { headers: HEADERS })).json()) as { status: boolean };
+        const body = (await (await fetch(result(id), { headers: HEADERS })).json()) as {
+          status: boolean;
+        };
         if (!body.status) throw new Error(`job ${id}: ${JSON.stringify(body)}`);
       }
     }),
@@ -57,22 +77,33 @@ async function throughput(n: number, submit: () => Promise<string>, result: (id:
 try {
   for (const workers of [1, 2, 4]) {
     const databaseUrl = await pgServer.createDatabase();
-    const procs: Proc[] = [await spawnNode("serve", { DATABASE_URL: databaseUrl, SLUICE_ROLE: "api" })];
-    for (let i = 0; i < workers; i++) procs.push(await spawnNode("worker", { DATABASE_URL: databaseUrl }));
+    const procs: Proc[] = [
+      await spawnNode("serve", { DATABASE_URL: databaseUrl, SLUICE_ROLE: "api" }),
+    ];
+    for (let i = 0; i < workers; i++)
+      procs.push(await spawnNode("worker", { DATABASE_URL: databaseUrl }));
     const api = procs[0]?.url ?? "";
     try {
       await setUp(api);
       const runs = await throughput(
         RUNS,
-        async () => ((await postJson(`${api}${DF}/run`, { elementName: "plain", parameter: PARAM })).json as { data: string }).data,
+        async () =>
+          (
+            (await postJson(`${api}${DF}/run`, { elementName: "plain", parameter: PARAM }))
+              .json as { data: string }
+          ).data,
         (id) => `${api}${DF}/run/${id}/result?timeout=300`,
       );
       const tasks = await throughput(
         TASKS,
-        async () => ((await postJson(`${api}/script/external/echo/run`, { x: 1 })).json as { data: string }).data,
+        async () =>
+          ((await postJson(`${api}/script/external/echo/run`, { x: 1 })).json as { data: string })
+            .data,
         (id) => `${api}/script/script/result/${id}?timeout=300`,
       );
-      console.log(`workers=${workers}: async flow runs ${runs.toFixed(0)}/s, script tasks ${tasks.toFixed(0)}/s`);
+      console.log(
+        `workers=${workers}: async flow runs ${runs.toFixed(0)}/s, script tasks ${tasks.toFixed(0)}/s`,
+      );
     } finally {
       for (const p of procs) await killHard(p.child);
     }
@@ -86,7 +117,9 @@ try {
   try {
     await setUp(cluster.url);
     await load(4, 200, syncCall(cluster.url));
-    console.log(row("run-sync via cluster (PostgreSQL)", await load(1, 1000, syncCall(cluster.url))));
+    console.log(
+      row("run-sync via cluster (PostgreSQL)", await load(1, 1000, syncCall(cluster.url))),
+    );
   } finally {
     await killHard(cluster.child);
   }

@@ -7,19 +7,37 @@
  *   npm run bench:flow-latency          (BENCH_N=2000 run-sync calls per level, BENCH_ASYNC=10000)
  */
 import { NO_SCRIPT_FLOW } from "../test/helpers/flows.ts";
-import { HEADERS, type Figures, load, postJson, row, startBenchServer, uploadScript } from "./lib.ts";
+import {
+  type Figures,
+  HEADERS,
+  load,
+  postJson,
+  row,
+  startBenchServer,
+  uploadScript,
+} from "./lib.ts";
 
 const N = Number(process.env.BENCH_N ?? 2000);
 const ASYNC = Number(process.env.BENCH_ASYNC ?? 10000);
 const DF = "/dataflow-3-0";
-const PARAM = { orders: [{ amount: 2, qty: 3 }, { amount: 0, qty: 1 }, { amount: 5, qty: 2 }] };
+const PARAM = {
+  orders: [
+    { amount: 2, qty: 3 },
+    { amount: 0, qty: 1 },
+    { amount: 5, qty: 2 },
+  ],
+};
 
 const WITH_SCRIPT = {
   vertexes: [
     NO_SCRIPT_FLOW.vertexes[0],
     NO_SCRIPT_FLOW.vertexes[1],
     { id: "score", type: "script", config: { element: { elementName: "score", path: "/bench" } } },
-    { id: "shape", type: "transform", config: { operators: [{ id: "s", type: "select", fields: ["total", "score"] }] } },
+    {
+      id: "shape",
+      type: "transform",
+      config: { operators: [{ id: "s", type: "select", fields: ["total", "score"] }] },
+    },
     { id: "out", type: "output" },
   ],
   edges: [
@@ -30,11 +48,27 @@ const WITH_SCRIPT = {
   ],
 };
 
-const server = await startBenchServer({ SCRIPT_PREFORK: "16", LIMIT_QUEUED_RUNS: String(ASYNC + 100) });
+const server = await startBenchServer({
+  SCRIPT_PREFORK: "16",
+  LIMIT_QUEUED_RUNS: String(ASYNC + 100),
+});
 try {
-  await uploadScript(server.url, "score", "def main(rows):\n    return [dict(r, score=r['total'] * 2) for r in rows]\n");
-  for (const [name, flow] of [["plain", NO_SCRIPT_FLOW], ["scored", WITH_SCRIPT]] as const) {
-    const d = await postJson(`${server.url}${DF}/flow/deploy`, { elementName: name, revisionName: "bench", path: "/bench", flow, configure: { logContent: "CONCISE" } });
+  await uploadScript(
+    server.url,
+    "score",
+    "def main(rows):\n    return [dict(r, score=r['total'] * 2) for r in rows]\n",
+  );
+  for (const [name, flow] of [
+    ["plain", NO_SCRIPT_FLOW],
+    ["scored", WITH_SCRIPT],
+  ] as const) {
+    const d = await postJson(`${server.url}${DF}/flow/deploy`, {
+      elementName: name,
+      revisionName: "bench",
+      path: "/bench",
+      flow,
+      configure: { logContent: "CONCISE" },
+    });
     if ((d.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(d.json));
     await postJson(`${server.url}${DF}/flow/activate`, { elementName: name });
   }
@@ -44,7 +78,10 @@ try {
     await r.arrayBuffer();
   };
   const runSync = (name: string) => async () => {
-    const r = await postJson(`${server.url}${DF}/run-sync`, { elementName: name, parameter: PARAM });
+    const r = await postJson(`${server.url}${DF}/run-sync`, {
+      elementName: name,
+      parameter: PARAM,
+    });
     if ((r.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(r.json));
   };
 
@@ -55,7 +92,9 @@ try {
     console.log(row("GET /health (baseline)", base));
     for (const name of ["plain", "scored"]) {
       const f: Figures = await load(c, N, runSync(name));
-      console.log(`${row(`run-sync ${name === "plain" ? "3 nodes, no script" : "5 nodes, 1 script"}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health`);
+      console.log(
+        `${row(`run-sync ${name === "plain" ? "3 nodes, no script" : "5 nodes, 1 script"}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health`,
+      );
     }
   }
 
@@ -74,7 +113,9 @@ try {
     Array.from({ length: 16 }, async () => {
       while (next < ids.length) {
         const id = ids[next++];
-        const res = await fetch(`${server.url}${DF}/run/${id}/result?timeout=120`, { headers: HEADERS });
+        const res = await fetch(`${server.url}${DF}/run/${id}/result?timeout=120`, {
+          headers: HEADERS,
+        });
         const body = (await res.json()) as { status: boolean };
         if (!body.status) throw new Error(`run ${id}: ${JSON.stringify(body)}`);
       }

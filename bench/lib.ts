@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { killHard, startProcess } from "../test/helpers/process.ts";
+import { startProcess } from "../test/helpers/process.ts";
 
 /** Shared bench plumbing: a real server process on loopback and a closed-loop load generator. */
 
@@ -19,7 +19,11 @@ export function percentile(sorted: number[], p: number): number {
 }
 
 /** Runs `count` calls of `fn` with `concurrency` callers in a closed loop; latencies in ms. */
-export async function load(concurrency: number, count: number, fn: (i: number) => Promise<void>): Promise<Figures> {
+export async function load(
+  concurrency: number,
+  count: number,
+  fn: (i: number) => Promise<void>,
+): Promise<Figures> {
   const latencies: number[] = [];
   let next = 0;
   const started = performance.now();
@@ -34,7 +38,13 @@ export async function load(concurrency: number, count: number, fn: (i: number) =
   await Promise.all(Array.from({ length: concurrency }, worker));
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  return { concurrency, count, p50: percentile(latencies, 50), p99: percentile(latencies, 99), perSecond: count / elapsed };
+  return {
+    concurrency,
+    count,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    perSecond: count / elapsed,
+  };
 }
 
 export function row(label: string, f: Figures): string {
@@ -47,24 +57,44 @@ export async function startBenchServer(env: Record<string, string> = {}) {
   return {
     url: server.url,
     async stop() {
-      server.child.kill("SIGTERM"); await new Promise((r) => server.child.once("exit", r));
+      server.child.kill("SIGTERM");
+      await new Promise((r) => server.child.once("exit", r));
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
 
-export const HEADERS = { app: "bench", space: "s1", user: "bench", "content-type": "application/json" };
+export const HEADERS = {
+  app: "bench",
+  space: "s1",
+  user: "bench",
+  "content-type": "application/json",
+};
 
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = HEADERS): Promise<{ status: number; json: unknown; headers: Headers }> {
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = HEADERS,
+): Promise<{ status: number; json: unknown; headers: Headers }> {
   const res = await fetch(url, { method: "POST", headers, body: JSON.stringify(body) });
   return { status: res.status, json: await res.json(), headers: res.headers };
 }
 
-export async function uploadScript(base: string, name: string, code: string, folder = "/bench"): Promise<void> {
+export async function uploadScript(
+  base: string,
+  name: string,
+  code: string,
+  folder = "/bench",
+): Promise<void> {
   const form = new FormData();
   form.append("path", folder);
   form.append("batchFile", new Blob([code]), `${name}.py`);
-  const res = await fetch(`${base}/script/file/batch-upload`, { method: "POST", body: form, headers: { app: HEADERS.app, space: HEADERS.space, user: HEADERS.user } });
+  const res = await fetch(`${base}/script/file/batch-upload`, {
+    method: "POST",
+    body: form,
+    headers: { app: HEADERS.app, space: HEADERS.space, user: HEADERS.user },
+  });
   const body = (await res.json()) as { data: { status: number }[] };
-  if (body.data[0]?.status !== 0) throw new Error(`upload of ${name} failed: ${JSON.stringify(body)}`);
+  if (body.data[0]?.status !== 0)
+    throw new Error(`upload of ${name} failed: ${JSON.stringify(body)}`);
 }

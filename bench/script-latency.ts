@@ -5,8 +5,9 @@
  *
  *   npm run bench:script-latency            (N=2000 per level; BENCH_N to change)
  */
+
+import { type Figures, HEADERS, load, row, startBenchServer, uploadScript } from "./lib.ts";
 import { createNaiveRunner } from "./naive-runner.ts";
-import { HEADERS, type Figures, load, row, startBenchServer, uploadScript } from "./lib.ts";
 
 const N = Number(process.env.BENCH_N ?? 2000);
 const SCRIPT = "def main(p):\n    return p\n";
@@ -20,7 +21,8 @@ try {
   const call = async (i: number) => {
     const res = await fetch(url, { method: "POST", headers: HEADERS, body: `{"i":${i}}` });
     const body = (await res.json()) as { i?: number };
-    if (body.i !== i || res.headers.get("x-task-status") !== "SUCCESS") throw new Error(`bad answer ${JSON.stringify(body)}`);
+    if (body.i !== i || res.headers.get("x-task-status") !== "SUCCESS")
+      throw new Error(`bad answer ${JSON.stringify(body)}`);
   };
   await load(8, 200, call); // warm-up: JIT, prepared statements, preforked children
   for (const c of [1, 8, 32]) {
@@ -46,5 +48,7 @@ for (const c of [1, 8, 32]) {
 console.log("\nthroughput ratio sluice / naive:");
 for (const [i, s] of sluice.entries()) {
   const b = naive[i] as Figures;
-  console.log(`  c=${s.concurrency}: ${(s.perSecond / b.perSecond).toFixed(1)}x   p50 ${s.p50.toFixed(2)} ms vs ${b.p50.toFixed(2)} ms`);
+  console.log(
+    `  c=${s.concurrency}: ${(s.perSecond / b.perSecond).toFixed(1)}x   p50 ${s.p50.toFixed(2)} ms vs ${b.p50.toFixed(2)} ms`,
+  );
 }

@@ -127,7 +127,11 @@ export async function seedRuns(opts: SeedOptions): Promise<SeededFlow[]> {
   const weights = flows.map((_, k) => 1 / Math.sqrt(k + 1));
   const total = weights.reduce((a, b) => a + b, 0);
   const cumulative: number[] = [];
-  weights.reduce((acc, w) => (cumulative.push((acc + w) / total), acc + w), 0);
+  let acc = 0;
+  for (const w of weights) {
+    acc += w;
+    cumulative.push(acc / total);
+  }
   const pickFlow = (r: number) => {
     let lo = 0;
     let hi = cumulative.length - 1;
@@ -166,7 +170,7 @@ export async function seedRuns(opts: SeedOptions): Promise<SeededFlow[]> {
       const end = (start ?? t) + dur;
       let tail = "";
       for (let k = 0; k < 8; k++) tail += B36[Math.floor(rand() * 36)];
-      const id = t.toString(36).padStart(9, "0") + "000" + tail;
+      const id = `${t.toString(36).padStart(9, "0")}000${tail}`;
       const user = `user${Math.floor(rand() * 50)}`;
       const tag = ["nightly", "hourly", "adhoc", "backfill"][Math.floor(rand() * 4)];
       const summary =

@@ -3,13 +3,13 @@ import type { Logger } from "pino";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { ErrorCode, formatMessage, languageOf } from "./errors.ts";
-import { fail } from "./http/envelope.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
+import { fail } from "./http/envelope.ts";
 import { installErrorHandler } from "./http/error-handler.ts";
-import { installBodyDecoding } from "./http/gzip-body.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
+import { installBodyDecoding } from "./http/gzip-body.ts";
 import { healthRoutes } from "./http/health-routes.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { monitorRoutes } from "./http/monitor-routes.ts";
@@ -49,13 +49,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const given = req.headers["x-request-id"];
       return typeof given === "string" && given.length <= 128 ? given : crypto.randomUUID();
     },
-    ajv: { customOptions: { coerceTypes: "array", useDefaults: true, removeAdditional: false, allErrors: false } },
+    ajv: {
+      customOptions: {
+        coerceTypes: "array",
+        useDefaults: true,
+        removeAdditional: false,
+        allErrors: false,
+      },
+    },
     routerOptions: { ignoreTrailingSlash: true },
     // Errors raised before routing (bad URL encoding, bad content-type header) still get an envelope.
     frameworkErrors: (err, req, reply) => {
       const language = languageOf(req.headers.language);
       const text = err.code === "FST_ERR_BAD_URL" ? "malformed URL encoding" : err.message;
-      void (reply as FastifyReply).code(200).send(fail(ErrorCode.BAD_REQUEST, formatMessage(ErrorCode.BAD_REQUEST, [text], language)));
+      void (reply as FastifyReply)
+        .code(200)
+        .send(fail(ErrorCode.BAD_REQUEST, formatMessage(ErrorCode.BAD_REQUEST, [text], language)));
     },
   });
 
@@ -64,15 +73,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
   // Before every route: swagger collects routes as they register; ops hooks must see them all.
   await registerOpenApi(app, config);
-  await app.register(opsPlugin, { metrics: deps.metrics ?? createMetrics(), store: deps.store, runner: deps.runner });
+  await app.register(opsPlugin, {
+    metrics: deps.metrics ?? createMetrics(),
+    store: deps.store,
+    runner: deps.runner,
+  });
   await app.register(healthRoutes, { sandbox: deps.runner.sandbox, mode: config.mode });
   // A worker process answers only the root endpoints (health for orchestration).
   if (config.role === "worker") return app;
   await app.register(
     async (dataflow) => {
-      await dataflow.register(runRoutes, { flows: deps.flows, tasks: deps.tasks, store: deps.store });
+      await dataflow.register(runRoutes, {
+        flows: deps.flows,
+        tasks: deps.tasks,
+        store: deps.store,
+      });
       await dataflow.register(flowRoutes, { lifecycle: deps.lifecycle });
-      await dataflow.register(monitorRoutes, { store: deps.store, schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []) });
+      await dataflow.register(monitorRoutes, {
+        store: deps.store,
+        schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),
+      });
     },
     { prefix: config.dataflowPrefix },
   );

@@ -43,7 +43,11 @@ export async function runCli(argv: string[]): Promise<void> {
   }
 }
 
-export function mintToken(args: string[], env: Record<string, string | undefined>, nowS = Math.floor(Date.now() / 1000)): string {
+export function mintToken(
+  args: string[],
+  env: Record<string, string | undefined>,
+  nowS = Math.floor(Date.now() / 1000),
+): string {
   const { values } = parseArgs({
     args,
     options: {
@@ -60,7 +64,10 @@ export function mintToken(args: string[], env: Record<string, string | undefined
   const secret = values.internal ? config.auth.internalSecret : config.auth.appSecrets[values.app];
   const lines: string[] = [];
   if (secret) lines.push(`token: ${signToken(secret, id, nowS)}`);
-  else lines.push(`token: (no ${values.internal ? "AUTH_INTERNAL_SECRET" : `secret for app ${values.app} in AUTH_APP_SECRETS`})`);
+  else
+    lines.push(
+      `token: (no ${values.internal ? "AUTH_INTERNAL_SECRET" : `secret for app ${values.app} in AUTH_APP_SECRETS`})`,
+    );
   if (config.auth.sessionSecret) {
     const ttl = Number(values.ttl ?? 8 * 3600);
     lines.push(`cookie: session=${makeSessionCookie(config.auth.sessionSecret, id, nowS + ttl)}`);

@@ -76,7 +76,11 @@ export class SluiceError extends Error {
   /** Extra response headers (x-run-id, x-task-id, x-task-status). */
   readonly headers: Record<string, string>;
 
-  constructor(code: ErrorCodeValue, args: readonly string[] = [], headers: Record<string, string> = {}) {
+  constructor(
+    code: ErrorCodeValue,
+    args: readonly string[] = [],
+    headers: Record<string, string> = {},
+  ) {
     super(formatMessage(code, args, "en"));
     this.name = "SluiceError";
     this.code = code;
@@ -89,7 +93,11 @@ export class SluiceError extends Error {
   }
 }
 
-export function formatMessage(code: ErrorCodeValue, args: readonly string[], language: Language): string {
+export function formatMessage(
+  code: ErrorCodeValue,
+  args: readonly string[],
+  language: Language,
+): string {
   const template = messages[code][language];
   return template.replace(/\{(\d)\}/g, (_, i: string) => args[Number(i)] ?? "");
 }

@@ -5,7 +5,13 @@ export function createLogger(level: string): Logger {
   return pino({
     level,
     redact: {
-      paths: ["req.headers.token", "req.headers.cookie", "req.headers.authorization", "*.secret", "*.password"],
+      paths: [
+        "req.headers.token",
+        "req.headers.cookie",
+        "req.headers.authorization",
+        "*.secret",
+        "*.password",
+      ],
       censor: "[redacted]",
     },
   });

@@ -12,7 +12,10 @@ export async function serve(role?: Config["role"]): Promise<void> {
   const app = await buildApp(services);
 
   if (config.auth.mode === "off" && !["127.0.0.1", "::1", "localhost"].includes(config.host)) {
-    logger.warn({ host: config.host }, "auth is off and the service listens beyond loopback: anyone who can reach it acts as any app");
+    logger.warn(
+      { host: config.host },
+      "auth is off and the service listens beyond loopback: anyone who can reach it acts as any app",
+    );
   }
   if (config.auth.mode === "signature" && Object.keys(config.auth.appSecrets).length === 0) {
     logger.warn("AUTH_MODE=signature but AUTH_APP_SECRETS is empty: no app token can be valid");
@@ -38,7 +41,13 @@ export async function serve(role?: Config["role"]): Promise<void> {
 
   await app.listen({ port: config.port, host: config.host });
   logger.info(
-    { mode: config.mode, role: config.role, node: services.nodeId, sandbox: services.runner.sandbox, dataDir: config.dataDir },
+    {
+      mode: config.mode,
+      role: config.role,
+      node: services.nodeId,
+      sandbox: services.runner.sandbox,
+      dataDir: config.dataDir,
+    },
     "sluice is ready",
   );
 }

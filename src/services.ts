@@ -3,21 +3,21 @@ import { hostname } from "node:os";
 import type { Logger } from "pino";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { type FlowLifecycle, createFlowLifecycle } from "./flows/lifecycle.ts";
-import { type Metrics, createMetrics } from "./http/metrics.ts";
+import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
+import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
 import { createPgQueue } from "./queue/pg-queue.ts";
 import type { RunQueue } from "./queue/types.ts";
-import { type ErrorHandlers, createErrorHandlers } from "./runs/error-handlers/index.ts";
-import { type FileSweeper, createFileSweeper } from "./runs/file-cleanup.ts";
-import { type FlowRuns, createFlowRuns } from "./runs/flow-runs.ts";
+import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/index.ts";
+import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
+import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createPgNotifyBridge } from "./runs/pg-notify.ts";
 import { createRecovery } from "./runs/recovery.ts";
-import { type RunEvents, createRunEvents } from "./runs/run-events.ts";
-import { type FlowSchedules, attachScheduler } from "./scheduler/flow-schedules.ts";
+import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
+import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
-import { type TaskService, createTaskService } from "./scripts/task-service.ts";
+import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import { type OpenedStore, openStore } from "./store/open-store.ts";
 
 export interface Services {
@@ -44,7 +44,11 @@ export interface Services {
  * integration tests both use it, so the tests exercise the real wiring. Embedded mode: SQLite and
  * an in-memory queue. Cluster mode: PostgreSQL, pg-boss and LISTEN/NOTIFY between nodes.
  */
-export async function createServices(opts: { config: Config; logger: Logger; clock?: Clock }): Promise<Services> {
+export async function createServices(opts: {
+  config: Config;
+  logger: Logger;
+  clock?: Clock;
+}): Promise<Services> {
   const { config, logger } = opts;
   const clock = opts.clock ?? systemClock;
   // Unique per process start, so a restarted process never inherits a dead one's runs.
@@ -59,11 +63,18 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
   const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };
   const queue =
     cluster && config.databaseUrl
-      ? await createPgQueue({ connectionString: config.databaseUrl, bound: config.limits.queuedRuns, concurrency, logger })
+      ? await createPgQueue({
+          connectionString: config.databaseUrl,
+          bound: config.limits.queuedRuns,
+          concurrency,
+          logger,
+        })
       : createLocalQueue({ bound: config.limits.queuedRuns, concurrency });
   metrics.watch(queue, runner);
   const bridge =
-    cluster && config.databaseUrl ? await createPgNotifyBridge({ connectionString: config.databaseUrl, events, logger }) : null;
+    cluster && config.databaseUrl
+      ? await createPgNotifyBridge({ connectionString: config.databaseUrl, events, logger })
+      : null;
 
   const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
   const lifecycle = createFlowLifecycle({ store, clock, config });
@@ -90,7 +101,17 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
       customWaitS: fc.customHandlerWaitS,
     },
   });
-  const flows = createFlowRuns({ config, store, runner, queue, events, clock, logger, nodeId, hooks: errorHandlers });
+  const flows = createFlowRuns({
+    config,
+    store,
+    runner,
+    queue,
+    events,
+    clock,
+    logger,
+    nodeId,
+    hooks: errorHandlers,
+  });
   flowRuns = flows;
 
   const recovery = createRecovery({
@@ -111,11 +132,25 @@ export async function createServices(opts: { config: Config; logger: Logger; clo
 
   // An API-only node of a cluster leaves queued work to the workers.
   if (config.role !== "api" || !cluster) {
-    await queue.start((job) => (job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId)));
+    await queue.start((job) =>
+      job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId),
+    );
   }
   // Every node schedules; the database claim of each tick makes a cluster fire it once.
-  const schedules = await attachScheduler({ store, lifecycle, flows, clock, logger, config: { scheduleSyncMs: fc.scheduleSyncMs } });
-  const fileSweeper = createFileSweeper({ store, clock, logger, config: { dataDir: config.dataDir, ...fc } });
+  const schedules = await attachScheduler({
+    store,
+    lifecycle,
+    flows,
+    clock,
+    logger,
+    config: { scheduleSyncMs: fc.scheduleSyncMs },
+  });
+  const fileSweeper = createFileSweeper({
+    store,
+    clock,
+    logger,
+    config: { dataDir: config.dataDir, ...fc },
+  });
   fileSweeper.start();
 
   return {

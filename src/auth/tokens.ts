@@ -22,20 +22,29 @@ export function signToken(secret: string, id: Identity, unixSeconds: number): st
   return `${unixSeconds}.${hmacHex(secret, `${id.app}\n${id.space}\n${id.user}\n${unixSeconds}`)}`;
 }
 
-export function verifyToken(secret: string, token: string, id: Identity, nowS: number, ttlS: number): boolean {
+export function verifyToken(
+  secret: string,
+  token: string,
+  id: Identity,
+  nowS: number,
+  ttlS: number,
+): boolean {
   const dot = token.indexOf(".");
   if (dot <= 0) return false;
   const stamp = token.slice(0, dot);
   if (!/^\d+$/.test(stamp)) return false;
   const ts = Number(stamp);
   if (Math.abs(nowS - ts) > ttlS) return false;
-  return safeEqual(token.slice(dot + 1), hmacHex(secret, `${id.app}\n${id.space}\n${id.user}\n${stamp}`));
+  return safeEqual(
+    token.slice(dot + 1),
+    hmacHex(secret, `${id.app}\n${id.space}\n${id.user}\n${stamp}`),
+  );
 }
 
 export function makeSessionCookie(secret: string, id: Identity, expS: number): string {
-  const payload = Buffer.from(JSON.stringify({ app: id.app, space: id.space, user: id.user, exp: expS })).toString(
-    "base64url",
-  );
+  const payload = Buffer.from(
+    JSON.stringify({ app: id.app, space: id.space, user: id.user, exp: expS }),
+  ).toString("base64url");
   const sig = createHmac("sha256", secret).update(payload).digest("base64url");
   return `${payload}.${sig}`;
 }
@@ -47,9 +56,13 @@ export function readSessionCookie(secret: string, cookie: string, nowS: number):
   const sig = createHmac("sha256", secret).update(payload).digest("base64url");
   if (!safeEqual(cookie.slice(dot + 1), sig)) return null;
   try {
-    const body = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as Record<string, unknown>;
+    const body = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as Record<
+      string,
+      unknown
+    >;
     const { app, space, user, exp } = body;
-    if (typeof app !== "string" || typeof space !== "string" || typeof exp !== "number") return null;
+    if (typeof app !== "string" || typeof space !== "string" || typeof exp !== "number")
+      return null;
     if (exp < nowS) return null;
     return { app, space, user: typeof user === "string" ? user : "" };
   } catch {

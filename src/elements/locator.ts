@@ -1,4 +1,4 @@
-import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { Element, ElementType, Scope, Store } from "../store/types.ts";
 import { checkFolderPath } from "./paths.ts";
 
@@ -25,12 +25,14 @@ export async function locateElement(
     throw badRequest("folderId and path must not both be given");
   }
   const type = (loc.elementType ?? defaultType) as ElementType;
-  if (type !== "DPL" && type !== "PY") throw badRequest(`elementType must be DPL or PY, got "${type}"`);
+  if (type !== "DPL" && type !== "PY")
+    throw badRequest(`elementType must be DPL or PY, got "${type}"`);
   const describe = () => loc.elementName ?? String(loc.elementId);
 
   if (loc.elementId !== undefined && loc.elementId !== "") {
     const el = await store.elementById(scope, String(loc.elementId));
-    if (!el || el.type !== type) throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [String(loc.elementId)]);
+    if (!el || el.type !== type)
+      throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [String(loc.elementId)]);
     return el;
   }
   if (!loc.elementName) throw badRequest("elementName is required");
@@ -40,7 +42,8 @@ export async function locateElement(
     const problem = checkFolderPath(loc.path);
     if (problem) throw badRequest(`path ${problem}`);
     const folder = await store.folderByPath(scope, loc.path);
-    if (!folder) throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [`${loc.path}/${loc.elementName}`]);
+    if (!folder)
+      throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [`${loc.path}/${loc.elementName}`]);
     folderId = folder.id;
   } else if (loc.folderId !== undefined) {
     const folder = await store.folderById(scope, loc.folderId);

@@ -2,11 +2,11 @@ import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { type Locator, locateElement, targetFolder } from "../elements/locator.ts";
 import { checkElementName } from "../elements/paths.ts";
-import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import { checkPythonSyntax } from "../scripts/syntax-check.ts";
 import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
-import { validateFlow } from "./validator.ts";
 import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
+import { validateFlow } from "./validator.ts";
 
 export interface DeployRequest extends Locator {
   elementName: string;
@@ -35,7 +35,11 @@ export interface FlowLifecycle {
 }
 
 /** Deploy, revisions and DRAFT/APPROVED/OBSOLETE exactly as contract §5. */
-export function createFlowLifecycle(deps: { store: Store; clock: Clock; config: Config }): FlowLifecycle {
+export function createFlowLifecycle(deps: {
+  store: Store;
+  clock: Clock;
+  config: Config;
+}): FlowLifecycle {
   const { store, clock } = deps;
   const listeners: ((e: Element) => void)[] = [];
   const changed = async (scope: Scope, id: string) => {
@@ -55,17 +59,25 @@ export function createFlowLifecycle(deps: { store: Store; clock: Clock; config: 
       }
     },
     async checkPythonSyntax(code) {
-      const [problem] = await checkPythonSyntax(deps.config.python.executable, [{ name: "<inline>", source: code }]);
+      const [problem] = await checkPythonSyntax(deps.config.python.executable, [
+        { name: "<inline>", source: code },
+      ]);
       return problem ?? null;
     },
   });
 
   const userObject = (user: string | null) => (user ? { userId: user } : null);
 
-  async function setStatus(scope: Scope, user: string | null, loc: Locator, to: "activate" | "deactivate") {
+  async function setStatus(
+    scope: Scope,
+    user: string | null,
+    loc: Locator,
+    to: "activate" | "deactivate",
+  ) {
     const el = await locateElement(store, scope, loc, "DPL");
     const from = el.status ?? "DRAFT";
-    const next: FlowStatus = to === "activate" ? "APPROVED" : from === "APPROVED" ? "OBSOLETE" : from;
+    const next: FlowStatus =
+      to === "activate" ? "APPROVED" : from === "APPROVED" ? "OBSOLETE" : from;
     if (next !== from) {
       await store.setFlowStatus(el.id, next, userObject(user), clock.now());
       await changed(scope, el.id);
@@ -76,7 +88,13 @@ export function createFlowLifecycle(deps: { store: Store; clock: Clock; config: 
   // Contract §4: a response describing a found element gives its elementId, folderId and path.
   const describe = (loc: ElementInfo, el?: Element): ElementInfo =>
     el
-      ? { elementName: el.name, elementType: "DPL", elementId: el.id, folderId: el.folderId, path: el.path }
+      ? {
+          elementName: el.name,
+          elementType: "DPL",
+          elementId: el.id,
+          folderId: el.folderId,
+          path: el.path,
+        }
       : { ...loc, elementType: loc.elementType ?? "DPL" };
   const reason = (err: unknown) => (err instanceof SluiceError ? err.message : String(err));
 
@@ -84,16 +102,21 @@ export function createFlowLifecycle(deps: { store: Store; clock: Clock; config: 
     async deploy(scope, user, req) {
       const nameProblem = checkElementName(req.elementName);
       if (nameProblem) throw badRequest(`elementName ${nameProblem}`);
-      if ((req.elementType ?? "DPL") !== "DPL") throw badRequest("elementType must be DPL for a flow deploy");
+      if ((req.elementType ?? "DPL") !== "DPL")
+        throw badRequest("elementType must be DPL for a flow deploy");
       const hasFlow = req.flow !== undefined;
       const hasConfigure = req.configure !== undefined;
-      if (hasFlow !== hasConfigure) throw badRequest("flow and configure must be given together (or neither, to rename)");
+      if (hasFlow !== hasConfigure)
+        throw badRequest("flow and configure must be given together (or neither, to rename)");
       if (!hasFlow) {
         const el = await locateElement(store, scope, req, "DPL");
         await store.renameRevision(el.id, req.revisionName);
         return [];
       }
-      const results = await validateFlow({ flow: req.flow, configure: req.configure }, validationContext(scope));
+      const results = await validateFlow(
+        { flow: req.flow, configure: req.configure },
+        validationContext(scope),
+      );
       if (results.some((r) => r.severity === 2)) return results;
       const folder = await targetFolder(store, scope, req, clock.now());
       const { element } = await store.deployFlow({
@@ -128,12 +151,22 @@ export function createFlowLifecycle(deps: { store: Store; clock: Clock; config: 
             out.push({ element: describe(loc, el), result: "SKIP", message: "already APPROVED" });
             continue;
           }
-          const rev = el.releaseVersion ? await store.flowRevision(el.id, el.releaseVersion) : undefined;
+          const rev = el.releaseVersion
+            ? await store.flowRevision(el.id, el.releaseVersion)
+            : undefined;
           if (!rev) throw new SluiceError(ErrorCode.BUSINESS, ["the element has no release"]);
-          const problems = (await validateFlow(rev, validationContext(scope))).filter((r) => r.severity === 2);
+          const problems = (await validateFlow(rev, validationContext(scope))).filter(
+            (r) => r.severity === 2,
+          );
           if (problems.length > 0) {
-            const text = problems.map((p) => `${p.nodeId}: ${p.errorMessage ?? p.errorCode}`).join("; ");
-            out.push({ element: describe(loc, el), result: "ERROR", message: `release no longer validates: ${text}` });
+            const text = problems
+              .map((p) => `${p.nodeId}: ${p.errorMessage ?? p.errorCode}`)
+              .join("; ");
+            out.push({
+              element: describe(loc, el),
+              result: "ERROR",
+              message: `release no longer validates: ${text}`,
+            });
             continue;
           }
           await setStatus(scope, user, loc, "activate");

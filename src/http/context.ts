@@ -1,8 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
-import { type Identity, readSessionCookie, sessionFromCookieHeader, verifyToken } from "../auth/tokens.ts";
+import {
+  type Identity,
+  readSessionCookie,
+  sessionFromCookieHeader,
+  verifyToken,
+} from "../auth/tokens.ts";
 import type { Config } from "../config.ts";
-import { ErrorCode, type Language, SluiceError, badRequest, languageOf } from "../errors.ts";
+import { badRequest, ErrorCode, type Language, languageOf, SluiceError } from "../errors.ts";
 import type { Scope } from "../store/types.ts";
 
 /**
@@ -42,7 +47,12 @@ function unauthorized(): SluiceError {
   return new SluiceError(ErrorCode.UNAUTHORIZED);
 }
 
-export function resolveContext(config: Config, req: FastifyRequest, access: Access, nowS: number): RequestContext {
+export function resolveContext(
+  config: Config,
+  req: FastifyRequest,
+  access: Access,
+  nowS: number,
+): RequestContext {
   const language = languageOf(req.headers.language);
   const app = header(req, "app");
   const space = header(req, "space");
@@ -51,7 +61,9 @@ export function resolveContext(config: Config, req: FastifyRequest, access: Acce
   const auth = config.auth;
   const sessionValue = sessionFromCookieHeader(header(req, "cookie"));
   const cookie =
-    sessionValue !== undefined && auth.sessionSecret ? readSessionCookie(auth.sessionSecret, sessionValue, nowS) : null;
+    sessionValue !== undefined && auth.sessionSecret
+      ? readSessionCookie(auth.sessionSecret, sessionValue, nowS)
+      : null;
 
   let identity: Partial<Identity> = { app, space, user };
   if (auth.mode === "signature") {
@@ -61,11 +73,17 @@ export function resolveContext(config: Config, req: FastifyRequest, access: Acce
       const secrets: (string | undefined)[] = [];
       if (access === "internal" || access === "lookup") secrets.push(auth.internalSecret);
       if (access !== "internal") secrets.push(auth.appSecrets[app]);
-      const ok = secrets.some((s) => s !== undefined && verifyToken(s, token, id, nowS, auth.tokenTtlS));
+      const ok = secrets.some(
+        (s) => s !== undefined && verifyToken(s, token, id, nowS, auth.tokenTtlS),
+      );
       if (!ok) throw unauthorized();
     } else if (sessionValue !== undefined && access !== "internal") {
       if (!cookie) throw unauthorized();
-      if ((app && app !== cookie.app) || (space && space !== cookie.space) || (user && user !== cookie.user)) {
+      if (
+        (app && app !== cookie.app) ||
+        (space && space !== cookie.space) ||
+        (user && user !== cookie.user)
+      ) {
         throw unauthorized();
       }
       identity = cookie;
@@ -87,9 +105,11 @@ export function resolveContext(config: Config, req: FastifyRequest, access: Acce
   if (required || (access !== "list" && (identity.app || identity.space))) {
     if (!identity.app) throw badRequest("header app is required");
     if (!identity.space) throw badRequest("header space is required");
-    if (access === "context" && identity.user === undefined) throw badRequest("header user is required");
+    if (access === "context" && identity.user === undefined)
+      throw badRequest("header user is required");
   }
-  const scope = identity.app && identity.space ? { app: identity.app, space: identity.space } : null;
+  const scope =
+    identity.app && identity.space ? { app: identity.app, space: identity.space } : null;
   return { scope, user: identity.user ?? null, language };
 }
 

@@ -1,5 +1,12 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ErrorCode, type ErrorCodeValue, type Language, SluiceError, formatMessage, languageOf } from "../errors.ts";
+import {
+  ErrorCode,
+  type ErrorCodeValue,
+  formatMessage,
+  type Language,
+  languageOf,
+  SluiceError,
+} from "../errors.ts";
 import { fail } from "./envelope.ts";
 
 /**
@@ -7,24 +14,39 @@ import { fail } from "./envelope.ts";
  * unexpected error are logged, never sent.
  */
 export function installErrorHandler(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError | SluiceError, req: FastifyRequest, reply: FastifyReply) => {
-    const language: Language = req.ctx?.language ?? languageOf(req.headers.language);
-    if (err instanceof SluiceError) {
-      if (err.code === ErrorCode.BUSINESS) req.log.warn({ err }, "business failure");
-      reply.headers(err.headers);
-      return reply.code(200).send(fail(err.code, err.messageIn(language)));
-    }
-    const mapped = mapFastifyError(err);
-    if (mapped) {
-      return reply.code(200).send(fail(mapped.code, formatMessage(mapped.code, [mapped.text], language)));
-    }
-    req.log.error({ err }, "unexpected error");
-    return reply.code(200).send(fail(ErrorCode.BUSINESS, formatMessage(ErrorCode.BUSINESS, ["internal error"], language)));
-  });
+  app.setErrorHandler(
+    (err: FastifyError | SluiceError, req: FastifyRequest, reply: FastifyReply) => {
+      const language: Language = req.ctx?.language ?? languageOf(req.headers.language);
+      if (err instanceof SluiceError) {
+        if (err.code === ErrorCode.BUSINESS) req.log.warn({ err }, "business failure");
+        reply.headers(err.headers);
+        return reply.code(200).send(fail(err.code, err.messageIn(language)));
+      }
+      const mapped = mapFastifyError(err);
+      if (mapped) {
+        return reply
+          .code(200)
+          .send(fail(mapped.code, formatMessage(mapped.code, [mapped.text], language)));
+      }
+      req.log.error({ err }, "unexpected error");
+      return reply
+        .code(200)
+        .send(
+          fail(ErrorCode.BUSINESS, formatMessage(ErrorCode.BUSINESS, ["internal error"], language)),
+        );
+    },
+  );
 
   app.setNotFoundHandler((req, reply) => {
     const language = languageOf(req.headers.language);
-    reply.code(200).send(fail(ErrorCode.NOT_FOUND, formatMessage(ErrorCode.NOT_FOUND, [`${req.method} ${req.url.split("?")[0]}`], language)));
+    reply
+      .code(200)
+      .send(
+        fail(
+          ErrorCode.NOT_FOUND,
+          formatMessage(ErrorCode.NOT_FOUND, [`${req.method} ${req.url.split("?")[0]}`], language),
+        ),
+      );
   });
 }
 
@@ -41,13 +63,17 @@ function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: strin
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return { code: ErrorCode.BAD_REQUEST, text: `unsupported content type` };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return { code: ErrorCode.BAD_REQUEST, text: "body must not be empty when content-type is application/json" };
+      return {
+        code: ErrorCode.BAD_REQUEST,
+        text: "body must not be empty when content-type is application/json",
+      };
     case "FST_ERR_CTP_INVALID_JSON_BODY":
       return { code: ErrorCode.BAD_REQUEST, text: `body is not valid JSON: ${err.message}` };
     case "FST_ERR_BAD_URL":
       return { code: ErrorCode.BAD_REQUEST, text: "malformed URL encoding" };
   }
-  if (err instanceof SyntaxError) return { code: ErrorCode.BAD_REQUEST, text: `body is not valid JSON: ${err.message}` };
+  if (err instanceof SyntaxError)
+    return { code: ErrorCode.BAD_REQUEST, text: `body is not valid JSON: ${err.message}` };
   if (err.code === "Z_DATA_ERROR" || err.code === "Z_BUF_ERROR") {
     return { code: ErrorCode.BAD_REQUEST, text: "body is not valid gzip or deflate data" };
   }
@@ -67,6 +93,7 @@ function describeValidation(err: FastifyError): string {
   const missing = typeof params.missingProperty === "string" ? params.missingProperty : undefined;
   const field = `${where}${first.instancePath.replaceAll("/", ".")}${missing ? `.${missing}` : ""}`;
   if (missing) return `${field} is required`;
-  if (typeof params.additionalProperty === "string") return `${field}.${params.additionalProperty} is not allowed`;
+  if (typeof params.additionalProperty === "string")
+    return `${field}.${params.additionalProperty} is not allowed`;
   return `${field} ${first.message ?? "is invalid"}`;
 }

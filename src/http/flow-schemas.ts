@@ -4,7 +4,9 @@ import { Type } from "typebox";
 
 const Str = Type.String();
 const ElementId = Type.Union([Type.String(), Type.Integer()]);
-export const Description = Type.Record(Type.String(), Type.String(), { description: "ElementDescription: locale → title" });
+export const Description = Type.Record(Type.String(), Type.String(), {
+  description: "ElementDescription: locale → title",
+});
 
 export const FlowElementInfo = Type.Object({
   elementName: Type.String({ minLength: 1 }),
@@ -27,7 +29,10 @@ const RunFields = {
 
 /** RunWithInfo | RunWithId: one object schema; the handler requires elementName or elementId. */
 export const RunBody = Type.Object(RunFields);
-export const RunSyncBody = Type.Object({ ...RunFields, timeout: Type.Optional(Type.Integer({ minimum: 0 })) });
+export const RunSyncBody = Type.Object({
+  ...RunFields,
+  timeout: Type.Optional(Type.Integer({ minimum: 0 })),
+});
 
 export const RunIdParams = Type.Object({ runId: Type.String({ minLength: 1 }) });
 export const WaitQuery = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0 })) });
@@ -37,8 +42,12 @@ export const RunIdMap = Type.Record(Type.String(), Type.Boolean());
 export const DeployBody = Type.Object({
   elementName: Type.String({ minLength: 1 }),
   revisionName: Type.String({ minLength: 1 }),
-  flow: Type.Optional(Type.Object({}, { additionalProperties: true, description: "Graph: {vertexes, edges}" })),
-  configure: Type.Optional(Type.Object({}, { additionalProperties: true, description: "Configure" })),
+  flow: Type.Optional(
+    Type.Object({}, { additionalProperties: true, description: "Graph: {vertexes, edges}" }),
+  ),
+  configure: Type.Optional(
+    Type.Object({}, { additionalProperties: true, description: "Configure" }),
+  ),
   elementType: Type.Optional(Str),
   folderId: Type.Optional(Str),
   path: Type.Optional(Str),
@@ -63,4 +72,8 @@ export const BatchDeployResult = Type.Object({
   message: Type.Optional(Type.String()),
 });
 
-export const FlowStatus = Type.Union([Type.Literal("DRAFT"), Type.Literal("APPROVED"), Type.Literal("OBSOLETE")]);
+export const FlowStatus = Type.Union([
+  Type.Literal("DRAFT"),
+  Type.Literal("APPROVED"),
+  Type.Literal("OBSOLETE"),
+]);

@@ -10,7 +10,8 @@ export function installBodyDecoding(app: FastifyInstance): void {
   app.addHook("preParsing", async (req, _reply, payload) => {
     const encoding = req.headers["content-encoding"]?.toLowerCase();
     if (!encoding || encoding === "identity") return payload;
-    if (encoding !== "gzip" && encoding !== "deflate") throw badRequest(`unsupported content-encoding "${encoding}"`);
+    if (encoding !== "gzip" && encoding !== "deflate")
+      throw badRequest(`unsupported content-encoding "${encoding}"`);
     const inflate = encoding === "gzip" ? createGunzip() : createInflate();
     const counted = inflate as typeof inflate & { receivedEncodedLength: number };
     counted.receivedEncodedLength = 0;

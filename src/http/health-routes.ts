@@ -2,12 +2,17 @@ import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 
 /** Root endpoints: outside both services, never behind auth. */
-export async function healthRoutes(app: FastifyInstance, opts: { sandbox: string; mode: string }): Promise<void> {
+export async function healthRoutes(
+  app: FastifyInstance,
+  opts: { sandbox: string; mode: string },
+): Promise<void> {
   app.get(
     "/health",
     {
       schema: {
-        response: { 200: Type.Object({ status: Type.String(), mode: Type.String(), sandbox: Type.String() }) },
+        response: {
+          200: Type.Object({ status: Type.String(), mode: Type.String(), sandbox: Type.String() }),
+        },
       },
     },
     async () => ({ status: "ok", mode: opts.mode, sandbox: opts.sandbox }),

@@ -76,7 +76,10 @@ export function createMetrics(): Metrics {
           // A fast run-sync is written once, already ended (see flow-runs.ts runSync).
           runsEnded.inc({ type: run.elementType, status: end.status, trigger: run.triggerType });
           const from = run.startTime ?? run.createTime;
-          runDuration.observe({ type: run.elementType, status: end.status }, Math.max(0, end.endTime - from) / 1000);
+          runDuration.observe(
+            { type: run.elementType, status: end.status },
+            Math.max(0, end.endTime - from) / 1000,
+          );
           return;
         }
         if (pending.size < 100_000)

@@ -1,13 +1,20 @@
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { Type } from "typebox";
-import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { TaskService } from "../scripts/task-service.ts";
 import type { Run, Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { AnyEnvelope, Envelope, ok } from "./envelope.ts";
-import { RunBody, RunIdMap, RunIdParams, RunIdsBody, RunSyncBody, WaitQuery } from "./flow-schemas.ts";
+import {
+  RunBody,
+  RunIdMap,
+  RunIdParams,
+  RunIdsBody,
+  RunSyncBody,
+  WaitQuery,
+} from "./flow-schemas.ts";
 
 /** Endpoints 1–5: start, result, run-sync, terminate, delete. */
 export async function runRoutes(
@@ -17,62 +24,109 @@ export async function runRoutes(
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { flows, tasks, store } = opts;
 
-  const locatorOf = (b: { elementName?: string | undefined; elementId?: string | number | undefined; elementType?: string | undefined; folderId?: string | undefined; path?: string | undefined }) => {
-    if (b.elementName === undefined && b.elementId === undefined) throw badRequest("body.elementName or body.elementId is required");
-    if (b.folderId !== undefined && b.path !== undefined) throw badRequest("folderId and path must not both be given");
-    return { elementName: b.elementName, elementId: b.elementId, elementType: b.elementType, folderId: b.folderId, path: b.path };
+  const locatorOf = (b: {
+    elementName?: string | undefined;
+    elementId?: string | number | undefined;
+    elementType?: string | undefined;
+    folderId?: string | undefined;
+    path?: string | undefined;
+  }) => {
+    if (b.elementName === undefined && b.elementId === undefined)
+      throw badRequest("body.elementName or body.elementId is required");
+    if (b.folderId !== undefined && b.path !== undefined)
+      throw badRequest("folderId and path must not both be given");
+    return {
+      elementName: b.elementName,
+      elementId: b.elementId,
+      elementType: b.elementType,
+      folderId: b.folderId,
+      path: b.path,
+    };
   };
 
-  app.post("/run", { config: { access: "context" }, schema: { body: RunBody, response: { 200: Envelope(Type.String()) } } }, async (req, reply) => {
-    const b = req.body;
-    const id = await flows.start({
-      scope: scopeOf(req),
-      user: req.ctx.user,
-      locator: locatorOf(b),
-      parameter: b.parameter ?? null,
-      inProcess: b.inProcess ?? false,
-      parentRunId: b.parentRunId,
-      trigger: "ASYNC",
-    });
-    reply.header("x-run-id", id);
-    return ok(id);
-  });
+  app.post(
+    "/run",
+    {
+      config: { access: "context" },
+      schema: { body: RunBody, response: { 200: Envelope(Type.String()) } },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      const id = await flows.start({
+        scope: scopeOf(req),
+        user: req.ctx.user,
+        locator: locatorOf(b),
+        parameter: b.parameter ?? null,
+        inProcess: b.inProcess ?? false,
+        parentRunId: b.parentRunId,
+        trigger: "ASYNC",
+      });
+      reply.header("x-run-id", id);
+      return ok(id);
+    },
+  );
 
   app.get(
     "/run/:runId/result",
-    { config: { access: "contextEnv" }, schema: { params: RunIdParams, querystring: WaitQuery, response: { 200: AnyEnvelope } } },
+    {
+      config: { access: "contextEnv" },
+      schema: { params: RunIdParams, querystring: WaitQuery, response: { 200: AnyEnvelope } },
+    },
     async (req, reply) => {
       const run = await flows.waitForEnd(req.ctx.scope, req.params.runId, req.query.timeout ?? 0);
-      if (!run || run.elementType !== "DPL") throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.params.runId]);
+      if (run?.elementType !== "DPL")
+        throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.params.runId]);
       reply.header("x-run-id", run.id);
       if (run.status === "QUEUED" || run.status === "STARTED") {
-        throw new SluiceError(ErrorCode.RUN_NOT_FINISHED, [run.id, run.status], { "x-run-id": run.id });
+        throw new SluiceError(ErrorCode.RUN_NOT_FINISHED, [run.id, run.status], {
+          "x-run-id": run.id,
+        });
       }
       return sendRunResult(reply, run);
     },
   );
 
-  app.post("/run-sync", { config: { access: "context" }, schema: { body: RunSyncBody, response: { 200: AnyEnvelope } } }, async (req, reply) => {
-    const b = req.body;
-    const run = await flows.runSync(
-      { scope: scopeOf(req), user: req.ctx.user, locator: locatorOf(b), parameter: b.parameter ?? null, parentRunId: b.parentRunId },
-      b.timeout,
-    );
-    reply.header("x-run-id", run.id);
-    if (run.status === "QUEUED" || run.status === "STARTED") {
-      throw new SluiceError(ErrorCode.RUN_WAIT_ELAPSED, [run.id, run.status], { "x-run-id": run.id });
-    }
-    return sendRunResult(reply, run);
-  });
+  app.post(
+    "/run-sync",
+    {
+      config: { access: "context" },
+      schema: { body: RunSyncBody, response: { 200: AnyEnvelope } },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      const run = await flows.runSync(
+        {
+          scope: scopeOf(req),
+          user: req.ctx.user,
+          locator: locatorOf(b),
+          parameter: b.parameter ?? null,
+          parentRunId: b.parentRunId,
+        },
+        b.timeout,
+      );
+      reply.header("x-run-id", run.id);
+      if (run.status === "QUEUED" || run.status === "STARTED") {
+        throw new SluiceError(ErrorCode.RUN_WAIT_ELAPSED, [run.id, run.status], {
+          "x-run-id": run.id,
+        });
+      }
+      return sendRunResult(reply, run);
+    },
+  );
 
   app.post(
     "/run/terminate",
-    { config: { access: "contextEnv" }, schema: { body: RunIdsBody, response: { 200: Envelope(RunIdMap) } } },
+    {
+      config: { access: "contextEnv" },
+      schema: { body: RunIdsBody, response: { 200: Envelope(RunIdMap) } },
+    },
     async (req) => {
       const out: Record<string, boolean> = {};
       for (const id of req.body.runIds) {
         const run = await store.getRun(req.ctx.scope, id);
-        out[id] = run ? await (run.elementType === "PY" ? tasks.terminate(run) : flows.terminate(run)) : false;
+        out[id] = run
+          ? await (run.elementType === "PY" ? tasks.terminate(run) : flows.terminate(run))
+          : false;
       }
       return ok(out);
     },
@@ -80,7 +134,10 @@ export async function runRoutes(
 
   app.post(
     "/run/delete",
-    { config: { access: "contextEnv" }, schema: { body: RunIdsBody, response: { 200: Envelope(RunIdMap) } } },
+    {
+      config: { access: "contextEnv" },
+      schema: { body: RunIdsBody, response: { 200: Envelope(RunIdMap) } },
+    },
     async (req) => {
       const deleted = await store.deleteRuns(req.ctx.scope, req.body.runIds);
       return ok(Object.fromEntries(req.body.runIds.map((id) => [id, deleted.has(id)])));
@@ -90,8 +147,15 @@ export async function runRoutes(
 
 function sendRunResult(reply: FastifyReply, run: Run): FastifyReply {
   const headers = { "x-run-id": run.id };
-  if (run.status === "FAILURE") throw new SluiceError(ErrorCode.RUN_FAILED, [run.summary ?? run.error ?? "run failed"], headers);
+  if (run.status === "FAILURE")
+    throw new SluiceError(
+      ErrorCode.RUN_FAILED,
+      [run.summary ?? run.error ?? "run failed"],
+      headers,
+    );
   if (run.status === "CANCELED") throw new SluiceError(ErrorCode.RUN_CANCELED, [run.id], headers);
   // The stored result is JSON text already; splice it in rather than parse and re-serialise.
-  return reply.type("application/json").send(`{"status":true,"code":0,"message":"success","data":${run.result ?? "null"}}`);
+  return reply
+    .type("application/json")
+    .send(`{"status":true,"code":0,"message":"success","data":${run.result ?? "null"}}`);
 }

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { Type } from "typebox";
 import type { Config } from "../config.ts";
-import { ErrorCode, SluiceError, badRequest } from "../errors.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { TaskService } from "../scripts/task-service.ts";
 import type { Run } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
@@ -36,7 +36,9 @@ export async function scriptRoutes(
         params: ExternalParams,
         querystring: ExternalRunSyncQuery,
         body: ScriptParameterBody,
-        response: { 200: Type.Unknown({ description: "the script's return value, or a failure envelope" }) },
+        response: {
+          200: Type.Unknown({ description: "the script's return value, or a failure envelope" }),
+        },
       },
     },
     async (req, reply) => {
@@ -45,7 +47,12 @@ export async function scriptRoutes(
         {
           scope: scopeOf(req),
           user: req.ctx.user,
-          locator: { elementName: req.params.elementName, elementType: pyType(q.elementType), path: q.path, folderId: q.folderId },
+          locator: {
+            elementName: req.params.elementName,
+            elementType: pyType(q.elementType),
+            path: q.path,
+            folderId: q.folderId,
+          },
           parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
           taskName: q.taskName,
           trigger: "SYNC",
@@ -63,14 +70,24 @@ export async function scriptRoutes(
     "/external/:elementName/run",
     {
       config: { access: "external" },
-      schema: { params: ExternalParams, querystring: ExternalRunQuery, body: ScriptParameterBody, response: { 200: Envelope(Type.String()) } },
+      schema: {
+        params: ExternalParams,
+        querystring: ExternalRunQuery,
+        body: ScriptParameterBody,
+        response: { 200: Envelope(Type.String()) },
+      },
     },
     async (req, reply) => {
       const q = req.query;
       const id = await tasks.submit({
         scope: scopeOf(req),
         user: req.ctx.user,
-        locator: { elementName: req.params.elementName, elementType: pyType(q.elementType), path: q.path, folderId: q.folderId },
+        locator: {
+          elementName: req.params.elementName,
+          elementType: pyType(q.elementType),
+          path: q.path,
+          folderId: q.folderId,
+        },
         parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
         taskName: q.taskName,
         trigger: "ASYNC",
@@ -82,14 +99,22 @@ export async function scriptRoutes(
 
   app.post(
     "/script/run-sync",
-    { config: { access: "internal" }, schema: { body: InternalRunSyncBody, response: { 200: AnyEnvelope } } },
+    {
+      config: { access: "internal" },
+      schema: { body: InternalRunSyncBody, response: { 200: AnyEnvelope } },
+    },
     async (req, reply) => {
       const b = req.body;
       const run = await tasks.runSync(
         {
           scope: scopeOf(req),
           user: req.ctx.user,
-          locator: { elementName: b.elementName, elementType: pyType(b.elementType), path: b.path, folderId: b.folderId },
+          locator: {
+            elementName: b.elementName,
+            elementType: pyType(b.elementType),
+            path: b.path,
+            folderId: b.folderId,
+          },
           parameter: b.parameter ?? {},
           trigger: "SYNC",
         },
@@ -103,13 +128,21 @@ export async function scriptRoutes(
 
   app.post(
     "/script/run",
-    { config: { access: "internal" }, schema: { body: InternalRunBody, response: { 200: Envelope(Type.String()) } } },
+    {
+      config: { access: "internal" },
+      schema: { body: InternalRunBody, response: { 200: Envelope(Type.String()) } },
+    },
     async (req, reply) => {
       const b = req.body;
       const id = await tasks.submit({
         scope: scopeOf(req),
         user: req.ctx.user,
-        locator: { elementName: b.elementName, elementType: pyType(b.elementType), path: b.path, folderId: b.folderId },
+        locator: {
+          elementName: b.elementName,
+          elementType: pyType(b.elementType),
+          path: b.path,
+          folderId: b.folderId,
+        },
         parameter: b.parameter ?? {},
         trigger: "ASYNC",
       });
@@ -120,20 +153,28 @@ export async function scriptRoutes(
 
   app.get(
     "/script/result/:taskId",
-    { config: { access: "lookup" }, schema: { params: TaskParams, querystring: WaitQuery, response: { 200: AnyEnvelope } } },
+    {
+      config: { access: "lookup" },
+      schema: { params: TaskParams, querystring: WaitQuery, response: { 200: AnyEnvelope } },
+    },
     async (req, reply) => {
       const run = await lookup(tasks, req.ctx.scope, req.params.taskId, req.query.timeout ?? 0);
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
-      if (run.status === "FAILURE") throw new SluiceError(ErrorCode.SCRIPT_FAILED, [run.error ?? "script failed"]);
+      if (run.status === "FAILURE")
+        throw new SluiceError(ErrorCode.SCRIPT_FAILED, [run.error ?? "script failed"]);
       if (run.status === "CANCELED") throw new SluiceError(ErrorCode.TASK_CANCELED, [run.id]);
-      if (run.status !== "SUCCESS") throw new SluiceError(ErrorCode.TASK_NOT_FINISHED, [run.id, run.status]);
+      if (run.status !== "SUCCESS")
+        throw new SluiceError(ErrorCode.TASK_NOT_FINISHED, [run.id, run.status]);
       return sendResultEnvelope(reply, run.result);
     },
   );
 
   app.get(
     "/script/lifespan/:taskId",
-    { config: { access: "lookup" }, schema: { params: TaskParams, querystring: WaitQuery, response: { 200: Envelope(Lifespan) } } },
+    {
+      config: { access: "lookup" },
+      schema: { params: TaskParams, querystring: WaitQuery, response: { 200: Envelope(Lifespan) } },
+    },
     async (req, reply) => {
       const run = await lookup(tasks, req.ctx.scope, req.params.taskId, req.query.timeout ?? 0);
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
@@ -157,14 +198,20 @@ function stderrWithError(run: Run): string {
   return own ? `${own}${own.endsWith("\n") ? "" : "\n"}${run.error}` : run.error;
 }
 
-async function lookup(tasks: TaskService, scope: Run["scope"] | null, taskId: string, timeoutS: number): Promise<Run> {
+async function lookup(
+  tasks: TaskService,
+  scope: Run["scope"] | null,
+  taskId: string,
+  timeoutS: number,
+): Promise<Run> {
   const run = await tasks.waitForEnd(scope, taskId, timeoutS);
   if (!run) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [taskId]);
   return run;
 }
 
 function pyType(elementType: string | undefined): "PY" {
-  if (elementType !== undefined && elementType !== "PY") throw badRequest(`elementType must be PY, got "${elementType}"`);
+  if (elementType !== undefined && elementType !== "PY")
+    throw badRequest(`elementType must be PY, got "${elementType}"`);
   return "PY";
 }
 
@@ -196,13 +243,18 @@ function sendResultEnvelope(reply: FastifyReply, resultJson: string | null): Fas
 /** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (contract §10). */
 export function decodeParameter(body: unknown, compressed: boolean, limitBytes: number): unknown {
   if (!compressed) return body ?? {};
-  if (typeof body !== "string") throw badRequest("body must be a base64 string when compressedFlag is true");
+  if (typeof body !== "string")
+    throw badRequest("body must be a base64 string when compressedFlag is true");
   let text: string;
   try {
-    text = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes }).toString("utf8");
+    text = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes }).toString(
+      "utf8",
+    );
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
-      throw new SluiceError(ErrorCode.TOO_LARGE, [`compressed body inflates past ${limitBytes} bytes`]);
+      throw new SluiceError(ErrorCode.TOO_LARGE, [
+        `compressed body inflates past ${limitBytes} bytes`,
+      ]);
     }
     throw badRequest("body is not base64 gzip data (compressedFlag is true)");
   }

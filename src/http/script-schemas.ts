@@ -22,7 +22,9 @@ export const ExternalRunSyncQuery = Type.Object({
 });
 
 /** The whole body is the script's parameter; with compressedFlag it is base64 gzip text. */
-export const ScriptParameterBody = Type.Unknown({ description: "free-form JSON: the script's parameter" });
+export const ScriptParameterBody = Type.Unknown({
+  description: "free-form JSON: the script's parameter",
+});
 
 export const InternalRunBody = Type.Object({
   elementName: Type.String({ minLength: 1 }),

@@ -5,7 +5,7 @@ import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { targetFolder } from "../elements/locator.ts";
 import { badRequest } from "../errors.ts";
-import { type UploadFile, importScripts } from "../scripts/importer.ts";
+import { importScripts, type UploadFile } from "../scripts/importer.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
@@ -19,7 +19,12 @@ export async function uploadRoutes(
   await app.register(multipart, {
     // An oversize file is one item with status 3, not a failed request: keep reading, mark it truncated.
     throwFileSizeLimit: false,
-    limits: { fileSize: opts.config.limits.uploadFileBytes, files: 1000, fields: 20, fieldSize: 64 * 1024 },
+    limits: {
+      fileSize: opts.config.limits.uploadFileBytes,
+      files: 1000,
+      fields: 20,
+      fieldSize: 64 * 1024,
+    },
   });
 
   app.post(
@@ -32,14 +37,16 @@ export async function uploadRoutes(
       },
     },
     async (req) => {
-      if (!req.isMultipart()) throw badRequest("content-type must be multipart/form-data with batchFile parts");
+      if (!req.isMultipart())
+        throw badRequest("content-type must be multipart/form-data with batchFile parts");
       const scope = scopeOf(req);
       const files: UploadFile[] = [];
       const fields: Record<string, string> = {};
       // Fields may follow the files, so every part is read before anything is imported.
       for await (const part of req.parts()) {
         if (part.type === "file") {
-          if (part.fieldname !== "batchFile") throw badRequest(`unknown file field "${part.fieldname}"; use batchFile`);
+          if (part.fieldname !== "batchFile")
+            throw badRequest(`unknown file field "${part.fieldname}"; use batchFile`);
           const bytes = await part.toBuffer();
           files.push({ filename: part.filename, bytes, truncated: part.file.truncated });
         } else {
@@ -48,7 +55,12 @@ export async function uploadRoutes(
       }
       if (files.length === 0) throw badRequest("batchFile is required");
       const overwrite = parseBool(fields.overwrite, "overwrite");
-      const folder = await targetFolder(opts.store, scope, { folderId: fields.folderId, path: fields.path }, opts.clock.now());
+      const folder = await targetFolder(
+        opts.store,
+        scope,
+        { folderId: fields.folderId, path: fields.path },
+        opts.clock.now(),
+      );
       return ok(await importScripts(opts, scope, folder, files, overwrite));
     },
   );

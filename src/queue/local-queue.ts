@@ -8,7 +8,10 @@ type Kind = RunJob["kind"];
  * (script slots are scarce processes; flow slots mostly wait). Durability comes from the store:
  * jobs are runs already committed as QUEUED, and restart recovery re-enqueues them.
  */
-export function createLocalQueue(opts: { bound: number; concurrency: Record<Kind, number> }): RunQueue {
+export function createLocalQueue(opts: {
+  bound: number;
+  concurrency: Record<Kind, number>;
+}): RunQueue {
   const lanes = {
     flow: { pending: [] as RunJob[], head: 0, active: 0 },
     script: { pending: [] as RunJob[], head: 0, active: 0 },
@@ -17,12 +20,18 @@ export function createLocalQueue(opts: { bound: number; concurrency: Record<Kind
   let stopped = false;
   const idle: (() => void)[] = [];
 
-  const size = () => lanes.flow.pending.length - lanes.flow.head + lanes.script.pending.length - lanes.script.head;
+  const size = () =>
+    lanes.flow.pending.length - lanes.flow.head + lanes.script.pending.length - lanes.script.head;
   const activeCount = () => lanes.flow.active + lanes.script.active;
 
   function pump(kind: Kind): void {
     const lane = lanes[kind];
-    while (handler && !stopped && lane.active < opts.concurrency[kind] && lane.head < lane.pending.length) {
+    while (
+      handler &&
+      !stopped &&
+      lane.active < opts.concurrency[kind] &&
+      lane.head < lane.pending.length
+    ) {
       const job = lane.pending[lane.head++] as RunJob;
       if (lane.head > 1024 && lane.head * 2 > lane.pending.length) {
         lane.pending.splice(0, lane.head);
@@ -42,7 +51,8 @@ export function createLocalQueue(opts: { bound: number; concurrency: Record<Kind
 
   return {
     async enqueue(job, enqueueOpts) {
-      if (!enqueueOpts?.ignoreBound && size() >= opts.bound) throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
+      if (!enqueueOpts?.ignoreBound && size() >= opts.bound)
+        throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
       lanes[job.kind].pending.push(job);
       pump(job.kind);
     },

@@ -297,7 +297,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
 
     async execute(runId) {
       const r = await store.getRun(null, runId);
-      if (!r || r.status !== "QUEUED") return;
+      if (r?.status !== "QUEUED") return;
       if (!(await store.startRun(runId, clock.now(), deps.nodeId))) return;
       await run(r, JSON.parse(r.runParam ?? "null"));
     },

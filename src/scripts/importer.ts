@@ -54,7 +54,11 @@ async function importOne(
   const badName = checkElementName(name);
   if (badName) return reject(`element name "${name}" ${badName}`);
   if (file.truncated || file.bytes.length > config.limits.uploadFileBytes) {
-    return { filePath, status: 3, message: `file is larger than ${config.limits.uploadFileBytes} bytes` };
+    return {
+      filePath,
+      status: 3,
+      message: `file is larger than ${config.limits.uploadFileBytes} bytes`,
+    };
   }
 
   const kind = match[2]?.toLowerCase() === "zip" ? "package" : "module";
@@ -68,13 +72,17 @@ async function importOne(
   }
   const problems = await checkPythonSyntax(config.python.executable, sources);
   for (const [i, problem] of problems.entries()) {
-    if (problem) return reject(`Python syntax error in ${sources[i]?.name} line ${problem.line}: ${problem.message}`);
+    if (problem)
+      return reject(
+        `Python syntax error in ${sources[i]?.name} line ${problem.line}: ${problem.message}`,
+      );
   }
 
   const outcome = await deps.store.putScript(
     { scope, folderId: folder.id, name, kind, content: file.bytes, now: deps.clock.now() },
     overwrite,
   );
-  if (outcome === "exists") return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
+  if (outcome === "exists")
+    return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
   return { filePath, status: 0, message: outcome };
 }

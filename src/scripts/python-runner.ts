@@ -12,10 +12,10 @@ import {
   type SandboxKind,
 } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
-import { claimUidBlock } from "./uid-blocks.ts";
 import { WorkDirs } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
+import { claimUidBlock } from "./uid-blocks.ts";
 
 export interface PythonRunnerDeps {
   config: {
@@ -65,7 +65,9 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   const sandbox: SandboxKind = detectSandbox(python, logger);
   // Uids of this process only, so that other Sluice processes on the host never share them.
   const uids =
-    sandbox !== "none" ? claimUidBlock(python, Math.max(256, python.concurrency * 4)) : { base: python.uidBase, count: python.uidCount, release: () => {} };
+    sandbox !== "none"
+      ? claimUidBlock(python, Math.max(256, python.concurrency * 4))
+      : { base: python.uidBase, count: python.uidCount, release: () => {} };
   const dirs = new WorkDirs({
     root: path.join(dataDir, "tasks"),
     uidBase: uids.base,

@@ -15,14 +15,19 @@ export function checkPythonSyntax(
 ): Promise<(SyntaxProblem | null)[]> {
   if (files.length === 0) return Promise.resolve([]);
   return new Promise((resolve, reject) => {
-    const child = execFile(python, ["-I", "-S", CHECKER], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout) => {
-      if (err) return reject(new Error(`python syntax check failed to run: ${err.message}`));
-      try {
-        resolve(JSON.parse(stdout) as (SyntaxProblem | null)[]);
-      } catch (parseErr) {
-        reject(parseErr);
-      }
-    });
+    const child = execFile(
+      python,
+      ["-I", "-S", CHECKER],
+      { maxBuffer: 16 * 1024 * 1024 },
+      (err, stdout) => {
+        if (err) return reject(new Error(`python syntax check failed to run: ${err.message}`));
+        try {
+          resolve(JSON.parse(stdout) as (SyntaxProblem | null)[]);
+        } catch (parseErr) {
+          reject(parseErr);
+        }
+      },
+    );
     child.stdin?.end(JSON.stringify(files));
   });
 }

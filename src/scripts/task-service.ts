@@ -8,15 +8,7 @@ import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents } from "../runs/run-events.ts";
 import { waitForRunEnd } from "../runs/wait.ts";
 import { endedRun, type PendingRecord, SYNC_WRITE_BEHIND_MS } from "../runs/write-behind.ts";
-import type {
-  NewRun,
-  Run,
-  RunEnd,
-  Scope,
-  ScopeFilter,
-  Store,
-  TriggerType,
-} from "../store/types.ts";
+import type { Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
 export interface TaskRequest {
@@ -187,7 +179,7 @@ export function createTaskService(deps: Deps): TaskService {
 
     async execute(runId) {
       const run = await store.getRun(null, runId);
-      if (!run || run.status !== "QUEUED") return;
+      if (run?.status !== "QUEUED") return;
       if (!(await store.startRun(runId, clock.now(), deps.nodeId))) return;
       await runTask(runId, run.scope, run.elementId, JSON.parse(run.runParam ?? "null"));
     },

@@ -17,10 +17,17 @@ const LOCK_DIR = "/run/sluice-uid-blocks";
 /** Blocks held by runners of this process (tests run several services in one process). */
 const heldHere = new Set<string>();
 
-export function claimUidBlock(range: { uidBase: number; uidCount: number }, blockSize: number, lockDir = LOCK_DIR): UidBlock {
+export function claimUidBlock(
+  range: { uidBase: number; uidCount: number },
+  blockSize: number,
+  lockDir = LOCK_DIR,
+): UidBlock {
   fs.mkdirSync(lockDir, { recursive: true, mode: 0o700 });
   const blocks = Math.floor(range.uidCount / blockSize);
-  if (blocks < 1) throw new Error(`SCRIPT_UID_COUNT ${range.uidCount} is smaller than one block of ${blockSize} uids`);
+  if (blocks < 1)
+    throw new Error(
+      `SCRIPT_UID_COUNT ${range.uidCount} is smaller than one block of ${blockSize} uids`,
+    );
   for (let b = 0; b < blocks; b++) {
     const base = range.uidBase + b * blockSize;
     const lock = path.join(lockDir, `${base}`);
@@ -36,7 +43,9 @@ export function claimUidBlock(range: { uidBase: number; uidCount: number }, bloc
       };
     }
   }
-  throw new Error(`all ${blocks} sandbox uid blocks of ${blockSize} are held by running Sluice processes; raise SCRIPT_UID_COUNT`);
+  throw new Error(
+    `all ${blocks} sandbox uid blocks of ${blockSize} are held by running Sluice processes; raise SCRIPT_UID_COUNT`,
+  );
 }
 
 function take(lock: string): boolean {

@@ -19,14 +19,20 @@ export async function inspectZip(
   let zip: yauzl.ZipFile;
   try {
     zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
-      yauzl.fromBuffer(bytes, { lazyEntries: true, strictFileNames: false }, (err, z) => (err ? reject(err) : resolve(z))),
+      yauzl.fromBuffer(bytes, { lazyEntries: true, strictFileNames: false }, (err, z) =>
+        err ? reject(err) : resolve(z),
+      ),
     );
   } catch (err) {
     return { ok: false, status: 2, message: `not a valid zip file: ${(err as Error).message}` };
   }
   if (zip.entryCount > limits.zipEntries) {
     zip.close();
-    return { ok: false, status: 3, message: `zip has ${zip.entryCount} entries, over the limit of ${limits.zipEntries}` };
+    return {
+      ok: false,
+      status: 3,
+      message: `zip has ${zip.entryCount} entries, over the limit of ${limits.zipEntries}`,
+    };
   }
 
   const entries: yauzl.Entry[] = [];
@@ -44,21 +50,31 @@ export async function inspectZip(
   } catch (err) {
     const text = (err as Error).message;
     // yauzl itself refuses `../` and absolute names while listing; that is an unsafe entry, not corruption.
-    if (/relative path|absolute path/.test(text)) return { ok: false, status: 2, message: `unsafe zip entry: ${text}` };
+    if (/relative path|absolute path/.test(text))
+      return { ok: false, status: 2, message: `unsafe zip entry: ${text}` };
     return { ok: false, status: 2, message: `corrupt zip: ${text}` };
   }
 
   for (const e of entries) {
     const name = e.fileName;
-    if (name.startsWith("/") || name.includes("\\") || /^[A-Za-z]:/.test(name) || name.split("/").includes("..")) {
+    if (
+      name.startsWith("/") ||
+      name.includes("\\") ||
+      /^[A-Za-z]:/.test(name) ||
+      name.split("/").includes("..")
+    ) {
       return { ok: false, status: 2, message: `unsafe zip entry "${name}"` };
     }
-    if ((((e.externalFileAttributes >>> 16) & S_IFMT) >>> 0) === S_IFLNK) {
+    if (((e.externalFileAttributes >>> 16) & S_IFMT) >>> 0 === S_IFLNK) {
       return { ok: false, status: 2, message: `zip entry "${name}" is a link` };
     }
     total += e.uncompressedSize;
     if (total > limits.zipUncompressedBytes) {
-      return { ok: false, status: 3, message: `zip uncompresses to more than ${limits.zipUncompressedBytes} bytes` };
+      return {
+        ok: false,
+        status: 3,
+        message: `zip uncompresses to more than ${limits.zipUncompressedBytes} bytes`,
+      };
     }
   }
 
@@ -67,8 +83,14 @@ export async function inspectZip(
   let entry = "main.py";
   if (!files.some((e) => e.fileName === "main.py")) {
     const [top] = [...tops];
-    if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}/main.py`)) entry = `${top}/main.py`;
-    else return { ok: false, status: 2, message: "zip has no main.py at its root or in a single top-level folder" };
+    if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}/main.py`))
+      entry = `${top}/main.py`;
+    else
+      return {
+        ok: false,
+        status: 2,
+        message: "zip has no main.py at its root or in a single top-level folder",
+      };
   }
 
   const pyFiles: { name: string; source: string }[] = [];

@@ -5,7 +5,10 @@ import type { Element, FlowRevision, FlowStatus, NewFlowDeploy, Store } from "./
 type FlowMethods = Pick<Store, "deployFlow" | "renameRevision" | "setFlowStatus" | "flowRevision">;
 
 /** Flow revisions and release state (contract §5), over Kysely for both dialects. */
-export function flowMethods(db: Kysely<Database>, elementById: (id: number) => Promise<Element>): FlowMethods {
+export function flowMethods(
+  db: Kysely<Database>,
+  elementById: (id: number) => Promise<Element>,
+): FlowMethods {
   return {
     async deployFlow(d: NewFlowDeploy) {
       const { id, version } = await db.transaction().execute(async (tx) => {
@@ -97,7 +100,12 @@ export function flowMethods(db: Kysely<Database>, elementById: (id: number) => P
     async setFlowStatus(elementId, status: FlowStatus, user, now) {
       await db
         .updateTable("elements")
-        .set({ status, release_user: user ? JSON.stringify(user) : null, release_time: now, updated_at: now })
+        .set({
+          status,
+          release_user: user ? JSON.stringify(user) : null,
+          release_time: now,
+          updated_at: now,
+        })
         .where("id", "=", Number(elementId))
         .execute();
     },

@@ -15,7 +15,6 @@ import type {
   RunEnd,
   RunStatus,
   Scope,
-  ScopeFilter,
   ScriptElement,
   Store,
 } from "./types.ts";
@@ -39,8 +38,13 @@ const ELEMENT_COLUMNS = [
 ] as const;
 
 /** The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. */
-export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "postgres", onClose: () => Promise<void>): Store & { db: Kysely<Database> } {
-  const elements = () => db.selectFrom("elements as e").innerJoin("folders as f", "f.id", "e.folder_id");
+export function createKyselyStore(
+  db: Kysely<Database>,
+  dialect: "sqlite" | "postgres",
+  onClose: () => Promise<void>,
+): Store & { db: Kysely<Database> } {
+  const elements = () =>
+    db.selectFrom("elements as e").innerJoin("folders as f", "f.id", "e.folder_id");
 
   async function folderByPath(scope: Scope, path: string): Promise<Folder | undefined> {
     return db
@@ -61,7 +65,13 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
       current = i === 0 ? "/" : `${current === "/" ? "" : current}/${segments[i - 1]}`;
       await db
         .insertInto("folders")
-        .values({ id: newId(now), app: scope.app, space: scope.space, path: current, created_at: now })
+        .values({
+          id: newId(now),
+          app: scope.app,
+          space: scope.space,
+          path: current,
+          created_at: now,
+        })
         .onConflict((oc) => oc.columns(["app", "space", "path"]).doNothing())
         .execute();
     }
@@ -71,7 +81,9 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
   }
 
   const elementByNumber = async (id: number): Promise<Element> =>
-    toElement(await elements().select(ELEMENT_COLUMNS).where("e.id", "=", id).executeTakeFirstOrThrow());
+    toElement(
+      await elements().select(ELEMENT_COLUMNS).where("e.id", "=", id).executeTakeFirstOrThrow(),
+    );
 
   return {
     ...flowMethods(db, elementByNumber),
@@ -238,7 +250,9 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
         .selectFrom("runs")
         .selectAll()
         .where("id", "=", id)
-        .$if(scope !== null, (q) => q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""))
+        .$if(scope !== null, (q) =>
+          q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
+        )
         .executeTakeFirst();
       return row && toRun(row);
     },
@@ -249,7 +263,9 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
         .deleteFrom("runs")
         .where("id", "in", ids)
         .where("status", "in", ["SUCCESS", "FAILURE", "CANCELED"])
-        .$if(scope !== null, (q) => q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""))
+        .$if(scope !== null, (q) =>
+          q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
+        )
         .returning("id")
         .execute();
       return new Set(rows.map((r) => r.id));
@@ -257,13 +273,18 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
 
     async unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null) {
       let q = db.selectFrom("runs").selectAll().where("status", "in", statuses);
-      if (nodeId !== undefined) q = nodeId === null ? q.where("node_id", "is", null) : q.where("node_id", "=", nodeId);
+      if (nodeId !== undefined)
+        q = nodeId === null ? q.where("node_id", "is", null) : q.where("node_id", "=", nodeId);
       const rows = await q.orderBy("create_time").execute();
       return rows.map(toRun);
     },
 
     async childRuns(parentRunId) {
-      const rows = await db.selectFrom("runs").selectAll().where("parent_run_id", "=", parentRunId).execute();
+      const rows = await db
+        .selectFrom("runs")
+        .selectAll()
+        .where("parent_run_id", "=", parentRunId)
+        .execute();
       return rows.map(toRun);
     },
 
@@ -283,7 +304,11 @@ export function createKyselyStore(db: Kysely<Database>, dialect: "sqlite" | "pos
         .where((eb) =>
           eb.or([
             eb("node_id", "is", null),
-            eb("node_id", "not in", eb.selectFrom("nodes").select("id").where("heartbeat_at", ">=", cutoff)),
+            eb(
+              "node_id",
+              "not in",
+              eb.selectFrom("nodes").select("id").where("heartbeat_at", ">=", cutoff),
+            ),
           ]),
         )
         .execute();

@@ -14,7 +14,10 @@ pg.types.setTypeParser(20, (v) => Number(v));
 export type OpenedStore = Store & { db: Kysely<Database> };
 
 /** Opens and migrates the store the configuration names: PostgreSQL for a postgres:// URL, else SQLite. */
-export async function openStore(opts: { databaseUrl?: string | undefined; dataDir: string }): Promise<OpenedStore> {
+export async function openStore(opts: {
+  databaseUrl?: string | undefined;
+  dataDir: string;
+}): Promise<OpenedStore> {
   if (opts.databaseUrl?.startsWith("postgres")) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });

@@ -1,10 +1,19 @@
 import type { Selectable } from "kysely";
 import type { ElementTable, RunTable } from "./schema.ts";
-import type { Element, ElementType, FlowStatus, Run, RunStatus, ScriptElement, TriggerType } from "./types.ts";
+import type {
+  Element,
+  ElementType,
+  FlowStatus,
+  Run,
+  RunStatus,
+  ScriptElement,
+  TriggerType,
+} from "./types.ts";
 
 /** Row ↔ domain mapping, shared by both dialects. */
 
-const parseJson = <T>(text: string | null): T | null => (text == null ? null : (JSON.parse(text) as T));
+const parseJson = <T>(text: string | null): T | null =>
+  text == null ? null : (JSON.parse(text) as T);
 const num = (v: number | string | null): number | null => (v == null ? null : Number(v));
 
 export type ElementRow = Omit<Selectable<ElementTable>, "content"> & { path: string };

@@ -13,7 +13,9 @@ export function openSqlite(file: string): { db: SqliteDatabase; raw: DatabaseSyn
   raw.exec("PRAGMA busy_timeout = 5000;");
   // Monitoring reads scattered run rows (text filters scan one flow's runs): a 64 MiB page cache
   // and memory-mapped reads keep a million-run database's hot part out of read() calls.
-  raw.exec("PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;");
+  raw.exec(
+    "PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;",
+  );
   const cache = new Map<string, SqliteStatement>();
 
   const db: SqliteDatabase = {

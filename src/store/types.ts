@@ -72,7 +72,18 @@ export interface Run {
   detail: Record<string, unknown> | null;
 }
 
-export type NewRun = Omit<Run, "startTime" | "endTime" | "duration" | "summary" | "result" | "error" | "stdout" | "stderr" | "detail"> & {
+export type NewRun = Omit<
+  Run,
+  | "startTime"
+  | "endTime"
+  | "duration"
+  | "summary"
+  | "result"
+  | "error"
+  | "stdout"
+  | "stderr"
+  | "detail"
+> & {
   startTime?: number | null;
 };
 
@@ -160,13 +171,21 @@ export interface Store {
   elementById(scope: Scope, id: string): Promise<Element | undefined>;
   scriptById(scope: Scope, id: string): Promise<ScriptElement | undefined>;
   /** Insert or (when `overwrite`) replace a script; returns "created" | "overwritten" | "exists". */
-  putScript(el: NewScriptElement, overwrite: boolean): Promise<"created" | "overwritten" | "exists">;
+  putScript(
+    el: NewScriptElement,
+    overwrite: boolean,
+  ): Promise<"created" | "overwritten" | "exists">;
 
   /** Stores a new revision (creating the element as DRAFT if new) and makes it the release. */
   deployFlow(deploy: NewFlowDeploy): Promise<{ element: Element; version: number }>;
   /** Renames the newest revision; false when the element has none. */
   renameRevision(elementId: string, name: string): Promise<boolean>;
-  setFlowStatus(elementId: string, status: FlowStatus, user: Record<string, unknown> | null, now: number): Promise<void>;
+  setFlowStatus(
+    elementId: string,
+    status: FlowStatus,
+    user: Record<string, unknown> | null,
+    now: number,
+  ): Promise<void>;
   flowRevision(elementId: string, version: number): Promise<FlowRevision | undefined>;
 
   /** Inserts a run; with `end`, one that already ended (a fast run-sync is written once). */

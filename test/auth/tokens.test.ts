@@ -34,7 +34,9 @@ describe("tokens", () => {
     assert.equal(readSessionCookie("sess", c, 2001), null);
     assert.equal(readSessionCookie("other", c, 1000), null);
     const [payload, sig] = c.split(".");
-    const forged = Buffer.from(JSON.stringify({ app: "a", space: "x", user: "u", exp: 2000 })).toString("base64url");
+    const forged = Buffer.from(
+      JSON.stringify({ app: "a", space: "x", user: "u", exp: 2000 }),
+    ).toString("base64url");
     assert.equal(readSessionCookie("sess", `${forged}.${sig}`, 1000), null);
     assert.ok(payload);
   });

@@ -14,7 +14,10 @@ import { scopeHeaders } from "../helpers/server.ts";
 const H = { ...scopeHeaders(), "content-type": "application/json" };
 type Proc = Awaited<ReturnType<typeof startProcess>>;
 
-async function post(url: string, body: unknown): Promise<{ status: boolean; code: number; data: unknown; message: string }> {
+async function post(
+  url: string,
+  body: unknown,
+): Promise<{ status: boolean; code: number; data: unknown; message: string }> {
   const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
   return (await res.json()) as { status: boolean; code: number; data: unknown; message: string };
 }
@@ -32,7 +35,14 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-cluster-"));
     dataDirs.push(dataDir);
     const p = await startProcess(
-      { DATA_DIR: dataDir, DATABASE_URL: databaseUrl, HEARTBEAT_MS: "300", HEARTBEAT_TIMEOUT_MS: "2000", SCRIPT_PREFORK: "1", ...extra },
+      {
+        DATA_DIR: dataDir,
+        DATABASE_URL: databaseUrl,
+        HEARTBEAT_MS: "300",
+        HEARTBEAT_TIMEOUT_MS: "2000",
+        SCRIPT_PREFORK: "1",
+        ...extra,
+      },
       role,
     );
     procs.push(p);
@@ -50,7 +60,10 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
     const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}`;
 
-    apis = [await start("serve", { SLUICE_ROLE: "api" }), await start("serve", { SLUICE_ROLE: "api" })];
+    apis = [
+      await start("serve", { SLUICE_ROLE: "api" }),
+      await start("serve", { SLUICE_ROLE: "api" }),
+    ];
     workers = [await start("worker"), await start("worker")];
     const api = apis[0]?.url ?? "";
     const flows: [string, unknown][] = [
@@ -60,18 +73,47 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
         {
           vertexes: [
             { id: "in", type: "input" },
-            { id: "py", type: "script", config: { code: "def main(p):\n    return {'id': p['id']}\n" } },
+            {
+              id: "py",
+              type: "script",
+              config: { code: "def main(p):\n    return {'id': p['id']}\n" },
+            },
             { id: "call", type: "http", config: { method: "POST", url: `${hookUrl}/{{id}}` } },
           ],
-          edges: [{ source: "in", target: "py" }, { source: "py", target: "call" }],
+          edges: [
+            { source: "in", target: "py" },
+            { source: "py", target: "call" },
+          ],
         },
       ],
-      ["sleeper", { vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "import time\ndef main(p):\n    time.sleep(120)\n" } }], edges: [{ source: "in", target: "py" }] }],
+      [
+        "sleeper",
+        {
+          vertexes: [
+            { id: "in", type: "input" },
+            {
+              id: "py",
+              type: "script",
+              config: { code: "import time\ndef main(p):\n    time.sleep(120)\n" },
+            },
+          ],
+          edges: [{ source: "in", target: "py" }],
+        },
+      ],
     ];
     for (const [name, flow] of flows) {
-      const d = await post(`${api}${DF}/flow/deploy`, { elementName: name, revisionName: "r", path: "/c", flow, configure: {} });
+      const d = await post(`${api}${DF}/flow/deploy`, {
+        elementName: name,
+        revisionName: "r",
+        path: "/c",
+        flow,
+        configure: {},
+      });
       assert.equal(d.status, true, JSON.stringify(d));
-      assert.equal((await post(`${api}${DF}/flow/activate`, { elementName: name })).data, "APPROVED");
+      assert.equal(
+        (await post(`${api}${DF}/flow/activate`, { elementName: name })).data,
+        "APPROVED",
+      );
     }
   });
 
@@ -85,37 +127,56 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     const ids: string[] = [];
     for (let i = 0; i < 40; i++) {
       const api = apis[i % 2]?.url ?? "";
-      const r = await post(`${api}${DF}/run`, { elementName: "counted", parameter: { id: `job${i}` } });
+      const r = await post(`${api}${DF}/run`, {
+        elementName: "counted",
+        parameter: { id: `job${i}` },
+      });
       assert.equal(r.status, true, JSON.stringify(r));
       ids.push(r.data as string);
     }
     for (const [i, id] of ids.entries()) {
       // Ask the other API than the one that took the run: completion crosses nodes by NOTIFY.
       const api = apis[(i + 1) % 2]?.url ?? "";
-      const res = (await (await fetch(`${api}${DF}/run/${id}/result?timeout=30`, { headers: H })).json()) as { status: boolean };
+      const res = (await (
+        await fetch(`${api}${DF}/run/${id}/result?timeout=30`, { headers: H })
+      ).json()) as { status: boolean };
       assert.equal(res.status, true, `run ${id}: ${JSON.stringify(res)}`);
     }
-    for (let i = 0; i < 40; i++) assert.equal(hits.get(`job${i}`), 1, `job${i} executed exactly once`);
+    for (let i = 0; i < 40; i++)
+      assert.equal(hits.get(`job${i}`), 1, `job${i} executed exactly once`);
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();
-    const { rows } = await db.query<{ node_id: string }>("select distinct node_id from runs where id = any($1)", [ids]);
+    const { rows } = await db.query<{ node_id: string }>(
+      "select distinct node_id from runs where id = any($1)",
+      [ids],
+    );
     await db.end();
-    assert.ok(rows.every((r) => workers.some((w) => r.node_id.includes(`:${w.child.pid}:`))), "queued runs ran on workers");
+    assert.ok(
+      rows.every((r) => workers.some((w) => r.node_id.includes(`:${w.child.pid}:`))),
+      "queued runs ran on workers",
+    );
   });
 
   it("run-sync answers through an API node", async () => {
-    const r = await post(`${apis[1]?.url}${DF}/run-sync`, { elementName: "plain", parameter: { orders: [{ amount: 1, qty: 2 }] } });
+    const r = await post(`${apis[1]?.url}${DF}/run-sync`, {
+      elementName: "plain",
+      parameter: { orders: [{ amount: 1, qty: 2 }] },
+    });
     assert.deepEqual(r.data, [{ amount: 1, qty: 2, total: 2 }]);
   });
 
   it("a worker killed mid-run leaves its run FAILURE after the heartbeat timeout; nothing else is lost", async () => {
     const api = apis[0]?.url ?? "";
-    const sleeping = (await post(`${api}${DF}/run`, { elementName: "sleeper", parameter: {} })).data as string;
+    const sleeping = (await post(`${api}${DF}/run`, { elementName: "sleeper", parameter: {} }))
+      .data as string;
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();
     let nodeId = "";
     for (let i = 0; i < 100 && !nodeId; i++) {
-      const { rows } = await db.query<{ node_id: string | null; status: string }>("select node_id, status from runs where id = $1", [sleeping]);
+      const { rows } = await db.query<{ node_id: string | null; status: string }>(
+        "select node_id, status from runs where id = $1",
+        [sleeping],
+      );
       if (rows[0]?.status === "STARTED" && rows[0].node_id) nodeId = rows[0].node_id;
       else await new Promise((r) => setTimeout(r, 100));
     }
@@ -125,13 +186,21 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     await killHard(victim.child);
 
     const more: string[] = [];
-    for (let i = 0; i < 10; i++) more.push((await post(`${api}${DF}/run`, { elementName: "counted", parameter: { id: `after${i}` } })).data as string);
+    for (let i = 0; i < 10; i++)
+      more.push(
+        (await post(`${api}${DF}/run`, { elementName: "counted", parameter: { id: `after${i}` } }))
+          .data as string,
+      );
 
-    const res = (await (await fetch(`${api}${DF}/run/${sleeping}/result?timeout=20`, { headers: H })).json()) as { code: number; message: string };
+    const res = (await (
+      await fetch(`${api}${DF}/run/${sleeping}/result?timeout=20`, { headers: H })
+    ).json()) as { code: number; message: string };
     assert.equal(res.code, 28020004);
     assert.match(res.message, /heartbeats/);
     for (const id of more) {
-      const r = (await (await fetch(`${api}${DF}/run/${id}/result?timeout=30`, { headers: H })).json()) as { status: boolean };
+      const r = (await (
+        await fetch(`${api}${DF}/run/${id}/result?timeout=30`, { headers: H })
+      ).json()) as { status: boolean };
       assert.equal(r.status, true, `run ${id} after the kill`);
     }
     for (let i = 0; i < 10; i++) assert.equal(hits.get(`after${i}`), 1);
@@ -139,11 +208,35 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
 
   it("a cron trigger fires once per tick across the four processes", async () => {
     const api = apis[0]?.url ?? "";
-    const flow = { vertexes: [{ id: "in", type: "input" }, { id: "out", type: "output" }], edges: [{ source: "in", target: "out" }] };
-    const configure = { triggers: [{ type: "cron", name: "every-second", crontab: "* * * * * *", parameter: { from: "cron" } }] };
-    assert.equal((await post(`${api}${DF}/flow/deploy`, { elementName: "ticker", revisionName: "r", path: "/c", flow, configure })).status, true);
+    const flow = {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "out", type: "output" },
+      ],
+      edges: [{ source: "in", target: "out" }],
+    };
+    const configure = {
+      triggers: [
+        { type: "cron", name: "every-second", crontab: "* * * * * *", parameter: { from: "cron" } },
+      ],
+    };
+    assert.equal(
+      (
+        await post(`${api}${DF}/flow/deploy`, {
+          elementName: "ticker",
+          revisionName: "r",
+          path: "/c",
+          flow,
+          configure,
+        })
+      ).status,
+      true,
+    );
     const t0 = Date.now();
-    assert.equal((await post(`${api}${DF}/flow/activate`, { elementName: "ticker" })).data, "APPROVED");
+    assert.equal(
+      (await post(`${api}${DF}/flow/activate`, { elementName: "ticker" })).data,
+      "APPROVED",
+    );
     await new Promise((r) => setTimeout(r, 4500));
     await post(`${api}${DF}/flow/deactivate`, { elementName: "ticker" });
     const elapsedS = (Date.now() - t0) / 1000;
@@ -156,12 +249,17 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     await db.end();
     // Four schedulers watch this flow; one run per tick means at most one run per elapsed second.
     assert.ok(rows.length >= 2, `fired ${rows.length} times`);
-    assert.ok(rows.length <= Math.ceil(elapsedS) + 1, `${rows.length} runs in ${elapsedS.toFixed(1)} s: a tick fired twice`);
+    assert.ok(
+      rows.length <= Math.ceil(elapsedS) + 1,
+      `${rows.length} runs in ${elapsedS.toFixed(1)} s: a tick fired twice`,
+    );
     assert.ok(rows.every((r) => r.run_param === '{"from":"cron"}'));
   });
 
   it("terminate through one API reaches the run on whichever worker executes it", async () => {
-    const sleeping = (await post(`${apis[0]?.url}${DF}/run`, { elementName: "sleeper", parameter: {} })).data as string;
+    const sleeping = (
+      await post(`${apis[0]?.url}${DF}/run`, { elementName: "sleeper", parameter: {} })
+    ).data as string;
     const deadline = Date.now() + 10_000;
     let terminated = false;
     while (!terminated && Date.now() < deadline) {
@@ -170,12 +268,17 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
       terminated = (t.data as Record<string, boolean>)[sleeping] === true;
     }
     assert.ok(terminated);
-    const res = (await (await fetch(`${apis[0]?.url}${DF}/run/${sleeping}/result`, { headers: H })).json()) as { code: number };
+    const res = (await (
+      await fetch(`${apis[0]?.url}${DF}/run/${sleeping}/result`, { headers: H })
+    ).json()) as { code: number };
     assert.equal(res.code, 28020005);
     // The worker killed the sleeping process: no python process of that run is left.
     await new Promise((r) => setTimeout(r, 500));
     const { execSync } = await import("node:child_process");
-    const left = execSync("ps -eo args").toString().split("\n").filter((l) => l.includes("time.sleep(120)"));
+    const left = execSync("ps -eo args")
+      .toString()
+      .split("\n")
+      .filter((l) => l.includes("time.sleep(120)"));
     assert.deepEqual(left, []);
   });
 });

@@ -48,7 +48,20 @@ describe("run names", () => {
 
 describe("run parameter check", async () => {
   const { runParameterIssues } = await import("../../src/flows/json-schema.ts");
-  const graph = { vertexes: [{ type: "input", config: { schema: { type: "object", required: ["orders"], properties: { orders: { type: "array" } } } } }] };
+  const graph = {
+    vertexes: [
+      {
+        type: "input",
+        config: {
+          schema: {
+            type: "object",
+            required: ["orders"],
+            properties: { orders: { type: "array" } },
+          },
+        },
+      },
+    ],
+  };
   it("accepts a matching parameter and names the field of a mismatch", () => {
     assert.deepEqual(runParameterIssues(graph, { orders: [] }), []);
     const issues = runParameterIssues(graph, { orders: 3 });

@@ -34,10 +34,16 @@ export async function deployAndActivate(
   headers: Record<string, string> = scopeHeaders(),
   path = "/flows",
 ): Promise<void> {
-  const d = await server.call("POST", `${DF}/flow/deploy`, { headers, body: { elementName, revisionName: "r1", path, flow, configure } });
+  const d = await server.call("POST", `${DF}/flow/deploy`, {
+    headers,
+    body: { elementName, revisionName: "r1", path, flow, configure },
+  });
   if (!d.body.status || d.body.data.some((r: { severity: number }) => r.severity === 2)) {
     throw new Error(`deploy of ${elementName} failed: ${d.text}`);
   }
-  const a = await server.call("POST", `${DF}/flow/activate`, { headers, body: { elementName, path } });
+  const a = await server.call("POST", `${DF}/flow/activate`, {
+    headers,
+    body: { elementName, path },
+  });
   if (a.body.data !== "APPROVED") throw new Error(`activate of ${elementName} failed: ${a.text}`);
 }

@@ -16,7 +16,10 @@ export async function freePort(): Promise<number> {
 }
 
 /** Starts `sluice <role>` as a real OS process and resolves once /health answers. */
-export async function startProcess(env: Record<string, string>, role = "serve"): Promise<{ child: ChildProcess; url: string; output: () => string }> {
+export async function startProcess(
+  env: Record<string, string>,
+  role = "serve",
+): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const port = env.PORT ?? String(await freePort());
   let output = "";
   const child = spawn(process.execPath, [BIN, role], {

@@ -1,7 +1,7 @@
 import fs from "node:fs";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import type { AddressInfo } from "node:net";
 import pino from "pino";
 import { buildApp } from "../../src/app.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
@@ -12,7 +12,8 @@ import { startPostgres } from "./pg.ts";
  * `SLUICE_TEST_MODE=cluster` runs the same HTTP suites against PostgreSQL (pg-boss queue, NOTIFY
  * bridge), each server on a fresh database of a throwaway cluster the tests start themselves.
  */
-export const TEST_MODE: "embedded" | "cluster" = process.env.SLUICE_TEST_MODE === "cluster" ? "cluster" : "embedded";
+export const TEST_MODE: "embedded" | "cluster" =
+  process.env.SLUICE_TEST_MODE === "cluster" ? "cluster" : "embedded";
 
 /** Environment for one more server of the current mode (a new database in cluster mode). */
 export async function modeEnv(): Promise<Record<string, string>> {
@@ -27,7 +28,11 @@ export interface TestServer {
   config: Config;
   dataDir: string;
   /** JSON request over the real socket; returns status, headers and parsed body. */
-  call(method: string, urlPath: string, opts?: { headers?: Record<string, string>; body?: unknown; raw?: string | Uint8Array }): Promise<Reply>;
+  call(
+    method: string,
+    urlPath: string,
+    opts?: { headers?: Record<string, string>; body?: unknown; raw?: string | Uint8Array },
+  ): Promise<Reply>;
   close(): Promise<void>;
 }
 
@@ -43,9 +48,17 @@ export const SCOPE = { app: "app1", space: "space1", user: "alice" } as const;
 export const OTHER_SCOPE = { app: "app1", space: "space2", user: "bob" } as const;
 
 /** A real service on 127.0.0.1 with its own data directory, listening on a free port. */
-export async function startServer(env: Record<string, string> = {}, opts: { dataDir?: string; keepData?: boolean } = {}): Promise<TestServer> {
+export async function startServer(
+  env: Record<string, string> = {},
+  opts: { dataDir?: string; keepData?: boolean } = {},
+): Promise<TestServer> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-test-"));
-  const config = loadConfig({ DATA_DIR: dataDir, SCRIPT_PREFORK: "2", ...(opts.dataDir ? {} : await modeEnv()), ...env });
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    SCRIPT_PREFORK: "2",
+    ...(opts.dataDir ? {} : await modeEnv()),
+    ...env,
+  });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
   const services = await createServices({ config, logger });
   const app = await buildApp(services);
@@ -61,7 +74,9 @@ export async function startServer(env: Record<string, string> = {}, opts: { data
     async call(method, urlPath, opts = {}) {
       const headers: Record<string, string> = { ...opts.headers };
       let body: string | Uint8Array<ArrayBuffer> | undefined =
-        typeof opts.raw === "string" || opts.raw === undefined ? opts.raw : new Uint8Array(opts.raw);
+        typeof opts.raw === "string" || opts.raw === undefined
+          ? opts.raw
+          : new Uint8Array(opts.raw);
       if (opts.body !== undefined) {
         body = JSON.stringify(opts.body);
         headers["content-type"] ??= "application/json";
@@ -91,12 +106,25 @@ export async function upload(
 ): Promise<Reply> {
   const form = new FormData();
   for (const [k, v] of Object.entries(fields)) form.append(k, v);
-  for (const f of files) form.append("batchFile", new Blob([typeof f.content === "string" ? f.content : new Uint8Array(f.content)]), f.name);
-  const res = await fetch(`${server.url}${server.config.scriptPrefix}/file/batch-upload`, { method: "POST", body: form, headers });
+  for (const f of files)
+    form.append(
+      "batchFile",
+      new Blob([typeof f.content === "string" ? f.content : new Uint8Array(f.content)]),
+      f.name,
+    );
+  const res = await fetch(`${server.url}${server.config.scriptPrefix}/file/batch-upload`, {
+    method: "POST",
+    body: form,
+    headers,
+  });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: JSON.parse(text), text };
 }
 
-export function scopeHeaders(scope: { app: string; space: string; user: string } = SCOPE): { app: string; space: string; user: string } {
+export function scopeHeaders(scope: { app: string; space: string; user: string } = SCOPE): {
+  app: string;
+  space: string;
+  user: string;
+} {
   return { app: scope.app, space: scope.space, user: scope.user };
 }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { makeSessionCookie, signToken } from "../../src/auth/tokens.ts";
 import { mintToken } from "../../src/cli.ts";
-import { SCOPE, type TestServer, startServer, upload } from "../helpers/server.ts";
+import { SCOPE, startServer, type TestServer, upload } from "../helpers/server.ts";
 
 const ENV = {
   AUTH_MODE: "signature",
@@ -16,11 +16,18 @@ describe("signature mode", () => {
   const now = () => Math.floor(Date.now() / 1000);
   const appToken = (t = now()) => ({ ...SCOPE, token: signToken("s3cret", SCOPE, t) });
   const internalToken = () => ({ ...SCOPE, token: signToken("internal-k", SCOPE, now()) });
-  const cookie = (exp = now() + 600) => ({ cookie: `session=${makeSessionCookie("session-k", SCOPE, exp)}` });
+  const cookie = (exp = now() + 600) => ({
+    cookie: `session=${makeSessionCookie("session-k", SCOPE, exp)}`,
+  });
 
   before(async () => {
     server = await startServer(ENV);
-    const r = await upload(server, [{ name: "echo.py", content: "def main(p): return p\n" }], { path: "/" }, internalToken());
+    const r = await upload(
+      server,
+      [{ name: "echo.py", content: "def main(p): return p\n" }],
+      { path: "/" },
+      internalToken(),
+    );
     assert.equal(r.body.data[0].status, 0);
   });
   after(() => server.close());
@@ -40,14 +47,27 @@ describe("signature mode", () => {
     unauthorized(await run({ ...SCOPE, token: signToken("other", SCOPE, now()) }));
   });
   it("checks auth before body validation", async () => {
-    const r = await server.call("POST", "/script/script/run", { headers: { ...SCOPE }, body: { wrong: true } });
+    const r = await server.call("POST", "/script/script/run", {
+      headers: { ...SCOPE },
+      body: { wrong: true },
+    });
     unauthorized(r);
   });
   it("internal endpoints take only internal-secret tokens", async () => {
     const body = { elementName: "echo", parameter: { i: 1 } };
-    unauthorized(await server.call("POST", "/script/script/run-sync", { headers: appToken(), body }));
-    unauthorized(await server.call("POST", "/script/script/run-sync", { headers: { ...SCOPE, ...cookie() }, body }));
-    const r = await server.call("POST", "/script/script/run-sync", { headers: internalToken(), body });
+    unauthorized(
+      await server.call("POST", "/script/script/run-sync", { headers: appToken(), body }),
+    );
+    unauthorized(
+      await server.call("POST", "/script/script/run-sync", {
+        headers: { ...SCOPE, ...cookie() },
+        body,
+      }),
+    );
+    const r = await server.call("POST", "/script/script/run-sync", {
+      headers: internalToken(),
+      body,
+    });
     assert.deepEqual(r.body.data, { i: 1 });
   });
   it("the session cookie supplies the scope; disagreeing headers and expired cookies are 401", async () => {
@@ -56,7 +76,10 @@ describe("signature mode", () => {
     unauthorized(await run(cookie(now() - 10)));
   });
   it("result lookups accept app tokens, internal tokens and cookies", async () => {
-    const r = await server.call("POST", "/script/external/echo/run", { headers: appToken(), body: { n: 1 } });
+    const r = await server.call("POST", "/script/external/echo/run", {
+      headers: appToken(),
+      body: { n: 1 },
+    });
     const id = r.body.data;
     for (const headers of [appToken(), internalToken(), cookie()]) {
       const res = await server.call("GET", `/script/script/result/${id}?timeout=5`, { headers });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { type TestServer, scopeHeaders, startServer } from "../helpers/server.ts";
+import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
 describe("bad input gets a clear envelope", () => {
   let server: TestServer;
@@ -10,36 +10,63 @@ describe("bad input gets a clear envelope", () => {
   });
   after(() => server.close());
 
-  const expectEnvelope = (r: { status: number; body: { status: boolean; code: number; message: string; data: unknown } }, code: number, pattern?: RegExp) => {
+  const expectEnvelope = (
+    r: { status: number; body: { status: boolean; code: number; message: string; data: unknown } },
+    code: number,
+    pattern?: RegExp,
+  ) => {
     assert.equal(r.status, 200);
     assert.deepEqual([r.body.status, r.body.code, r.body.data], [false, code, null]);
     if (pattern) assert.match(r.body.message, pattern);
   };
 
   it("malformed JSON", async () => {
-    const r = await server.call("POST", "/script/script/run", { headers: { ...h, "content-type": "application/json" }, raw: '{"elementName": ' });
+    const r = await server.call("POST", "/script/script/run", {
+      headers: { ...h, "content-type": "application/json" },
+      raw: '{"elementName": ',
+    });
     expectEnvelope(r, 400, /not valid JSON/);
   });
   it("wrong field type names the field", async () => {
-    const r = await server.call("POST", "/script/script/run-sync", { headers: h, body: { elementName: "x", timeout: "soon" } });
+    const r = await server.call("POST", "/script/script/run-sync", {
+      headers: h,
+      body: { elementName: "x", timeout: "soon" },
+    });
     expectEnvelope(r, 400, /timeout/);
-    const q = await server.call("POST", "/script/external/x/run-sync?timeout=abc", { headers: h, body: {} });
+    const q = await server.call("POST", "/script/external/x/run-sync?timeout=abc", {
+      headers: h,
+      body: {},
+    });
     expectEnvelope(q, 400, /querystring\.timeout/);
   });
   it("oversize body is 413", async () => {
-    const r = await server.call("POST", "/script/script/run", { headers: h, body: { elementName: "x", parameter: "y".repeat(5000) } });
+    const r = await server.call("POST", "/script/script/run", {
+      headers: h,
+      body: { elementName: "x", parameter: "y".repeat(5000) },
+    });
     expectEnvelope(r, 413);
   });
   it("gzip that inflates past the limit is 413; broken gzip is 400", async () => {
     const { gzipSync } = await import("node:zlib");
-    const bomb = gzipSync(Buffer.from(JSON.stringify({ elementName: "x", parameter: "z".repeat(100_000) })));
-    const r = await server.call("POST", "/script/script/run", { headers: { ...h, "content-type": "application/json", "content-encoding": "gzip" }, raw: bomb });
+    const bomb = gzipSync(
+      Buffer.from(JSON.stringify({ elementName: "x", parameter: "z".repeat(100_000) })),
+    );
+    const r = await server.call("POST", "/script/script/run", {
+      headers: { ...h, "content-type": "application/json", "content-encoding": "gzip" },
+      raw: bomb,
+    });
     expectEnvelope(r, 413);
-    const broken = await server.call("POST", "/script/script/run", { headers: { ...h, "content-type": "application/json", "content-encoding": "gzip" }, raw: "nope" });
+    const broken = await server.call("POST", "/script/script/run", {
+      headers: { ...h, "content-type": "application/json", "content-encoding": "gzip" },
+      raw: "nope",
+    });
     expectEnvelope(broken, 400);
   });
   it("unsupported content type is 400", async () => {
-    const r = await server.call("POST", "/script/script/run", { headers: { ...h, "content-type": "text/csv" }, raw: "a,b" });
+    const r = await server.call("POST", "/script/script/run", {
+      headers: { ...h, "content-type": "text/csv" },
+      raw: "a,b",
+    });
     expectEnvelope(r, 400, /content type/);
   });
   it("unknown route is a 404 envelope", async () => {

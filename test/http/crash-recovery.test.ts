@@ -9,34 +9,69 @@ import { modeEnv, scopeHeaders } from "../helpers/server.ts";
 
 const h = { ...scopeHeaders(), "content-type": "application/json" };
 const post = async (url: string, p: string, body: unknown) =>
-  (await fetch(url + p, { method: "POST", headers: h, body: JSON.stringify(body) })).json() as Promise<{ status: boolean; code: number; data: unknown }>;
+  (
+    await fetch(url + p, { method: "POST", headers: h, body: JSON.stringify(body) })
+  ).json() as Promise<{ status: boolean; code: number; data: unknown }>;
 
 describe("kill -9 mid-run, then restart", () => {
   it("loses no accepted run: running ones end FAILURE with a reason, queued ones complete", async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-crash-"));
     // One flow slot: the sleeper holds it, so every other accepted run is still QUEUED at the kill.
-    const env = { DATA_DIR: dataDir, FLOW_CONCURRENCY: "1", SCRIPT_PREFORK: "1", HEARTBEAT_MS: "300", HEARTBEAT_TIMEOUT_MS: "1500", ...(await modeEnv()) };
+    const env = {
+      DATA_DIR: dataDir,
+      FLOW_CONCURRENCY: "1",
+      SCRIPT_PREFORK: "1",
+      HEARTBEAT_MS: "300",
+      HEARTBEAT_TIMEOUT_MS: "1500",
+      ...(await modeEnv()),
+    };
     const first = await startProcess(env);
     const sleeper = {
-      vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "import os, time\ndef main(p):\n    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(60)\n" } }],
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "py",
+          type: "script",
+          config: {
+            code: "import os, time\ndef main(p):\n    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(60)\n",
+          },
+        },
+      ],
       edges: [{ source: "in", target: "py" }],
     };
-    for (const [name, flow] of [["sleeper", sleeper], ["plain", NO_SCRIPT_FLOW]] as const) {
-      await post(first.url, `${DF}/flow/deploy`, { elementName: name, revisionName: "r", path: "/", flow, configure: {} });
+    for (const [name, flow] of [
+      ["sleeper", sleeper],
+      ["plain", NO_SCRIPT_FLOW],
+    ] as const) {
+      await post(first.url, `${DF}/flow/deploy`, {
+        elementName: name,
+        revisionName: "r",
+        path: "/",
+        flow,
+        configure: {},
+      });
       await post(first.url, `${DF}/flow/activate`, { elementName: name });
     }
-    const sleeping = (await post(first.url, `${DF}/run`, { elementName: "sleeper", parameter: {} })).data as string;
+    const sleeping = (await post(first.url, `${DF}/run`, { elementName: "sleeper", parameter: {} }))
+      .data as string;
     await new Promise((r) => setTimeout(r, 300));
     const queued: string[] = [];
     for (let i = 0; i < 20; i++) {
-      const r = await post(first.url, `${DF}/run`, { elementName: "plain", parameter: { orders: [{ amount: i, qty: 1 }] } });
+      const r = await post(first.url, `${DF}/run`, {
+        elementName: "plain",
+        parameter: { orders: [{ amount: i, qty: 1 }] },
+      });
       assert.equal(r.status, true);
       queued.push(r.data as string);
     }
     await killHard(first.child);
     // The killed service's script process dies with it: nothing is left running on the host.
-    const pidFiles = fs.readdirSync(path.join(dataDir, "tasks")).map((d) => path.join(dataDir, "tasks", d, "pid"));
-    const pids = pidFiles.filter((f) => fs.existsSync(f)).map((f) => Number(fs.readFileSync(f, "utf8")));
+    const pidFiles = fs
+      .readdirSync(path.join(dataDir, "tasks"))
+      .map((d) => path.join(dataDir, "tasks", d, "pid"));
+    const pids = pidFiles
+      .filter((f) => fs.existsSync(f))
+      .map((f) => Number(fs.readFileSync(f, "utf8")));
     assert.equal(pids.length, 1, "the sleeper wrote its pid");
     const alive = (pid: number) => {
       try {
@@ -51,13 +86,17 @@ describe("kill -9 mid-run, then restart", () => {
 
     const second = await startProcess(env);
     try {
-      const res = await fetch(`${second.url}${DF}/run/${sleeping}/result?timeout=5`, { headers: h });
+      const res = await fetch(`${second.url}${DF}/run/${sleeping}/result?timeout=5`, {
+        headers: h,
+      });
       const body = (await res.json()) as { code: number; message: string };
       assert.equal(body.code, 28020004);
       // Embedded: the restart itself fails it; cluster: the live node notices the missing heartbeat.
       assert.match(body.message, /restarted|heartbeats/);
       for (const id of queued) {
-        const r = (await (await fetch(`${second.url}${DF}/run/${id}/result?timeout=10`, { headers: h })).json()) as { status: boolean };
+        const r = (await (
+          await fetch(`${second.url}${DF}/run/${id}/result?timeout=10`, { headers: h })
+        ).json()) as { status: boolean };
         assert.equal(r.status, true, `run ${id} completed after restart`);
       }
     } finally {

@@ -2,17 +2,30 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { DF, NO_SCRIPT_FLOW, deployAndActivate } from "../helpers/flows.ts";
-import { OTHER_SCOPE, type TestServer, scopeHeaders, startServer, upload } from "../helpers/server.ts";
+import { DF, deployAndActivate, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import {
+  OTHER_SCOPE,
+  scopeHeaders,
+  startServer,
+  type TestServer,
+  upload,
+} from "../helpers/server.ts";
 
-const ORDERS = { orders: [{ amount: 2, qty: 3 }, { amount: 0, qty: 9 }, { amount: 5, qty: 1 }] };
+const ORDERS = {
+  orders: [
+    { amount: 2, qty: 3 },
+    { amount: 0, qty: 9 },
+    { amount: 5, qty: 1 },
+  ],
+};
 
 describe("flow runs", () => {
   let server: TestServer;
   let hook: http.Server;
   let hookUrl = "";
   const h = scopeHeaders();
-  const call = (method: string, p: string, body?: unknown, headers: Record<string, string> = h) => server.call(method, DF + p, { headers, body });
+  const call = (method: string, p: string, body?: unknown, headers: Record<string, string> = h) =>
+    server.call(method, DF + p, { headers, body });
 
   before(async () => {
     server = await startServer();
@@ -26,30 +39,95 @@ describe("flow runs", () => {
     });
     await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
     hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}`;
-    await upload(server, [{ name: "score.py", content: "def main(rows):\n    print('scoring', len(rows))\n    return [dict(r, score=r['total'] * 10) for r in rows]\n" }], { path: "/ml" });
+    await upload(
+      server,
+      [
+        {
+          name: "score.py",
+          content:
+            "def main(rows):\n    print('scoring', len(rows))\n    return [dict(r, score=r['total'] * 10) for r in rows]\n",
+        },
+      ],
+      { path: "/ml" },
+    );
     await deployAndActivate(server, "plain", NO_SCRIPT_FLOW);
-    await deployAndActivate(server, "scored", {
-      vertexes: [...NO_SCRIPT_FLOW.vertexes.slice(0, 2), { id: "score", type: "script", config: { element: { elementName: "score", path: "/ml" } } }, { id: "out", type: "output" }],
-      edges: [{ source: "in", target: "clean" }, { source: "clean", target: "score" }, { source: "score", target: "out" }],
-    }, { runNameTemplate: "${elementName}-${param.tag}-v${version}" });
-    await deployAndActivate(server, "inline", {
-      vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "def main(p):\n    return helper(p['n'])\n" } }],
-      edges: [{ source: "in", target: "py" }],
-    }, { prelude: "def helper(n):\n    return n * 3\n" });
+    await deployAndActivate(
+      server,
+      "scored",
+      {
+        vertexes: [
+          ...NO_SCRIPT_FLOW.vertexes.slice(0, 2),
+          {
+            id: "score",
+            type: "script",
+            config: { element: { elementName: "score", path: "/ml" } },
+          },
+          { id: "out", type: "output" },
+        ],
+        edges: [
+          { source: "in", target: "clean" },
+          { source: "clean", target: "score" },
+          { source: "score", target: "out" },
+        ],
+      },
+      { runNameTemplate: "${elementName}-${param.tag}-v${version}" },
+    );
+    await deployAndActivate(
+      server,
+      "inline",
+      {
+        vertexes: [
+          { id: "in", type: "input" },
+          {
+            id: "py",
+            type: "script",
+            config: { code: "def main(p):\n    return helper(p['n'])\n" },
+          },
+        ],
+        edges: [{ source: "in", target: "py" }],
+      },
+      { prelude: "def helper(n):\n    return n * 3\n" },
+    );
     await deployAndActivate(server, "sleepy", {
-      vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "import time\ndef main(p):\n    time.sleep(p.get('s', 30))\n    return 'late'\n" } }],
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "py",
+          type: "script",
+          config: {
+            code: "import time\ndef main(p):\n    time.sleep(p.get('s', 30))\n    return 'late'\n",
+          },
+        },
+      ],
       edges: [{ source: "in", target: "py" }],
     });
     await deployAndActivate(server, "failing", {
-      vertexes: [{ id: "in", type: "input" }, { id: "py", type: "script", config: { code: "def main(p):\n    raise RuntimeError('no stock')\n" } }],
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "py",
+          type: "script",
+          config: { code: "def main(p):\n    raise RuntimeError('no stock')\n" },
+        },
+      ],
       edges: [{ source: "in", target: "py" }],
     });
     await deployAndActivate(server, "caller", {
-      vertexes: [{ id: "in", type: "input" }, { id: "call", type: "http", config: { method: "POST", url: `${hookUrl}/hook/{{kind}}`, body: { n: "{{n}}" } } }],
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "call",
+          type: "http",
+          config: { method: "POST", url: `${hookUrl}/hook/{{kind}}`, body: { n: "{{n}}" } },
+        },
+      ],
       edges: [{ source: "in", target: "call" }],
     });
     await deployAndActivate(server, "parent", {
-      vertexes: [{ id: "in", type: "input" }, { id: "child", type: "subflow", config: { element: { elementName: "sleepy" } } }],
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "child", type: "subflow", config: { element: { elementName: "sleepy" } } },
+      ],
       edges: [{ source: "in", target: "child" }],
     });
   });
@@ -60,15 +138,27 @@ describe("flow runs", () => {
 
   it("run-sync of a no-script flow answers the result with x-run-id", async () => {
     const r = await call("POST", "/run-sync", { elementName: "plain", parameter: ORDERS });
-    assert.deepEqual(r.body.data, [{ amount: 2, qty: 3, total: 6 }, { amount: 5, qty: 1, total: 5 }]);
+    assert.deepEqual(r.body.data, [
+      { amount: 2, qty: 3, total: 6 },
+      { amount: 5, qty: 1, total: 5 },
+    ]);
     const runId = r.headers.get("x-run-id") ?? "";
     const run = await server.services.store.getRun(null, runId);
-    assert.deepEqual([run?.triggerType, run?.status, run?.version, run?.elementType], ["SYNC", "SUCCESS", "1", "DPL"]);
+    assert.deepEqual(
+      [run?.triggerType, run?.status, run?.version, run?.elementType],
+      ["SYNC", "SUCCESS", "1", "DPL"],
+    );
   });
 
   it("runs a script element node and names the run from the template", async () => {
-    const r = await call("POST", "/run-sync", { elementName: "scored", parameter: { ...ORDERS, tag: "nightly" } });
-    assert.deepEqual(r.body.data.map((x: { score: number }) => x.score), [60, 50]);
+    const r = await call("POST", "/run-sync", {
+      elementName: "scored",
+      parameter: { ...ORDERS, tag: "nightly" },
+    });
+    assert.deepEqual(
+      r.body.data.map((x: { score: number }) => x.score),
+      [60, 50],
+    );
     const run = await server.services.store.getRun(null, r.headers.get("x-run-id") ?? "");
     assert.equal(run?.runName, "scored-nightly-v1");
     const nodes = (run?.detail?.nodes ?? []) as { nodeId: string; stdout?: string }[];
@@ -76,11 +166,17 @@ describe("flow runs", () => {
   });
 
   it("prepends the prelude to inline code", async () => {
-    assert.equal((await call("POST", "/run-sync", { elementName: "inline", parameter: { n: 5 } })).body.data, 15);
+    assert.equal(
+      (await call("POST", "/run-sync", { elementName: "inline", parameter: { n: 5 } })).body.data,
+      15,
+    );
   });
 
   it("calls http nodes with templates", async () => {
-    const r = await call("POST", "/run-sync", { elementName: "caller", parameter: { kind: "a", n: 4 } });
+    const r = await call("POST", "/run-sync", {
+      elementName: "caller",
+      parameter: { kind: "a", n: 4 },
+    });
     assert.deepEqual(r.body.data, { seen: { n: 4 }, path: "/hook/a" });
   });
 
@@ -95,8 +191,15 @@ describe("flow runs", () => {
   });
 
   it("runs by elementId and inProcess", async () => {
-    const [el] = await server.services.store.findElements({ app: h.app, space: h.space }, { type: "DPL", name: "plain" });
-    const r = await call("POST", "/run", { elementId: Number(el?.id), parameter: ORDERS, inProcess: true });
+    const [el] = await server.services.store.findElements(
+      { app: h.app, space: h.space },
+      { type: "DPL", name: "plain" },
+    );
+    const r = await call("POST", "/run", {
+      elementId: Number(el?.id),
+      parameter: ORDERS,
+      inProcess: true,
+    });
     const res = await call("GET", `/run/${r.body.data}/result?timeout=5`);
     assert.equal(res.body.status, true);
     const run = await server.services.store.getRun(null, r.body.data);
@@ -109,7 +212,11 @@ describe("flow runs", () => {
   });
 
   it("unfinished result is 28020003; run-sync wait elapsed is 28020006 and the run goes on", async () => {
-    const r = await call("POST", "/run-sync", { elementName: "sleepy", parameter: { s: 1.5 }, timeout: 1 });
+    const r = await call("POST", "/run-sync", {
+      elementName: "sleepy",
+      parameter: { s: 1.5 },
+      timeout: 1,
+    });
     assert.equal(r.body.code, 28020006);
     const runId = r.headers.get("x-run-id") ?? "";
     assert.ok(runId);
@@ -136,7 +243,10 @@ describe("flow runs", () => {
     assert.deepEqual(t.body.data, { [parentId]: true, unknown: false });
     assert.equal((await call("GET", `/run/${parentId}/result`)).body.code, 28020005);
     const childRun = await server.services.store.getRun(null, child.id);
-    assert.deepEqual([childRun?.status, childRun?.triggerType, childRun?.parentRunId], ["CANCELED", "API", parentId]);
+    assert.deepEqual(
+      [childRun?.status, childRun?.triggerType, childRun?.parentRunId],
+      ["CANCELED", "API", parentId],
+    );
     const again = await call("POST", "/run/terminate", { runIds: [parentId] });
     assert.equal(again.body.data[parentId], false);
   });
@@ -161,9 +271,20 @@ describe("flow runs", () => {
 
   it("another space can neither run, read nor terminate", async () => {
     const other = scopeHeaders(OTHER_SCOPE);
-    assert.equal((await call("POST", "/run", { elementName: "plain", parameter: ORDERS }, other)).body.code, 28010001);
+    assert.equal(
+      (await call("POST", "/run", { elementName: "plain", parameter: ORDERS }, other)).body.code,
+      28010001,
+    );
     const mine = await call("POST", "/run", { elementName: "plain", parameter: ORDERS });
-    assert.equal((await call("GET", `/run/${mine.body.data}/result?timeout=1`, undefined, other)).body.code, 28020002);
-    assert.equal((await call("POST", "/run/delete", { runIds: [mine.body.data] }, other)).body.data[mine.body.data], false);
+    assert.equal(
+      (await call("GET", `/run/${mine.body.data}/result?timeout=1`, undefined, other)).body.code,
+      28020002,
+    );
+    assert.equal(
+      (await call("POST", "/run/delete", { runIds: [mine.body.data] }, other)).body.data[
+        mine.body.data
+      ],
+      false,
+    );
   });
 });

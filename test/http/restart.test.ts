@@ -3,7 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { TEST_MODE, scopeHeaders, startServer, upload } from "../helpers/server.ts";
+import { scopeHeaders, startServer, TEST_MODE, upload } from "../helpers/server.ts";
 
 // Embedded mode re-queues from the runs table at start; in cluster mode queued jobs live in pg-boss
 // and dead nodes are found by heartbeat, which test/http/crash-recovery.test.ts covers.
@@ -15,7 +15,12 @@ describe("restart recovery", { skip: embeddedOnly }, () => {
     const h = scopeHeaders();
     const first = await startServer({}, { dataDir, keepData: true });
     await upload(first, [{ name: "echo.py", content: "def main(p): return p\n" }], { path: "/" });
-    const el = (await first.services.store.findElements({ app: h.app, space: h.space }, { type: "PY", name: "echo" }))[0];
+    const el = (
+      await first.services.store.findElements(
+        { app: h.app, space: h.space },
+        { type: "PY", name: "echo" },
+      )
+    )[0];
     assert.ok(el);
     const base = {
       scope: { app: h.app, space: h.space },
@@ -34,16 +39,25 @@ describe("restart recovery", { skip: embeddedOnly }, () => {
       createTime: Date.now(),
     };
     // As a crash would leave them: one task mid-run, one still queued.
-    await first.services.store.insertRun({ ...base, id: "crashed-started", status: "STARTED", startTime: Date.now() });
+    await first.services.store.insertRun({
+      ...base,
+      id: "crashed-started",
+      status: "STARTED",
+      startTime: Date.now(),
+    });
     await first.services.store.insertRun({ ...base, id: "crashed-queued", status: "QUEUED" });
     await first.close();
 
     const second = await startServer({}, { dataDir });
     try {
-      const started = await second.call("GET", "/script/script/lifespan/crashed-started", { headers: h });
+      const started = await second.call("GET", "/script/script/lifespan/crashed-started", {
+        headers: h,
+      });
       assert.equal(started.body.data.success, false);
       assert.match(started.body.data.stderr, /restarted/);
-      const queued = await second.call("GET", "/script/script/result/crashed-queued?timeout=5", { headers: h });
+      const queued = await second.call("GET", "/script/script/result/crashed-queued?timeout=5", {
+        headers: h,
+      });
       assert.deepEqual(queued.body.data, { again: true });
     } finally {
       await second.close();

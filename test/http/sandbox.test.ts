@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type TestServer, scopeHeaders, startServer, upload } from "../helpers/server.ts";
+import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
 const PROBE = `
 import os, socket
@@ -32,13 +32,24 @@ def main(p):
 describe("scripts cannot reach the service (through the real service)", () => {
   let server: TestServer;
   before(async () => {
-    server = await startServer({ AUTH_APP_SECRETS: "app1=topsecret", AUTH_INTERNAL_SECRET: "internal-secret", AUTH_SESSION_SECRET: "sess" });
-    const r = await upload(server, [{ name: "probe.py", content: PROBE }], { path: "/" }, { ...scopeHeaders() });
+    server = await startServer({
+      AUTH_APP_SECRETS: "app1=topsecret",
+      AUTH_INTERNAL_SECRET: "internal-secret",
+      AUTH_SESSION_SECRET: "sess",
+    });
+    const r = await upload(
+      server,
+      [{ name: "probe.py", content: PROBE }],
+      { path: "/" },
+      { ...scopeHeaders() },
+    );
     assert.equal(r.body.data[0].status, 0);
   });
   after(() => server.close());
 
-  it("sees no secrets, no database, no config or sources, no service environ, no network", { skip: process.getuid?.() !== 0 && "the uid drop needs root" }, async () => {
+  it("sees no secrets, no database, no config or sources, no service environ, no network", {
+    skip: process.getuid?.() !== 0 && "the uid drop needs root",
+  }, async () => {
     // The SQLite database in embedded mode; a stand-in secret file beside it in both modes.
     const db = path.join(server.dataDir, "sluice.db");
     const secret = path.join(server.dataDir, "service-secret.txt");
@@ -58,7 +69,8 @@ describe("scripts cannot reach the service (through the real service)", () => {
     const v = r.body;
     assert.notEqual(v.uid, 0);
     assert.deepEqual(v.env, []);
-    for (const key of Object.keys(files)) assert.notEqual(v[key], "read", `${key} must not be readable`);
+    for (const key of Object.keys(files))
+      assert.notEqual(v[key], "read", `${key} must not be readable`);
     if (server.services.runner.sandbox === "bwrap") assert.notEqual(v.net, "connected");
   });
 

@@ -1,14 +1,21 @@
 import assert from "node:assert/strict";
-import { gzipSync } from "node:zlib";
 import { after, before, describe, it } from "node:test";
-import { OTHER_SCOPE, type TestServer, scopeHeaders, startServer, upload } from "../helpers/server.ts";
+import { gzipSync } from "node:zlib";
+import {
+  OTHER_SCOPE,
+  scopeHeaders,
+  startServer,
+  type TestServer,
+  upload,
+} from "../helpers/server.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 const SCRIPTS = {
   echo: "def main(p):\n    return p\n",
   boom: "def main(p):\n    raise ValueError('bad order ' + str(p.get('id')))\n",
   slow: "import time\ndef main(p):\n    print('started', flush=True)\n    time.sleep(p.get('s', 2))\n    return 'woke'\n",
-  noisy: "import sys\ndef main():\n    print('to out')\n    print('to err', file=sys.stderr)\n    return [1, 2]\n",
+  noisy:
+    "import sys\ndef main():\n    print('to out')\n    print('to err', file=sys.stderr)\n    return [1, 2]\n",
   named: "def main(a, b):\n    return a + b\n",
 };
 
@@ -17,60 +24,123 @@ describe("script service runs", () => {
   const h = scopeHeaders();
   before(async () => {
     server = await startServer({ LIMIT_BODY_BYTES: "65536" });
-    const files = Object.entries(SCRIPTS).map(([name, content]) => ({ name: `${name}.py`, content }));
+    const files = Object.entries(SCRIPTS).map(([name, content]) => ({
+      name: `${name}.py`,
+      content,
+    }));
     const r = await upload(server, files, { path: "/s" });
-    assert.ok(r.body.data.every((i: { status: number }) => i.status === 0), JSON.stringify(r.body));
-    await upload(server, [{ name: "echo.py", content: "def main(p): return 'other folder'\n" }], { path: "/t" });
-    await upload(server, [{ name: "pkg.zip", content: makeZip([{ name: "app/main.py", content: "import helper\ndef main(p): return helper.twice(p['n'])" }, { name: "app/helper.py", content: "def twice(n): return 2 * n" }]) }], { path: "/s" });
+    assert.ok(
+      r.body.data.every((i: { status: number }) => i.status === 0),
+      JSON.stringify(r.body),
+    );
+    await upload(server, [{ name: "echo.py", content: "def main(p): return 'other folder'\n" }], {
+      path: "/t",
+    });
+    await upload(
+      server,
+      [
+        {
+          name: "pkg.zip",
+          content: makeZip([
+            {
+              name: "app/main.py",
+              content: "import helper\ndef main(p): return helper.twice(p['n'])",
+            },
+            { name: "app/helper.py", content: "def twice(n): return 2 * n" },
+          ]),
+        },
+      ],
+      { path: "/s" },
+    );
   });
   after(() => server.close());
 
   it("external run-sync answers the raw return value with task headers", async () => {
-    const r = await server.call("POST", "/script/external/echo/run-sync?path=/s&taskName=nightly", { headers: h, body: { a: [1, "x"] } });
+    const r = await server.call("POST", "/script/external/echo/run-sync?path=/s&taskName=nightly", {
+      headers: h,
+      body: { a: [1, "x"] },
+    });
     assert.equal(r.status, 200);
     assert.deepEqual(r.body, { a: [1, "x"] });
     assert.equal(r.headers.get("x-task-status"), "SUCCESS");
     const taskId = r.headers.get("x-task-id") ?? "";
     const run = await server.services.store.getRun(null, taskId);
-    assert.deepEqual([run?.runName, run?.elementType, run?.triggerType, run?.status], ["nightly", "PY", "SYNC", "SUCCESS"]);
+    assert.deepEqual(
+      [run?.runName, run?.elementType, run?.triggerType, run?.status],
+      ["nightly", "PY", "SYNC", "SUCCESS"],
+    );
   });
 
   it("answers a script failure with the 28030001 envelope naming the exception", async () => {
-    const r = await server.call("POST", "/script/external/boom/run-sync", { headers: h, body: { id: 7 } });
+    const r = await server.call("POST", "/script/external/boom/run-sync", {
+      headers: h,
+      body: { id: 7 },
+    });
     assert.deepEqual([r.body.status, r.body.code, r.body.data], [false, 28030001, null]);
     assert.match(r.body.message, /ValueError: bad order 7/);
     assert.equal(r.headers.get("x-task-status"), "FAILURE");
   });
 
   it("locates by name across the scope: not unique without path, folderId works, both is 400", async () => {
-    const dup = await server.call("POST", "/script/external/echo/run-sync", { headers: h, body: {} });
+    const dup = await server.call("POST", "/script/external/echo/run-sync", {
+      headers: h,
+      body: {},
+    });
     assert.equal(dup.body.code, 28010002);
-    const missing = await server.call("POST", "/script/external/nope/run-sync", { headers: h, body: {} });
+    const missing = await server.call("POST", "/script/external/nope/run-sync", {
+      headers: h,
+      body: {},
+    });
     assert.equal(missing.body.code, 28010001);
     const folder = await server.services.store.folderByPath({ app: h.app, space: h.space }, "/t");
-    const byFolder = await server.call("POST", `/script/external/echo/run-sync?folderId=${folder?.id}`, { headers: h, body: {} });
+    const byFolder = await server.call(
+      "POST",
+      `/script/external/echo/run-sync?folderId=${folder?.id}`,
+      { headers: h, body: {} },
+    );
     assert.equal(byFolder.body, "other folder");
-    const both = await server.call("POST", `/script/external/echo/run-sync?folderId=${folder?.id}&path=/t`, { headers: h, body: {} });
+    const both = await server.call(
+      "POST",
+      `/script/external/echo/run-sync?folderId=${folder?.id}&path=/t`,
+      { headers: h, body: {} },
+    );
     assert.equal(both.body.code, 400);
-    const noFolder = await server.call("POST", "/script/external/echo/run-sync?folderId=zzz", { headers: h, body: {} });
+    const noFolder = await server.call("POST", "/script/external/echo/run-sync?folderId=zzz", {
+      headers: h,
+      body: {},
+    });
     assert.equal(noFolder.body.code, 28010003);
   });
 
   it("runs a zip package whose entry lives in a top-level folder", async () => {
-    const r = await server.call("POST", "/script/external/pkg/run-sync", { headers: h, body: { n: 21 } });
+    const r = await server.call("POST", "/script/external/pkg/run-sync", {
+      headers: h,
+      body: { n: 21 },
+    });
     assert.equal(r.body, 42);
   });
 
   it("passes named parameters as keywords", async () => {
-    const r = await server.call("POST", "/script/external/named/run-sync", { headers: h, body: { a: 2, b: 3 } });
+    const r = await server.call("POST", "/script/external/named/run-sync", {
+      headers: h,
+      body: { a: 2, b: 3 },
+    });
     assert.equal(r.body, 5);
   });
 
   it("decodes compressedFlag bodies and gzip content-encoding", async () => {
     const packed = gzipSync(Buffer.from(JSON.stringify({ z: 1 }))).toString("base64");
-    const r = await server.call("POST", "/script/external/echo/run-sync?path=/s&compressedFlag=true", { headers: h, body: packed });
+    const r = await server.call(
+      "POST",
+      "/script/external/echo/run-sync?path=/s&compressedFlag=true",
+      { headers: h, body: packed },
+    );
     assert.deepEqual(r.body, { z: 1 });
-    const bad = await server.call("POST", "/script/external/echo/run-sync?path=/s&compressedFlag=true", { headers: h, body: { not: "a string" } });
+    const bad = await server.call(
+      "POST",
+      "/script/external/echo/run-sync?path=/s&compressedFlag=true",
+      { headers: h, body: { not: "a string" } },
+    );
     assert.equal(bad.body.code, 400);
     const gz = await server.call("POST", "/script/external/echo/run-sync?path=/s", {
       headers: { ...h, "content-type": "application/json", "content-encoding": "gzip" },
@@ -80,19 +150,30 @@ describe("script service runs", () => {
   });
 
   it("timeout without terminate answers 28030002 and the task goes on to its result", async () => {
-    const r = await server.call("POST", "/script/external/slow/run-sync?timeout=1", { headers: h, body: { s: 1.5 } });
+    const r = await server.call("POST", "/script/external/slow/run-sync?timeout=1", {
+      headers: h,
+      body: { s: 1.5 },
+    });
     assert.equal(r.body.code, 28030002);
     const taskId = r.headers.get("x-task-id");
     assert.ok(taskId);
-    const result = await server.call("GET", `/script/script/result/${taskId}?timeout=5`, { headers: h });
+    const result = await server.call("GET", `/script/script/result/${taskId}?timeout=5`, {
+      headers: h,
+    });
     assert.deepEqual([result.body.status, result.body.data], [true, "woke"]);
   });
 
   it("timeout with terminateOnTimeout kills the script and the task ends FAILURE", async () => {
-    const r = await server.call("POST", "/script/external/slow/run-sync?timeout=1&terminateOnTimeout=true", { headers: h, body: { s: 30 } });
+    const r = await server.call(
+      "POST",
+      "/script/external/slow/run-sync?timeout=1&terminateOnTimeout=true",
+      { headers: h, body: { s: 30 } },
+    );
     assert.equal(r.body.code, 28030002);
     const taskId = r.headers.get("x-task-id");
-    const life = await server.call("GET", `/script/script/lifespan/${taskId}?timeout=5`, { headers: h });
+    const life = await server.call("GET", `/script/script/lifespan/${taskId}?timeout=5`, {
+      headers: h,
+    });
     assert.equal(life.body.data.success, false);
     assert.match(life.body.data.stdout, /started/);
     const run = await server.services.store.getRun(null, taskId ?? "");
@@ -104,35 +185,64 @@ describe("script service runs", () => {
     assert.equal(r.body.status, true);
     const taskId = r.body.data as string;
     assert.equal(r.headers.get("x-task-id"), taskId);
-    const res = await server.call("GET", `/script/script/result/${taskId}?timeout=5`, { headers: h });
+    const res = await server.call("GET", `/script/script/result/${taskId}?timeout=5`, {
+      headers: h,
+    });
     assert.deepEqual(res.body.data, [1, 2]);
     const life = await server.call("GET", `/script/script/lifespan/${taskId}`, { headers: h });
-    assert.deepEqual(life.body.data, { success: true, retval: [1, 2], stdout: "to out\n", stderr: "to err\n" });
+    assert.deepEqual(life.body.data, {
+      success: true,
+      retval: [1, 2],
+      stdout: "to out\n",
+      stderr: "to err\n",
+    });
   });
 
   it("result lookups: unknown 28030003, unfinished 28030004, failed 28030001, canceled 28030005", async () => {
-    assert.equal((await server.call("GET", "/script/script/result/nope", { headers: h })).body.code, 28030003);
-    const slow = await server.call("POST", "/script/script/run", { headers: h, body: { elementName: "slow", parameter: { s: 30 } } });
+    assert.equal(
+      (await server.call("GET", "/script/script/result/nope", { headers: h })).body.code,
+      28030003,
+    );
+    const slow = await server.call("POST", "/script/script/run", {
+      headers: h,
+      body: { elementName: "slow", parameter: { s: 30 } },
+    });
     const id = slow.body.data as string;
     const early = await server.call("GET", `/script/script/result/${id}`, { headers: h });
     assert.equal(early.body.code, 28030004);
-    const lifeEarly = await server.call("GET", `/script/script/lifespan/${id}?timeout=0`, { headers: h });
+    const lifeEarly = await server.call("GET", `/script/script/lifespan/${id}?timeout=0`, {
+      headers: h,
+    });
     assert.equal(lifeEarly.body.code, 28030004);
     const run = await server.services.store.getRun(null, id);
     assert.ok(run);
     assert.equal(await server.services.tasks.terminate(run), true);
-    assert.equal((await server.call("GET", `/script/script/result/${id}`, { headers: h })).body.code, 28030005);
+    assert.equal(
+      (await server.call("GET", `/script/script/result/${id}`, { headers: h })).body.code,
+      28030005,
+    );
     const life = await server.call("GET", `/script/script/lifespan/${id}`, { headers: h });
     assert.equal(life.body.data.success, false);
-    const boom = await server.call("POST", "/script/script/run", { headers: h, body: { elementName: "boom", parameter: {} } });
-    const failed = await server.call("GET", `/script/script/result/${boom.body.data}?timeout=5`, { headers: h });
+    const boom = await server.call("POST", "/script/script/run", {
+      headers: h,
+      body: { elementName: "boom", parameter: {} },
+    });
+    const failed = await server.call("GET", `/script/script/result/${boom.body.data}?timeout=5`, {
+      headers: h,
+    });
     assert.equal(failed.body.code, 28030001);
   });
 
   it("internal run-sync wraps the value in the envelope", async () => {
-    const r = await server.call("POST", "/script/script/run-sync", { headers: h, body: { elementName: "echo", path: "/s", parameter: { k: "v" } } });
+    const r = await server.call("POST", "/script/script/run-sync", {
+      headers: h,
+      body: { elementName: "echo", path: "/s", parameter: { k: "v" } },
+    });
     assert.deepEqual(r.body, { status: true, code: 0, message: "success", data: { k: "v" } });
-    const missing = await server.call("POST", "/script/script/run-sync", { headers: h, body: { parameter: {} } });
+    const missing = await server.call("POST", "/script/script/run-sync", {
+      headers: h,
+      body: { parameter: {} },
+    });
     assert.equal(missing.body.code, 400);
     assert.match(missing.body.message, /elementName/);
   });
@@ -140,7 +250,18 @@ describe("script service runs", () => {
   it("another space sees neither the elements nor the tasks", async () => {
     const r = await server.call("POST", "/script/external/noisy/run", { headers: h, body: {} });
     const other = scopeHeaders(OTHER_SCOPE);
-    assert.equal((await server.call("GET", `/script/script/result/${r.body.data}?timeout=2`, { headers: other })).body.code, 28030003);
-    assert.equal((await server.call("POST", "/script/external/noisy/run-sync", { headers: other, body: {} })).body.code, 28010001);
+    assert.equal(
+      (
+        await server.call("GET", `/script/script/result/${r.body.data}?timeout=2`, {
+          headers: other,
+        })
+      ).body.code,
+      28030003,
+    );
+    assert.equal(
+      (await server.call("POST", "/script/external/noisy/run-sync", { headers: other, body: {} }))
+        .body.code,
+      28010001,
+    );
   });
 });

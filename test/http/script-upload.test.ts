@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { SCOPE, type TestServer, scopeHeaders, startServer, upload } from "../helpers/server.ts";
+import { SCOPE, scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 describe("POST /script/file/batch-upload", () => {
@@ -17,7 +17,13 @@ describe("POST /script/file/batch-upload", () => {
         { name: "hello.py", content: "def main(p):\n    return {'hi': p}\n" },
         { name: "notes.txt", content: "x" },
         { name: "broken.py", content: "def main(:\n    pass\n" },
-        { name: "pkg.zip", content: makeZip([{ name: "main.py", content: "from util import f\ndef main(): return f()" }, { name: "util.py", content: "def f(): return 42" }]) },
+        {
+          name: "pkg.zip",
+          content: makeZip([
+            { name: "main.py", content: "from util import f\ndef main(): return f()" },
+            { name: "util.py", content: "def f(): return 42" },
+          ]),
+        },
         { name: "evil.zip", content: makeZip([{ name: "main.py" }, { name: "../x.py" }]) },
         { name: "big.py", content: `x = 1\n${"#".repeat(5000)}` },
       ],
@@ -46,20 +52,31 @@ describe("POST /script/file/batch-upload", () => {
     assert.equal((await upload(server, file, { path: "/d" })).body.data[0].status, 0);
     const again = await upload(server, file, { path: "/d" });
     assert.equal(again.body.data[0].status, 1);
-    const over = await upload(server, [{ name: "dup.py", content: "def main(): return 2\n" }], { path: "/d", overwrite: "true" });
+    const over = await upload(server, [{ name: "dup.py", content: "def main(): return 2\n" }], {
+      path: "/d",
+      overwrite: "true",
+    });
     assert.deepEqual([over.body.data[0].status, over.body.data[0].message], [0, "overwritten"]);
-    const run = await server.call("POST", "/script/external/dup/run-sync", { headers: scopeHeaders(), body: {} });
+    const run = await server.call("POST", "/script/external/dup/run-sync", {
+      headers: scopeHeaders(),
+      body: {},
+    });
     assert.equal(run.body, 2);
   });
 
   it("rejects a zip with too many entries as over a limit (status 3)", async () => {
-    const zip = makeZip(Array.from({ length: 7 }, (_, i) => ({ name: i === 0 ? "main.py" : `m${i}.py` })));
+    const zip = makeZip(
+      Array.from({ length: 7 }, (_, i) => ({ name: i === 0 ? "main.py" : `m${i}.py` })),
+    );
     const r = await upload(server, [{ name: "many.zip", content: zip }], { path: "/z" });
     assert.equal(r.body.data[0].status, 3);
   });
 
   it("answers folderId with path as 400, unknown folderId as 28010003, no file as 400", async () => {
-    const both = await upload(server, [{ name: "a.py", content: "" }], { path: "/a", folderId: "x" });
+    const both = await upload(server, [{ name: "a.py", content: "" }], {
+      path: "/a",
+      folderId: "x",
+    });
     assert.deepEqual([both.body.status, both.body.code], [false, 400]);
     assert.match(both.body.message, /folderId and path/);
     const unknown = await upload(server, [{ name: "a.py", content: "" }], { folderId: "nope" });
@@ -71,12 +88,17 @@ describe("POST /script/file/batch-upload", () => {
   });
 
   it("is answered with an envelope when the body is not multipart", async () => {
-    const r = await server.call("POST", "/script/file/batch-upload", { headers: scopeHeaders(), body: { x: 1 } });
+    const r = await server.call("POST", "/script/file/batch-upload", {
+      headers: scopeHeaders(),
+      body: { x: 1 },
+    });
     assert.deepEqual([r.status, r.body.status, r.body.code], [200, false, 400]);
   });
 
   it("keeps uploads of one space invisible to another", async () => {
-    await upload(server, [{ name: "private.py", content: "def main(): return 'secret'\n" }], { path: "/p" });
+    await upload(server, [{ name: "private.py", content: "def main(): return 'secret'\n" }], {
+      path: "/p",
+    });
     const other = await server.call("POST", "/script/external/private/run-sync", {
       headers: { app: SCOPE.app, space: "elsewhere", user: "eve" },
       body: {},

@@ -38,7 +38,10 @@ describe("local queue", () => {
     const q = createLocalQueue({ bound: 2, concurrency: { flow: 1, script: 1 } });
     await q.enqueue({ runId: "a", kind: "flow" });
     await q.enqueue({ runId: "b", kind: "flow" });
-    await assert.rejects(q.enqueue({ runId: "c", kind: "flow" }), (e: unknown) => e instanceof SluiceError && e.code === 429);
+    await assert.rejects(
+      q.enqueue({ runId: "c", kind: "flow" }),
+      (e: unknown) => e instanceof SluiceError && e.code === 429,
+    );
     await q.enqueue({ runId: "d", kind: "flow" }, { ignoreBound: true });
     assert.equal(q.depth(), 3);
   });

@@ -34,7 +34,10 @@ describe("sandbox uid blocks", () => {
 
   it("fails clearly when every block is taken", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
-    const held = [claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir), claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir)];
+    const held = [
+      claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir),
+      claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir),
+    ];
     assert.throws(() => claimUidBlock({ uidBase: 1, uidCount: 512 }, 256, dir), /SCRIPT_UID_COUNT/);
     for (const h of held) h.release();
   });

@@ -7,12 +7,21 @@ const limits = { zipEntries: 10, zipUncompressedBytes: 10_000 };
 
 describe("inspectZip", () => {
   it("accepts main.py at the root and returns every .py source", async () => {
-    const v = await inspectZip(makeZip([{ name: "main.py", content: "x=1" }, { name: "util.py", content: "y=2" }]), limits);
+    const v = await inspectZip(
+      makeZip([
+        { name: "main.py", content: "x=1" },
+        { name: "util.py", content: "y=2" },
+      ]),
+      limits,
+    );
     assert.equal(v.ok, true);
     if (v.ok) assert.deepEqual(v.pyFiles.map((f) => f.name).sort(), ["main.py", "util.py"]);
   });
   it("accepts main.py inside a single top-level folder", async () => {
-    const v = await inspectZip(makeZip([{ name: "pkg/" }, { name: "pkg/main.py", content: "" }]), limits);
+    const v = await inspectZip(
+      makeZip([{ name: "pkg/" }, { name: "pkg/main.py", content: "" }]),
+      limits,
+    );
     assert.equal(v.ok && v.entry, "pkg/main.py");
   });
   it("rejects a zip without main.py (status 2)", async () => {
@@ -27,7 +36,10 @@ describe("inspectZip", () => {
     }
   });
   it("rejects links (status 2)", async () => {
-    const v = await inspectZip(makeZip([{ name: "main.py" }, { name: "l", content: "/etc/passwd", symlink: true }]), limits);
+    const v = await inspectZip(
+      makeZip([{ name: "main.py" }, { name: "l", content: "/etc/passwd", symlink: true }]),
+      limits,
+    );
     assert.equal(!v.ok && v.status === 2 && /link/.test(v.message), true);
   });
   it("enforces entry count and uncompressed size (status 3)", async () => {

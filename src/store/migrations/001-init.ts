@@ -34,7 +34,13 @@ export async function up(db: Kysely<unknown>, dialect: "sqlite" | "postgres"): P
     .addColumn("release_time", big)
     .addColumn("created_at", big, (c) => c.notNull())
     .addColumn("updated_at", big, (c) => c.notNull())
-    .addUniqueConstraint("elements_scope_folder_type_name", ["app", "space", "folder_id", "type", "name"])
+    .addUniqueConstraint("elements_scope_folder_type_name", [
+      "app",
+      "space",
+      "folder_id",
+      "type",
+      "name",
+    ])
     .execute();
   await db.schema
     .createIndex("elements_scope_type_name")
