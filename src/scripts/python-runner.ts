@@ -163,7 +163,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
 
       const child = await pool.take();
 
-      const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${name}` : wd.dir;
+      const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
       const sweep = wd.privateUid && wd.uid !== undefined;
       const rt = runOnChild(pool, child, message(spec, cwd, wd.uid, sweep), limits.outputBytes);
       state.running = rt;
@@ -180,7 +180,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     } finally {
       // The outcome does not wait for the clean-up; the next task with this name does.
       dirs
-        .release(name, spec.keepWorkDir === true, (uid) => {
+        .release(wd.name, spec.keepWorkDir === true, (uid) => {
           if (!clean) pool.sweep(uid);
         })
         .catch((err: unknown) => {

@@ -3,7 +3,6 @@
 Loaded by zygote.py before it forks, so children inherit it warm.
 """
 
-import asyncio
 import base64
 import datetime
 import inspect
@@ -13,7 +12,6 @@ import os
 import sys
 import traceback
 import types
-import zipfile
 import zipimport
 
 # Frames from these files are the harness, not the script: hidden from tracebacks.
@@ -48,6 +46,8 @@ def call_main(fn, param):
             out = fn(param)
     if inspect.isawaitable(out):
         # Only async mains get a loop; a sync main never runs inside one.
+        import asyncio  # only async mains pay for it (it is not preloaded: see zygote.py)
+
         async def wait(aw):
             return await aw
         out = asyncio.run(wait(out))
@@ -76,6 +76,8 @@ def load_package(data, task):
         path = f"/proc/self/fd/{fd}/.sluice-{task['id']}.zip"
     with open(path, "wb") as f:
         f.write(data)
+    import zipfile  # packages only
+
     names = zipfile.ZipFile(path).namelist()
     root = path
     if "main.py" not in names:

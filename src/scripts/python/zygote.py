@@ -29,20 +29,20 @@ import traceback
 
 # Imported only so children inherit them warm: importing these per task would
 # cost more than the whole fork. They stay untouched until a script uses them.
-import asyncio  # noqa: F401
+# Not asyncio (+7 MB with ssl) nor hashlib (+4 MB of OpenSSL): every fork copies the page
+# tables of the whole heap, so each MB here costs every task ~0.06 ms; a script that needs
+# them imports them itself.
 import collections  # noqa: F401
 import dataclasses  # noqa: F401
 import datetime  # noqa: F401
 import decimal  # noqa: F401
 import functools  # noqa: F401
-import hashlib  # noqa: F401
 import itertools  # noqa: F401
 import math  # noqa: F401
 import pathlib  # noqa: F401
 import pickle  # noqa: F401
 import random  # noqa: F401  (re-seeds itself in every forked child)
 import re  # noqa: F401
-import tempfile
 import time  # noqa: F401
 import typing  # noqa: F401
 import urllib.parse  # noqa: F401
@@ -102,7 +102,9 @@ def run_task(task, ctl, out, err):
     if not entered:
         os.chdir(task["cwd"])
     os.environ["HOME"] = os.environ["TMPDIR"] = task["cwd"]
-    tempfile.tempdir = None
+    tmp = sys.modules.get("tempfile")  # imported lazily: recompute from TMPDIR if at all
+    if tmp is not None:
+        tmp.tempdir = None
 
     msg = execute(task)
     for stream in (sys.stdout, sys.stderr):
@@ -165,7 +167,7 @@ def child_main(sock_path):
     attach_output(out, err)
     # While idle, pay the copy-on-write faults of the task path (json, compile,
     # inspect...) so the task itself does not: this halves its latency.
-    warm_up(sync=True)
+    warm_up()
     line = read_line(ctl)
     if line is None:
         return  # Node closed us while idle
@@ -201,12 +203,10 @@ def sweep_uid(uid):
         os._exit(0)
 
 
-def warm_up(sync=False):
+def warm_up():
     # Run a throwaway task through the same code path so lazy caches
-    # (inspect, json, compile, asyncio) are filled once here, not per child.
+    # (inspect, json, compile) are filled once here, not per child.
     src = b"def main(p):\n    return [p, (1,), None]\n"
-    if not sync:
-        src = b"import asyncio\nasync def main(p):\n    return [p, (1,), None]\n"
     task = {"name": "__sluice_warm__", "kind": "module", "param": {"a": 1},
             "src": base64.b64encode(src).decode()}
     execute(json.loads(json.dumps(task)))
