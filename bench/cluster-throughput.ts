@@ -12,7 +12,7 @@ import path from "node:path";
 import { NO_SCRIPT_FLOW } from "../test/helpers/flows.ts";
 import { startPostgres } from "../test/helpers/pg.ts";
 import { killHard, startProcess } from "../test/helpers/process.ts";
-import { HEADERS, load, postJson, row, startBenchServer, uploadScript } from "./lib.ts";
+import { HEADERS, httpJson, load, postJson, row, startBenchServer, uploadScript } from "./lib.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3000);
 const TASKS = Number(process.env.BENCH_TASKS ?? 600);
@@ -64,7 +64,7 @@ async function throughput(
     Array.from({ length: 16 }, async () => {
       while (next < ids.length) {
         const id = ids[next++] as string;
-        const body = (await (await fetch(result(id), { headers: HEADERS })).json()) as {
+        const body = (await httpJson("GET", result(id))).json as {
           status: boolean;
         };
         if (!body.status) throw new Error(`job ${id}: ${JSON.stringify(body)}`);

@@ -10,6 +10,7 @@ import { NO_SCRIPT_FLOW } from "../test/helpers/flows.ts";
 import {
   type Figures,
   HEADERS,
+  httpJson,
   load,
   postJson,
   row,
@@ -74,8 +75,7 @@ try {
   }
 
   const health = async () => {
-    const r = await fetch(`${server.url}/health`);
-    await r.arrayBuffer();
+    await httpJson("GET", `${server.url}/health`);
   };
   const runSync = (name: string) => async () => {
     const r = await postJson(`${server.url}${DF}/run-sync`, {
@@ -113,10 +113,8 @@ try {
     Array.from({ length: 16 }, async () => {
       while (next < ids.length) {
         const id = ids[next++];
-        const res = await fetch(`${server.url}${DF}/run/${id}/result?timeout=120`, {
-          headers: HEADERS,
-        });
-        const body = (await res.json()) as { status: boolean };
+        const res = await httpJson("GET", `${server.url}${DF}/run/${id}/result?timeout=120`);
+        const body = res.json as { status: boolean };
         if (!body.status) throw new Error(`run ${id}: ${JSON.stringify(body)}`);
       }
     }),

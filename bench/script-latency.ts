@@ -6,7 +6,7 @@
  *   npm run bench:script-latency            (N=2000 per level; BENCH_N to change)
  */
 
-import { type Figures, HEADERS, load, row, startBenchServer, uploadScript } from "./lib.ts";
+import { type Figures, httpJson, load, row, startBenchServer, uploadScript } from "./lib.ts";
 import { createNaiveRunner } from "./naive-runner.ts";
 
 const N = Number(process.env.BENCH_N ?? 2000);
@@ -19,9 +19,9 @@ try {
   await uploadScript(server.url, "echo", SCRIPT);
   const url = `${server.url}/script/external/echo/run-sync`;
   const call = async (i: number) => {
-    const res = await fetch(url, { method: "POST", headers: HEADERS, body: `{"i":${i}}` });
-    const body = (await res.json()) as { i?: number };
-    if (body.i !== i || res.headers.get("x-task-status") !== "SUCCESS")
+    const res = await httpJson("POST", url, `{"i":${i}}`);
+    const body = res.json as { i?: number };
+    if (body.i !== i || res.headers["x-task-status"] !== "SUCCESS")
       throw new Error(`bad answer ${JSON.stringify(body)}`);
   };
   await load(8, 200, call); // warm-up: JIT, prepared statements, preforked children
