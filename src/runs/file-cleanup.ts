@@ -1,3 +1,4 @@
+import { rmdirSync } from "node:fs";
 /**
  * `fileCleanup` (contract §7): each flow run's working directory is `<DATA_DIR>/tasks/<runId>`,
  * shared by its script nodes. `afterRun` deletes it as the run ends; `default` and `days` leave it
@@ -43,8 +44,16 @@ export async function cleanupAtRunEnd(
   runId: string,
   policy: FileCleanup,
 ): Promise<void> {
-  if (policy.type !== "afterRun") return;
-  await rm(workDirOf(dataDir, runId), { recursive: true, force: true }).catch(() => {});
+  const dir = workDirOf(dataDir, runId);
+  if (policy.type !== "afterRun") {
+    // Nothing written means nothing to keep: an empty (or absent) directory goes now, whatever
+    // the policy, so the sweeper is not left millions of empty folders. One syscall, synchronous.
+    try {
+      rmdirSync(dir);
+    } catch {}
+    return;
+  }
+  await rm(dir, { recursive: true, force: true }).catch(() => {});
 }
 
 export interface FileSweeper {

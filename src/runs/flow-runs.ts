@@ -74,6 +74,8 @@ export function createFlowRuns(deps: Deps): FlowRuns {
   // Revisions never change once stored, so a parsed release is cached by element and version.
   const releases = new Map<string, Release>();
   const active = new Map<string, AbortController>();
+  /** Runs this process queued and has not yet started: their record and parameter, in memory. */
+  const queuedHere = new Map<string, { rec: NewRun; parameter: unknown }>();
 
   async function release(elementId: string, version: number): Promise<Release> {
     const key = `${elementId}:${version}`;
@@ -260,7 +262,11 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       await store.insertRun(rec);
       if (req.inProcess) void run(rec, req.parameter);
       // Committed runs are accepted: the bound was checked above, so it cannot refuse them now.
-      else await deps.queue.enqueue({ runId: rec.id, kind: "flow" }, { ignoreBound: true });
+      else {
+        // Only the in-memory queue guarantees this process takes the job (else the map would leak).
+        if (config.mode === "embedded") queuedHere.set(rec.id, { rec, parameter: req.parameter });
+        await deps.queue.enqueue({ runId: rec.id, kind: "flow" }, { ignoreBound: true });
+      }
       return rec.id;
     },
 
@@ -296,6 +302,15 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     },
 
     async execute(runId) {
+      // Queued by this process: no need to read back what was just written. startRun is
+      // conditional on QUEUED, so a run terminated while it waited is still not executed.
+      const mine = queuedHere.get(runId);
+      queuedHere.delete(runId);
+      if (mine) {
+        if (!(await store.startRun(runId, clock.now(), deps.nodeId))) return;
+        await run(mine.rec, mine.parameter);
+        return;
+      }
       const r = await store.getRun(null, runId);
       if (r?.status !== "QUEUED") return;
       if (!(await store.startRun(runId, clock.now(), deps.nodeId))) return;

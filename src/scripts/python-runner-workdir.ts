@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readdirSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, readdirSync, rmdirSync } from "node:fs";
 import { chmod, chown, lchown, lstat, mkdir, readdir, rm, rmdir } from "node:fs/promises";
 import path from "node:path";
 
@@ -40,7 +40,7 @@ function isEmptyDir(dir: string): boolean {
 
 async function removeDir(dir: string): Promise<void> {
   try {
-    await rmdir(dir); // most tasks write nothing: one syscall
+    rmdirSync(dir); // most tasks write nothing: one (synchronous) syscall
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return;
@@ -97,7 +97,8 @@ export class WorkDirs {
   }
 
   async acquire(requested: string, privateName: boolean): Promise<WorkDir> {
-    if (!SAFE_NAME.test(requested)) throw new Error(`invalid working directory name "${requested}"`);
+    if (!SAFE_NAME.test(requested))
+      throw new Error(`invalid working directory name "${requested}"`);
     let name = requested;
     let e = this.#entries.get(name);
     if (e) {
@@ -107,7 +108,12 @@ export class WorkDirs {
       const perUid = privateName && uid !== undefined;
       if (perUid) name = `u${uid}`;
       const dir = path.join(this.root, name);
-      e = { uid, refs: 1, perUid, ready: perUid ? this.#preparePerUid(dir, uid as number) : this.#prepare(dir, uid) };
+      e = {
+        uid,
+        refs: 1,
+        perUid,
+        ready: perUid ? this.#preparePerUid(dir, uid as number) : this.#prepare(dir, uid),
+      };
       this.#entries.set(name, e);
     }
     const dir = path.join(this.root, name);
@@ -137,8 +143,9 @@ export class WorkDirs {
     // A same-named directory from a task that just ended may still be being removed.
     await this.#cleaning.get(dir);
     try {
-      await mkdir(dir, { mode: 0o700 });
-      if (uid !== undefined) await chown(dir, uid, uid);
+      // Synchronous: two cheap syscalls cost far less than two thread-pool round trips.
+      mkdirSync(dir, { mode: 0o700 });
+      if (uid !== undefined) chownSync(dir, uid, uid);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       // A kept directory from an earlier task: hand all of it to the new uid.
@@ -166,8 +173,8 @@ export class WorkDirs {
       } else if (!keep) await removeDir(dir);
       else if (uid !== undefined) {
         // Root-owned 0700: a later task that gets this uid cannot read what we kept.
-        await chown(dir, 0, 0);
-        await chmod(dir, 0o700);
+        chownSync(dir, 0, 0);
+        chmodSync(dir, 0o700);
       }
     })().finally(() => {
       if (uid !== undefined) this.#inUse.delete(uid);
