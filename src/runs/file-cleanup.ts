@@ -1,4 +1,3 @@
-import { rmdirSync } from "node:fs";
 /**
  * `fileCleanup` (contract §7): each flow run's working directory is `<DATA_DIR>/tasks/<runId>`,
  * shared by its script nodes. `afterRun` deletes it as the run ends; `default` and `days` leave it
@@ -6,7 +5,7 @@ import { rmdirSync } from "node:fs";
  * `keep` keeps it. The sweeper also removes directories whose run was deleted (after the default
  * retention, counted from the directory's last change) and error-handler results of deleted runs.
  */
-import { readdir, rm, stat } from "node:fs/promises";
+import { readdir, rm, rmdir, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Clock, TimerHandle } from "../clock.ts";
 import { type FileCleanup, normalizeConfigure } from "../flows/graph.ts";
@@ -47,10 +46,8 @@ export async function cleanupAtRunEnd(
   const dir = workDirOf(dataDir, runId);
   if (policy.type !== "afterRun") {
     // Nothing written means nothing to keep: an empty (or absent) directory goes now, whatever
-    // the policy, so the sweeper is not left millions of empty folders. One syscall, synchronous.
-    try {
-      rmdirSync(dir);
-    } catch {}
+    // the policy, so the sweeper is not left millions of empty folders.
+    await rmdir(dir).catch(() => {});
     return;
   }
   await rm(dir, { recursive: true, force: true }).catch(() => {});

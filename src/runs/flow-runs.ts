@@ -207,7 +207,15 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     events.notify(r.id);
     if (recorded && rel) deps.hooks?.ended(r.id, rel.configure, end.status);
     // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper: file-cleanup.ts).
-    await cleanupAtRunEnd(config.dataDir, r.id, rel?.configure.fileCleanup ?? { type: "afterRun" });
+    // Off the answer's path: the directory syscalls wait on the file system, the caller need not.
+    setImmediate(
+      () =>
+        void cleanupAtRunEnd(
+          config.dataDir,
+          r.id,
+          rel?.configure.fileCleanup ?? { type: "afterRun" },
+        ),
+    );
     return { end, recorded };
   }
 
