@@ -112,6 +112,8 @@ export async function createServices(opts: {
     nodeId,
     hooks: errorHandlers,
   });
+  // Element changes happen through the lifecycle; cached flow locators must not outlive them.
+  lifecycle.onChange(() => flows.forget());
   flowRuns = flows;
 
   const recovery = createRecovery({

@@ -24,6 +24,12 @@ export function createLocalQueue(opts: {
     lanes.flow.pending.length - lanes.flow.head + lanes.script.pending.length - lanes.script.head;
   const activeCount = () => lanes.flow.active + lanes.script.active;
 
+  function settled(kind: Kind): void {
+    lanes[kind].active--;
+    if (activeCount() === 0) for (const f of idle.splice(0)) f();
+    pump(kind);
+  }
+
   function pump(kind: Kind): void {
     const lane = lanes[kind];
     while (
@@ -41,11 +47,7 @@ export function createLocalQueue(opts: {
       // A handler records its own failures on the run; one that throws must not stall the lane.
       handler(job)
         .catch(() => {})
-        .finally(() => {
-          lane.active--;
-          if (activeCount() === 0) for (const f of idle.splice(0)) f();
-          pump(kind);
-        });
+        .finally(() => settled(kind));
     }
   }
 
@@ -62,6 +64,27 @@ export function createLocalQueue(opts: {
       pump("script");
     },
     depth: size,
+    reserve(kind) {
+      const lane = lanes[kind];
+      if (stopped || lane.active >= opts.concurrency[kind] || lane.head < lane.pending.length)
+        return null;
+      lane.active++;
+      let used = false;
+      return {
+        run(work) {
+          if (used) return;
+          used = true;
+          work()
+            .catch(() => {})
+            .finally(() => settled(kind));
+        },
+        release() {
+          if (used) return;
+          used = true;
+          settled(kind);
+        },
+      };
+    },
     async stop() {
       stopped = true;
       if (activeCount() > 0) await new Promise<void>((r) => idle.push(r));

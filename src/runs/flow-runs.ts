@@ -11,6 +11,7 @@ import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { ScriptRunner } from "../scripts/runner-types.ts";
 import type {
+  Element,
   NewRun,
   Run,
   RunEnd,
@@ -47,6 +48,8 @@ export interface FlowRuns {
   execute(runId: string): Promise<void>;
   waitForEnd(scope: ScopeFilter, runId: string, timeoutS: number): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
+  /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
+  forget(): void;
 }
 
 interface Release {
@@ -93,8 +96,24 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     return rel;
   }
 
+  // Embedded mode: every change of a flow element (deploy, activate, deactivate) happens in this
+  // process and calls `forget()`, so resolved locators can be kept until then. In cluster mode
+  // another node may change an element at any time: every run looks it up.
+  const located = new Map<string, Element>();
+
+  async function locateFlow(scope: Scope, loc: Locator): Promise<Element> {
+    if (config.mode !== "embedded") return locateElement(store, scope, loc, "DPL");
+    const key = `${scope.app}\n${scope.space}\n${loc.elementId ?? ""}\n${loc.elementName ?? ""}\n${loc.elementType ?? ""}\n${loc.folderId ?? "\u0000"}\n${loc.path ?? "\u0000"}`;
+    const hit = located.get(key);
+    if (hit) return hit;
+    const el = await locateElement(store, scope, loc, "DPL");
+    if (located.size > 10_000) located.clear();
+    located.set(key, el);
+    return el;
+  }
+
   async function prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun> {
-    const el = await locateElement(store, req.scope, req.locator, "DPL");
+    const el = await locateFlow(req.scope, req.locator);
     if (el.status !== "APPROVED" || el.releaseVersion == null) {
       throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
     }
@@ -262,20 +281,38 @@ export function createFlowRuns(deps: Deps): FlowRuns {
   events.onEnd((runId) => active.get(runId)?.abort(new Error("terminated")));
 
   const api: FlowRuns = {
+    forget() {
+      located.clear();
+    },
+
     async start(req) {
-      const rec = await prepare(req, req.inProcess ? "STARTED" : "QUEUED");
-      if (!req.inProcess && deps.queue.depth() >= config.limits.queuedRuns) {
-        throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${config.limits.queuedRuns} runs`]);
+      // Embedded: with a free flow slot and nobody waiting, the run would not wait at all, so it
+      // is committed as STARTED and executed at once (one write fewer than QUEUED → STARTED).
+      const slot =
+        !req.inProcess && config.mode === "embedded"
+          ? (deps.queue.reserve?.("flow") ?? null)
+          : null;
+      try {
+        const rec = await prepare(req, req.inProcess || slot ? "STARTED" : "QUEUED");
+        if (!req.inProcess && !slot && deps.queue.depth() >= config.limits.queuedRuns) {
+          throw new SluiceError(ErrorCode.TOO_MANY, [
+            `queue holds ${config.limits.queuedRuns} runs`,
+          ]);
+        }
+        await store.insertRun(rec);
+        if (req.inProcess) void run(rec, req.parameter);
+        else if (slot) slot.run(() => run(rec, req.parameter));
+        else {
+          // Only the in-memory queue guarantees this process takes the job (else the map would leak).
+          if (config.mode === "embedded") queuedHere.set(rec.id, { rec, parameter: req.parameter });
+          // Committed runs are accepted: the bound was checked above, so it cannot refuse them now.
+          await deps.queue.enqueue({ runId: rec.id, kind: "flow" }, { ignoreBound: true });
+        }
+        return rec.id;
+      } catch (err) {
+        slot?.release();
+        throw err;
       }
-      await store.insertRun(rec);
-      if (req.inProcess) void run(rec, req.parameter);
-      // Committed runs are accepted: the bound was checked above, so it cannot refuse them now.
-      else {
-        // Only the in-memory queue guarantees this process takes the job (else the map would leak).
-        if (config.mode === "embedded") queuedHere.set(rec.id, { rec, parameter: req.parameter });
-        await deps.queue.enqueue({ runId: rec.id, kind: "flow" }, { ignoreBound: true });
-      }
-      return rec.id;
     },
 
     async runSync(req, timeoutS) {
