@@ -185,32 +185,35 @@ export function createKyselyStore(
     },
 
     async insertRun(run: NewRun, end?: RunEnd) {
-      // The run and its element's totalRuns counter commit together.
+      const row = {
+        id: run.id,
+        app: run.scope.app,
+        space: run.scope.space,
+        element_id: Number(run.elementId),
+        element_type: run.elementType,
+        element_name: run.elementName,
+        folder_id: run.folderId,
+        version: run.version,
+        trigger_type: run.triggerType,
+        status: run.status,
+        run_name: run.runName,
+        run_param: run.runParam,
+        initiator: run.initiator ? JSON.stringify(run.initiator) : null,
+        parent_run_id: run.parentRunId,
+        in_process: run.inProcess ? 1 : 0,
+        node_id: run.nodeId,
+        create_time: run.createTime,
+        start_time: run.startTime ?? null,
+        ...(end ? endColumns(end, run.startTime ?? run.createTime) : {}),
+      };
+      // totalRuns is a flow figure (/monitor/flows): script tasks need no counter, nor a transaction.
+      if (run.elementType !== "DPL") {
+        await db.insertInto("runs").values(row).execute();
+        return;
+      }
+      // The run and its flow's totalRuns counter commit together.
       await db.transaction().execute(async (tx) => {
-        await tx
-          .insertInto("runs")
-          .values({
-            id: run.id,
-            app: run.scope.app,
-            space: run.scope.space,
-            element_id: Number(run.elementId),
-            element_type: run.elementType,
-            element_name: run.elementName,
-            folder_id: run.folderId,
-            version: run.version,
-            trigger_type: run.triggerType,
-            status: run.status,
-            run_name: run.runName,
-            run_param: run.runParam,
-            initiator: run.initiator ? JSON.stringify(run.initiator) : null,
-            parent_run_id: run.parentRunId,
-            in_process: run.inProcess ? 1 : 0,
-            node_id: run.nodeId,
-            create_time: run.createTime,
-            start_time: run.startTime ?? null,
-            ...(end ? endColumns(end, run.startTime ?? run.createTime) : {}),
-          })
-          .execute();
+        await tx.insertInto("runs").values(row).execute();
         await countRun(tx, run.elementId);
       });
     },
