@@ -8,7 +8,7 @@ import type {
   RunRecord,
   StatusCounts,
 } from "../monitor/types.ts";
-import { toElement } from "./rows.ts";
+import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database, RunTable } from "./schema.ts";
 import type { ElementType, RunStatus, Scope, ScopeFilter, Store, TriggerType } from "./types.ts";
 
@@ -18,24 +18,6 @@ type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 type MonitorTables = {
   element_run_stats: { element_id: number; total_runs: number };
 };
-
-const ELEMENT_COLUMNS = [
-  "e.id",
-  "e.app",
-  "e.space",
-  "e.folder_id",
-  "e.type",
-  "e.name",
-  "e.description",
-  "e.status",
-  "e.kind",
-  "e.release_version",
-  "e.release_user",
-  "e.release_time",
-  "e.created_at",
-  "e.updated_at",
-  "f.path",
-] as const;
 
 /** Everything but the bulky result, error, stdout, stderr and detail. */
 const RUN_COLUMNS = [

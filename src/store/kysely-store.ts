@@ -3,7 +3,7 @@ import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countRun, monitorMethods } from "./kysely-monitor.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
-import { toElement, toRun, toScript } from "./rows.ts";
+import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type {
   Element,
@@ -18,24 +18,6 @@ import type {
   ScriptElement,
   Store,
 } from "./types.ts";
-
-const ELEMENT_COLUMNS = [
-  "e.id",
-  "e.app",
-  "e.space",
-  "e.folder_id",
-  "e.type",
-  "e.name",
-  "e.description",
-  "e.status",
-  "e.kind",
-  "e.release_version",
-  "e.release_user",
-  "e.release_time",
-  "e.created_at",
-  "e.updated_at",
-  "f.path",
-] as const;
 
 /** The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. */
 export function createKyselyStore(

@@ -12,6 +12,25 @@ import type {
 
 /** Row ↔ domain mapping, shared by both dialects. */
 
+/** The element columns every element query selects (joined with its folder's path). */
+export const ELEMENT_COLUMNS = [
+  "e.id",
+  "e.app",
+  "e.space",
+  "e.folder_id",
+  "e.type",
+  "e.name",
+  "e.description",
+  "e.status",
+  "e.kind",
+  "e.release_version",
+  "e.release_user",
+  "e.release_time",
+  "e.created_at",
+  "e.updated_at",
+  "f.path",
+] as const;
+
 const parseJson = <T>(text: string | null): T | null =>
   text == null ? null : (JSON.parse(text) as T);
 const num = (v: number | string | null): number | null => (v == null ? null : Number(v));
