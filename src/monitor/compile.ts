@@ -51,15 +51,20 @@ function initiatorField(
     : sql<string | null>`json_extract(${sql.ref("initiator")}, ${sql.lit(`$.${key}`)})`;
 }
 
-/** contains/prefix compare lower-cased (case-insensitive); eq is exact. */
+/**
+ * contains/prefix compare case-insensitively; eq is exact. SQLite's LIKE already ignores ASCII
+ * case (and its lower() knows no other), so lower() there would only cost a call per row.
+ */
 function textMatch(
   target: Expression<string | null>,
   op: StringOp,
   value: string,
+  dialect: Dialect,
 ): RawBuilder<SqlBool> {
   if (op === "eq") return sql<SqlBool>`${target} = ${value}`;
   const text = likeEscape(value.toLowerCase());
   const pattern = op === "prefix" ? `${text}%` : `%${text}%`;
+  if (dialect === "sqlite") return sql<SqlBool>`${target} like ${pattern} escape '\\'`;
   return sql<SqlBool>`lower(${target}) like ${pattern} escape '\\'`;
 }
 
@@ -69,7 +74,13 @@ function initiatorMatch(
   op: StringOp,
   value: string,
 ): Expression<SqlBool> {
-  return eb.or(INITIATOR_KEYS.map((k) => textMatch(initiatorField(dialect, k), op, value)));
+  const perKey = eb.or(
+    INITIATOR_KEYS.map((k) => textMatch(initiatorField(dialect, k), op, value, dialect)),
+  );
+  // A value found inside a field is also found in the stored JSON text, unless JSON escapes it:
+  // that cheap test first spares most rows the JSON parsing, one per key.
+  if (op === "eq" || /["\\\u0000-\u001f]/.test(value)) return perKey;
+  return eb.and([textMatch(sql.ref("initiator"), "contains", value, dialect), perKey]);
 }
 
 function colFilter(eb: Runs, dialect: Dialect, f: ColFilter): Expression<SqlBool> {
@@ -85,7 +96,7 @@ function colFilter(eb: Runs, dialect: Dialect, f: ColFilter): Expression<SqlBool
   if (f.column === "initiator") return initiatorMatch(eb, dialect, f.op, f.value);
   const col = STRING_COLUMN[f.column];
   if (f.op === "eq") return eb(col, "=", f.value);
-  return textMatch(sql.ref(col), f.op, f.value);
+  return textMatch(sql.ref(col), f.op, f.value, dialect);
 }
 
 /**
@@ -106,9 +117,9 @@ export function runFilters(
     const s = q.quickSearch;
     parts.push(
       eb.or([
-        textMatch(sql.ref("id"), "contains", s),
-        textMatch(sql.ref("run_name"), "contains", s),
-        textMatch(sql.ref("summary"), "contains", s),
+        textMatch(sql.ref("id"), "contains", s, dialect),
+        textMatch(sql.ref("run_name"), "contains", s, dialect),
+        textMatch(sql.ref("summary"), "contains", s, dialect),
         initiatorMatch(eb, dialect, "contains", s),
       ]),
     );

@@ -107,6 +107,28 @@ export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorM
           .where("space", "=", scope.space)
           .where("element_id", "=", Number(elementId));
 
+      // Text searches (quickSearch, contains/prefix) read every run of the element whatever the
+      // indexes: do it once, keeping only what counts and paging need, instead of twice.
+      if (
+        q.quickSearch !== null ||
+        q.colFilters.some((f) => f.kind !== "interval" && f.op !== "eq")
+      ) {
+        const matches = await applyOrder(
+          ofElement()
+            .select(["id", "status"])
+            .where((eb) => runFilters(eb, dialect, q, false)),
+          q.orderBy,
+          dialect,
+        ).execute();
+        const counts: StatusCounts = { QUEUED: 0, STARTED: 0, SUCCESS: 0, FAILURE: 0, CANCELED: 0 };
+        for (const m of matches) if (m.status in counts) counts[m.status as RunStatus]++;
+        const wanted = new Set<string>(q.statuses ?? Object.keys(counts));
+        const kept = matches.filter((m) => wanted.has(m.status));
+        const ids = kept.slice(q.offset, q.offset + q.limit).map((m) => m.id);
+        const byId = await runsByIds(ids);
+        return { counts, totalCount: kept.length, runs: ids.flatMap((id) => byId.get(id) ?? []) };
+      }
+
       // One grouped pass gives the five counts (status filter left out) and, summed over the
       // filtered statuses, totalCount: no separate COUNT query.
       const grouped = await ofElement()
