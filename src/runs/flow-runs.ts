@@ -1,41 +1,21 @@
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { Config } from "../config.ts";
-import { type Locator, locateElement } from "../elements/locator.ts";
-import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import type { Locator } from "../elements/locator.ts";
+import { ErrorCode, SluiceError } from "../errors.ts";
 import { executeFlow, type FlowDeps } from "../flows/executor.ts";
-import { type Configure, type Graph, normalizeConfigure } from "../flows/graph.ts";
-import { describeIssues, runParameterIssues } from "../flows/json-schema.ts";
-import { renderRunName } from "../flows/run-name.ts";
-import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { ScriptRunner } from "../scripts/runner-types.ts";
-import type {
-  Element,
-  NewRun,
-  Run,
-  RunEnd,
-  Scope,
-  ScopeFilter,
-  Store,
-  TriggerType,
-} from "../store/types.ts";
+import type { NewRun, Run, RunEnd, ScopeFilter, Store } from "../store/types.ts";
 import type { RunHooks } from "./error-handlers/index.ts";
 import { cleanupAtRunEnd } from "./file-cleanup.ts";
+import { createRunPreparer, type Release, type StartRequest } from "./flow-run-prepare.ts";
 import type { RunEvents } from "./run-events.ts";
 import { scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
 import { endedRun, type PendingRecord, SYNC_WRITE_BEHIND_MS } from "./write-behind.ts";
 
-export interface StartRequest {
-  scope: Scope;
-  user: string | null;
-  locator: Locator;
-  parameter: unknown;
-  inProcess: boolean;
-  parentRunId?: string | null | undefined;
-  trigger: TriggerType;
-}
+export type { StartRequest } from "./flow-run-prepare.ts";
 
 export interface FlowRuns {
   /** Commits the run and queues it (or runs it here when inProcess); answers its ID. */
@@ -50,12 +30,6 @@ export interface FlowRuns {
   terminate(run: Run): Promise<boolean>;
   /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
   forget(): void;
-}
-
-interface Release {
-  graph: Graph;
-  configure: Configure;
-  version: number;
 }
 
 interface Deps {
@@ -74,87 +48,15 @@ interface Deps {
 /** Flow runs: the status machine and trigger types of contract §8 around the pure executor. */
 export function createFlowRuns(deps: Deps): FlowRuns {
   const { store, clock, config, events } = deps;
-  // Revisions never change once stored, so a parsed release is cached by element and version.
-  const releases = new Map<string, Release>();
+  const { prepare, release, forget } = createRunPreparer({
+    store,
+    config,
+    clock,
+    nodeId: deps.nodeId,
+  });
   const active = new Map<string, AbortController>();
   /** Runs this process queued and has not yet started: their record and parameter, in memory. */
   const queuedHere = new Map<string, { rec: NewRun; parameter: unknown }>();
-
-  async function release(elementId: string, version: number): Promise<Release> {
-    const key = `${elementId}:${version}`;
-    let rel = releases.get(key);
-    if (!rel) {
-      const rev = await store.flowRevision(elementId, version);
-      if (!rev)
-        throw new SluiceError(ErrorCode.BUSINESS, [
-          `revision ${version} of element ${elementId} is missing`,
-        ]);
-      rel = { graph: rev.flow as Graph, configure: normalizeConfigure(rev.configure), version };
-      if (releases.size > 1000) releases.clear();
-      releases.set(key, rel);
-    }
-    return rel;
-  }
-
-  // Embedded mode: every change of a flow element (deploy, activate, deactivate) happens in this
-  // process and calls `forget()`, so resolved locators can be kept until then. In cluster mode
-  // another node may change an element at any time: every run looks it up.
-  const located = new Map<string, Element>();
-
-  async function locateFlow(scope: Scope, loc: Locator): Promise<Element> {
-    if (config.mode !== "embedded") return locateElement(store, scope, loc, "DPL");
-    const key = `${scope.app}\n${scope.space}\n${loc.elementId ?? ""}\n${loc.elementName ?? ""}\n${loc.elementType ?? ""}\n${loc.folderId ?? "\u0000"}\n${loc.path ?? "\u0000"}`;
-    const hit = located.get(key);
-    if (hit) return hit;
-    const el = await locateElement(store, scope, loc, "DPL");
-    if (located.size > 10_000) located.clear();
-    located.set(key, el);
-    return el;
-  }
-
-  async function prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun> {
-    const el = await locateFlow(req.scope, req.locator);
-    if (el.status !== "APPROVED" || el.releaseVersion == null) {
-      throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
-    }
-    const rel = await release(el.id, el.releaseVersion);
-    const issues = runParameterIssues(rel.graph, req.parameter);
-    if (issues.length > 0)
-      throw badRequest(
-        `parameter does not match the flow's input schema: ${describeIssues(issues)}`,
-      );
-    const now = clock.now();
-    const id = newId(now);
-    const runName = renderRunName(rel.configure.runNameTemplate, {
-      elementName: el.name,
-      runId: id,
-      version: String(rel.version),
-      triggerType: req.trigger,
-      user: req.user ?? "",
-      parameter: req.parameter,
-      now,
-      timeZone: config.timeZone,
-    });
-    return {
-      id,
-      scope: req.scope,
-      elementId: el.id,
-      elementType: "DPL",
-      elementName: el.name,
-      folderId: el.folderId,
-      version: String(rel.version),
-      triggerType: req.parentRunId ? "API" : req.trigger,
-      status,
-      runName,
-      runParam: JSON.stringify(req.parameter ?? null),
-      initiator: req.user ? { userId: req.user } : null,
-      parentRunId: req.parentRunId ?? null,
-      inProcess: req.inProcess,
-      nodeId: status === "STARTED" ? deps.nodeId : null,
-      createTime: now,
-      startTime: status === "STARTED" ? now : null,
-    };
-  }
 
   /**
    * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
@@ -281,9 +183,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
   events.onEnd((runId) => active.get(runId)?.abort(new Error("terminated")));
 
   const api: FlowRuns = {
-    forget() {
-      located.clear();
-    },
+    forget,
 
     async start(req) {
       // Embedded: with a free flow slot and nobody waiting, the run would not wait at all, so it

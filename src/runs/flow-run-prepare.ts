@@ -1,0 +1,123 @@
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { type Locator, locateElement } from "../elements/locator.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import { type Configure, type Graph, normalizeConfigure } from "../flows/graph.ts";
+import { describeIssues, runParameterIssues } from "../flows/json-schema.ts";
+import { renderRunName } from "../flows/run-name.ts";
+import { newId } from "../ids.ts";
+import type { Element, NewRun, Scope, Store, TriggerType } from "../store/types.ts";
+
+export interface StartRequest {
+  scope: Scope;
+  user: string | null;
+  locator: Locator;
+  parameter: unknown;
+  inProcess: boolean;
+  parentRunId?: string | null | undefined;
+  trigger: TriggerType;
+}
+
+export interface Release {
+  graph: Graph;
+  configure: Configure;
+  version: number;
+}
+
+/**
+ * Everything a run request is checked against before its record exists (contract §§5, 6, 8):
+ * the element, its approved release, the input schema, the run name.
+ */
+export function createRunPreparer(deps: {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  nodeId: string;
+}) {
+  const { store, config, clock } = deps;
+  // Revisions never change once stored, so a parsed release is cached by element and version.
+  const releases = new Map<string, Release>();
+
+  async function release(elementId: string, version: number): Promise<Release> {
+    const key = `${elementId}:${version}`;
+    let rel = releases.get(key);
+    if (!rel) {
+      const rev = await store.flowRevision(elementId, version);
+      if (!rev)
+        throw new SluiceError(ErrorCode.BUSINESS, [
+          `revision ${version} of element ${elementId} is missing`,
+        ]);
+      rel = { graph: rev.flow as Graph, configure: normalizeConfigure(rev.configure), version };
+      if (releases.size > 1000) releases.clear();
+      releases.set(key, rel);
+    }
+    return rel;
+  }
+
+  // Embedded mode: every change of a flow element (deploy, activate, deactivate) happens in this
+  // process and calls `forget()`, so resolved locators can be kept until then. In cluster mode
+  // another node may change an element at any time: every run looks it up.
+  const located = new Map<string, Element>();
+
+  async function locateFlow(scope: Scope, loc: Locator): Promise<Element> {
+    if (config.mode !== "embedded") return locateElement(store, scope, loc, "DPL");
+    const key = `${scope.app}\n${scope.space}\n${loc.elementId ?? ""}\n${loc.elementName ?? ""}\n${loc.elementType ?? ""}\n${loc.folderId ?? "\u0000"}\n${loc.path ?? "\u0000"}`;
+    const hit = located.get(key);
+    if (hit) return hit;
+    const el = await locateElement(store, scope, loc, "DPL");
+    if (located.size > 10_000) located.clear();
+    located.set(key, el);
+    return el;
+  }
+
+  async function prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun> {
+    const el = await locateFlow(req.scope, req.locator);
+    if (el.status !== "APPROVED" || el.releaseVersion == null) {
+      throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
+    }
+    const rel = await release(el.id, el.releaseVersion);
+    const issues = runParameterIssues(rel.graph, req.parameter);
+    if (issues.length > 0)
+      throw badRequest(
+        `parameter does not match the flow's input schema: ${describeIssues(issues)}`,
+      );
+    const now = clock.now();
+    const id = newId(now);
+    const runName = renderRunName(rel.configure.runNameTemplate, {
+      elementName: el.name,
+      runId: id,
+      version: String(rel.version),
+      triggerType: req.trigger,
+      user: req.user ?? "",
+      parameter: req.parameter,
+      now,
+      timeZone: config.timeZone,
+    });
+    return {
+      id,
+      scope: req.scope,
+      elementId: el.id,
+      elementType: "DPL",
+      elementName: el.name,
+      folderId: el.folderId,
+      version: String(rel.version),
+      triggerType: req.parentRunId ? "API" : req.trigger,
+      status,
+      runName,
+      runParam: JSON.stringify(req.parameter ?? null),
+      initiator: req.user ? { userId: req.user } : null,
+      parentRunId: req.parentRunId ?? null,
+      inProcess: req.inProcess,
+      nodeId: status === "STARTED" ? deps.nodeId : null,
+      createTime: now,
+      startTime: status === "STARTED" ? now : null,
+    };
+  }
+
+  return {
+    prepare,
+    release,
+    /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
+    forget: () => located.clear(),
+  };
+}
