@@ -12,7 +12,7 @@ import path from "node:path";
 import { NO_SCRIPT_FLOW } from "../test/helpers/flows.ts";
 import { startPostgres } from "../test/helpers/pg.ts";
 import { killHard, startProcess } from "../test/helpers/process.ts";
-import { HEADERS, httpJson, load, postJson, row, startBenchServer, uploadScript } from "./lib.ts";
+import { httpJson, load, postJson, row, startBenchServer, uploadScript } from "./lib.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3000);
 const TASKS = Number(process.env.BENCH_TASKS ?? 600);

@@ -9,7 +9,6 @@
 import { NO_SCRIPT_FLOW } from "../test/helpers/flows.ts";
 import {
   type Figures,
-  HEADERS,
   httpJson,
   load,
   postJson,

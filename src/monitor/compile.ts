@@ -68,6 +68,15 @@ function textMatch(
   return sql<SqlBool>`lower(${target}) like ${pattern} escape '\\'`;
 }
 
+/** Whether JSON.stringify would escape a character of `text` (quote, backslash, control). */
+function needsJsonEscape(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c) return true;
+  }
+  return false;
+}
+
 function initiatorMatch(
   eb: Runs,
   dialect: Dialect,
@@ -79,7 +88,7 @@ function initiatorMatch(
   );
   // A value found inside a field is also found in the stored JSON text, unless JSON escapes it:
   // that cheap test first spares most rows the JSON parsing, one per key.
-  if (op === "eq" || /["\\\u0000-\u001f]/.test(value)) return perKey;
+  if (op === "eq" || needsJsonEscape(value)) return perKey;
   return eb.and([textMatch(sql.ref("initiator"), "contains", value, dialect), perKey]);
 }
 

@@ -1,5 +1,5 @@
 import { chmodSync, chownSync, mkdirSync, readdirSync, rmdirSync } from "node:fs";
-import { chmod, chown, lchown, lstat, mkdir, readdir, rm, rmdir } from "node:fs/promises";
+import { chmod, chown, lchown, lstat, mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 
 export interface WorkDir {
