@@ -3,6 +3,7 @@ import * as m001 from "./migrations/001-init.ts";
 import * as m002 from "./migrations/002-monitor.ts";
 import * as m003 from "./migrations/003-nodes.ts";
 import * as m004 from "./migrations/004-schedules.ts";
+import * as m005 from "./migrations/005-search-columns.ts";
 
 type Dialect = "sqlite" | "postgres";
 interface MigrationModule {
@@ -15,6 +16,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "002-monitor": m002,
   "003-nodes": m003,
   "004-schedules": m004,
+  "005-search-columns": m005,
 };
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
