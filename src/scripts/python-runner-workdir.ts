@@ -6,13 +6,19 @@ export interface WorkDir {
   name: string;
   /** Host path (Node's view). */
   dir: string;
-  /** Task uid (and gid), undefined when we cannot switch users. */
+  /** This task's own uid (and primary gid), undefined when we cannot switch users. */
   uid: number | undefined;
+  /**
+   * A shared directory's group: tasks that share a directory (the script nodes of one flow run)
+   * each run as a uid of their own, in this supplementary group, which owns the directory.
+   */
+  gid: number | undefined;
   /** Only this task uses the uid, so it may kill everything the uid owns when it ends. */
   privateUid: boolean;
 }
 
 interface Entry {
+  /** The uid of a per-uid directory, or the group id of a shared (named) one. */
   uid: number | undefined;
   refs: number;
   ready: Promise<void>;
@@ -22,11 +28,12 @@ interface Entry {
 
 const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 
-async function chownTree(p: string, uid: number): Promise<void> {
-  await lchown(p, uid, uid);
+/** Gives every file of a kept directory to a new group, owners unchanged. */
+async function chgrpTree(p: string, gid: number): Promise<void> {
   const st = await lstat(p);
+  await lchown(p, st.uid, gid);
   if (!st.isDirectory()) return;
-  for (const e of await readdir(p)) await chownTree(path.join(p, e), uid);
+  for (const e of await readdir(p)) await chgrpTree(path.join(p, e), gid);
 }
 
 /** One getdents on a directory a task just left: synchronous, see #preparePerUid. */
@@ -99,31 +106,40 @@ export class WorkDirs {
   async acquire(requested: string, privateName: boolean): Promise<WorkDir> {
     if (!SAFE_NAME.test(requested))
       throw new Error(`invalid working directory name "${requested}"`);
-    let name = requested;
-    let e = this.#entries.get(name);
-    if (e) {
-      e.refs++;
-    } else {
-      const uid = this.#switchUid ? this.#allocUid() : undefined;
-      const perUid = privateName && uid !== undefined;
-      if (perUid) name = `u${uid}`;
+    if (privateName && this.#switchUid) {
+      // One task, one uid, one directory named after the uid (reused while left empty).
+      const uid = this.#allocUid();
+      const name = `u${uid}`;
       const dir = path.join(this.root, name);
-      e = {
-        uid,
-        refs: 1,
-        perUid,
-        ready: perUid ? this.#preparePerUid(dir, uid as number) : this.#prepare(dir, uid),
-      };
+      const e: Entry = { uid, refs: 1, perUid: true, ready: this.#preparePerUid(dir, uid) };
+      this.#entries.set(name, e);
+      await this.#ready(name, e, undefined);
+      return { name, dir, uid, gid: undefined, privateUid: true };
+    }
+    // A named directory, possibly shared: a group for it, and a uid of its own for each task,
+    // so every task may sweep its uid when it ends without touching its neighbours.
+    const name = requested;
+    const dir = path.join(this.root, name);
+    let e = this.#entries.get(name);
+    if (e) e.refs++;
+    else {
+      const gid = this.#switchUid ? this.#allocUid() : undefined;
+      e = { uid: gid, refs: 1, perUid: false, ready: this.#prepare(dir, gid) };
       this.#entries.set(name, e);
     }
-    const dir = path.join(this.root, name);
+    const uid = this.#switchUid ? this.#allocUid() : undefined;
+    await this.#ready(name, e, uid);
+    return { name, dir, uid, gid: e.uid, privateUid: uid !== undefined };
+  }
+
+  async #ready(name: string, e: Entry, taskUid: number | undefined): Promise<void> {
     try {
       await e.ready;
     } catch (err) {
-      await this.release(name, true).catch(() => {});
+      if (taskUid !== undefined) this.#inUse.delete(taskUid);
+      await this.#releaseEntry(name, true).catch(() => {});
       throw err;
     }
-    return { name, dir, uid: e.uid, privateUid: privateName && e.refs === 1 };
   }
 
   async #preparePerUid(dir: string, uid: number): Promise<void> {
@@ -139,18 +155,21 @@ export class WorkDirs {
     await chown(dir, uid, uid);
   }
 
-  async #prepare(dir: string, uid: number | undefined): Promise<void> {
+  async #prepare(dir: string, gid: number | undefined): Promise<void> {
     // A same-named directory from a task that just ended may still be being removed.
     await this.#cleaning.get(dir);
+    // Root-owned, the group's, setgid (new files join the group), nobody else's.
+    const mode = gid === undefined ? 0o700 : 0o2770;
     try {
-      // Synchronous: two cheap syscalls cost far less than two thread-pool round trips.
+      // Synchronous: a few cheap syscalls cost far less than as many thread-pool round trips.
       mkdirSync(dir, { mode: 0o700 });
-      if (uid !== undefined) chownSync(dir, uid, uid);
+      if (gid !== undefined) chownSync(dir, 0, gid);
+      chmodSync(dir, mode);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      // A kept directory from an earlier task: hand all of it to the new uid.
-      if (uid !== undefined) await chownTree(dir, uid);
-      await chmod(dir, 0o700);
+      // A kept directory from an earlier task: hand all of it to the new group.
+      if (gid !== undefined) await chgrpTree(dir, gid);
+      chmodSync(dir, mode);
     }
   }
 
@@ -159,7 +178,21 @@ export class WorkDirs {
    * wait: the uid stays reserved and the name blocked until it is done) and calls `onFree`
    * with the uid once nothing of the task can touch the directory anymore.
    */
-  release(name: string, keep: boolean, onFree?: (uid: number) => void): Promise<void> {
+  /**
+   * Ends one task's use of its directory: its uid goes back (through `onFree`, which may sweep
+   * it first); when the last user of the directory leaves, the directory is cleaned up in the
+   * background (callers need not wait: the name stays blocked until it is done).
+   */
+  release(wd: WorkDir, keep: boolean, onFree?: (uid: number) => void): Promise<void> {
+    const e = this.#entries.get(wd.name);
+    if (e && !e.perUid && wd.uid !== undefined) {
+      onFree?.(wd.uid);
+      this.#inUse.delete(wd.uid);
+    }
+    return this.#releaseEntry(wd.name, keep, e?.perUid ? onFree : undefined);
+  }
+
+  #releaseEntry(name: string, keep: boolean, onFree?: (uid: number) => void): Promise<void> {
     const e = this.#entries.get(name);
     if (!e || --e.refs > 0) return Promise.resolve();
     this.#entries.delete(name);
@@ -172,7 +205,7 @@ export class WorkDirs {
         this.#spare.add(uid);
       } else if (!keep) await removeDir(dir);
       else if (uid !== undefined) {
-        // Root-owned 0700: a later task that gets this uid cannot read what we kept.
+        // Root-owned 0700: a later task that gets this uid or group cannot read what we kept.
         chownSync(dir, 0, 0);
         chmodSync(dir, 0o700);
       }

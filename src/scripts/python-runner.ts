@@ -132,7 +132,13 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     else running--;
   };
 
-  const message = (spec: TaskSpec, cwd: string, uid: number | undefined, sweep: boolean) => {
+  const message = (
+    spec: TaskSpec,
+    cwd: string,
+    uid: number | undefined,
+    gid: number | undefined,
+    sweep: boolean,
+  ) => {
     const runS = spec.timeoutMs !== undefined ? spec.timeoutMs / 1000 : limits.maxRunS;
     return `${JSON.stringify({
       id: spec.taskId,
@@ -142,6 +148,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       param: spec.parameter ?? null,
       cwd,
       uid,
+      gid,
       sweep,
       lim: {
         cpu: Math.ceil(Math.min(runS, limits.maxRunS)) + 1,
@@ -165,7 +172,12 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
 
       const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
       const sweep = wd.privateUid && wd.uid !== undefined;
-      const rt = runOnChild(pool, child, message(spec, cwd, wd.uid, sweep), limits.outputBytes);
+      const rt = runOnChild(
+        pool,
+        child,
+        message(spec, cwd, wd.uid, wd.gid, sweep),
+        limits.outputBytes,
+      );
       state.running = rt;
       if (state.killReason) rt.kill(state.killReason);
       const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, limits.maxRunS * 1000);
@@ -180,7 +192,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     } finally {
       // The outcome does not wait for the clean-up; the next task with this name does.
       dirs
-        .release(wd.name, spec.keepWorkDir === true, (uid) => {
+        .release(wd, spec.keepWorkDir === true, (uid) => {
           if (!clean) pool.sweep(uid);
         })
         .catch((err: unknown) => {

@@ -101,6 +101,14 @@ describe("flow runs", () => {
       ],
       edges: [{ source: "in", target: "py" }],
     });
+    await deployAndActivate(server, "files", {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "write", type: "script", config: { code: "import os\ndef main(p):\n    open('note.txt', 'w').write('a')\n    return os.getuid()\n" } },
+        { id: "append", type: "script", config: { code: "import os\ndef main(uid):\n    with open('note.txt', 'a') as f:\n        f.write('b')\n    return {'text': open('note.txt').read(), 'same_uid': uid == os.getuid()}\n" } },
+      ],
+      edges: [{ source: "in", target: "write" }, { source: "write", target: "append" }],
+    });
     await deployAndActivate(server, "failing", {
       vertexes: [
         { id: "in", type: "input" },
@@ -163,6 +171,11 @@ describe("flow runs", () => {
     assert.equal(run?.runName, "scored-nightly-v1");
     const nodes = (run?.detail?.nodes ?? []) as { nodeId: string; stdout?: string }[];
     assert.match(nodes.find((n) => n.nodeId === "score")?.stdout ?? "", /scoring 2/);
+  });
+
+  it("script nodes of one run share its directory, each as a uid of its own", async () => {
+    const r = await call("POST", "/run-sync", { elementName: "files", parameter: {} });
+    assert.deepEqual(r.body.data, { text: "ab", same_uid: process.getuid?.() !== 0 });
   });
 
   it("prepends the prelude to inline code", async () => {

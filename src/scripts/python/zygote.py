@@ -95,7 +95,12 @@ def run_task(task, ctl, out, err):
     except PermissionError:
         entered = False  # in bwrap root has no CAP_DAC_OVERRIDE; /tasks is reachable anyway
     if uid is not None:
-        os.setgroups([])
+        gid = task.get("gid")
+        # A shared (flow run) directory belongs to a group: join it, and keep what we write
+        # group-writable so the run's other script nodes can change it too.
+        os.setgroups([gid] if gid is not None else [])
+        if gid is not None:
+            os.umask(0o002)
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
         die_with_parent()  # a credential change clears the parent-death signal: set it again
