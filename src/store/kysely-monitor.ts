@@ -8,9 +8,9 @@ import type {
   RunRecord,
   StatusCounts,
 } from "../monitor/types.ts";
-import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
+import { ELEMENT_COLUMNS, toElement, toRun } from "./rows.ts";
 import type { Database, RunTable } from "./schema.ts";
-import type { ElementType, RunStatus, Scope, ScopeFilter, Store, TriggerType } from "./types.ts";
+import type { RunStatus, Scope, ScopeFilter, Store } from "./types.ts";
 
 type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 
@@ -45,32 +45,17 @@ const RUN_COLUMNS = [
 ] as const;
 
 type RunRow = Pick<Selectable<RunTable>, (typeof RUN_COLUMNS)[number]>;
-const num = (v: number | string | null): number | null => (v == null ? null : Number(v));
-
+/** The shared row mapping (rows.ts), for a row read without its bulky columns. */
 function toRecord(row: RunRow): RunRecord {
-  return {
-    id: row.id,
-    scope: { app: row.app, space: row.space },
-    elementId: String(row.element_id),
-    elementType: row.element_type as ElementType,
-    elementName: row.element_name,
-    folderId: row.folder_id,
-    version: row.version,
-    triggerType: row.trigger_type as TriggerType,
-    status: row.status as RunStatus,
-    runName: row.run_name,
-    runParam: row.run_param,
-    initiator:
-      row.initiator == null ? null : (JSON.parse(row.initiator) as Record<string, unknown>),
-    parentRunId: row.parent_run_id,
-    inProcess: Boolean(row.in_process),
-    nodeId: row.node_id,
-    createTime: Number(row.create_time),
-    startTime: num(row.start_time),
-    endTime: num(row.end_time),
-    duration: num(row.duration),
-    summary: row.summary,
-  };
+  const { result, error, stdout, stderr, detail, ...record } = toRun({
+    ...row,
+    result: null,
+    error: null,
+    stdout: null,
+    stderr: null,
+    detail: null,
+  });
+  return record;
 }
 
 /**
