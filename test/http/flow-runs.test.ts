@@ -104,10 +104,25 @@ describe("flow runs", () => {
     await deployAndActivate(server, "files", {
       vertexes: [
         { id: "in", type: "input" },
-        { id: "write", type: "script", config: { code: "import os\ndef main(p):\n    open('note.txt', 'w').write('a')\n    return os.getuid()\n" } },
-        { id: "append", type: "script", config: { code: "import os\ndef main(uid):\n    with open('note.txt', 'a') as f:\n        f.write('b')\n    return {'text': open('note.txt').read(), 'same_uid': uid == os.getuid()}\n" } },
+        {
+          id: "write",
+          type: "script",
+          config: {
+            code: "import os\ndef main(p):\n    open('note.txt', 'w').write('a')\n    return os.getuid()\n",
+          },
+        },
+        {
+          id: "append",
+          type: "script",
+          config: {
+            code: "import os\ndef main(uid):\n    with open('note.txt', 'a') as f:\n        f.write('b')\n    return {'text': open('note.txt').read(), 'same_uid': uid == os.getuid()}\n",
+          },
+        },
       ],
-      edges: [{ source: "in", target: "write" }, { source: "write", target: "append" }],
+      edges: [
+        { source: "in", target: "write" },
+        { source: "write", target: "append" },
+      ],
     });
     await deployAndActivate(server, "failing", {
       vertexes: [
