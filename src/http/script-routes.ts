@@ -1,10 +1,10 @@
 import { gunzipSync } from "node:zlib";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import type { FastifyInstance, FastifyReply } from "fastify";
-import { Type } from "typebox";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { type Static, Type } from "typebox";
 import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
-import type { TaskService } from "../scripts/task-service.ts";
+import type { TaskRequest, TaskService } from "../scripts/task-service.ts";
 import type { Run } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { AnyEnvelope, Envelope, ok } from "./envelope.ts";
@@ -45,16 +45,7 @@ export async function scriptRoutes(
       const q = req.query;
       const run = await tasks.runSync(
         {
-          scope: scopeOf(req),
-          user: req.ctx.user,
-          locator: {
-            elementName: req.params.elementName,
-            elementType: pyType(q.elementType),
-            path: q.path,
-            folderId: q.folderId,
-          },
-          parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
-          taskName: q.taskName,
+          ...externalRequest(req, config),
           trigger: "SYNC",
         },
         { timeoutS: q.timeout, terminateOnTimeout: q.terminateOnTimeout ?? false },
@@ -78,18 +69,8 @@ export async function scriptRoutes(
       },
     },
     async (req, reply) => {
-      const q = req.query;
       const id = await tasks.submit({
-        scope: scopeOf(req),
-        user: req.ctx.user,
-        locator: {
-          elementName: req.params.elementName,
-          elementType: pyType(q.elementType),
-          path: q.path,
-          folderId: q.folderId,
-        },
-        parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
-        taskName: q.taskName,
+        ...externalRequest(req, config),
         trigger: "ASYNC",
       });
       reply.header("x-task-id", id);
@@ -107,15 +88,7 @@ export async function scriptRoutes(
       const b = req.body;
       const run = await tasks.runSync(
         {
-          scope: scopeOf(req),
-          user: req.ctx.user,
-          locator: {
-            elementName: b.elementName,
-            elementType: pyType(b.elementType),
-            path: b.path,
-            folderId: b.folderId,
-          },
-          parameter: b.parameter ?? {},
+          ...internalRequest(req),
           trigger: "SYNC",
         },
         { timeoutS: b.timeout, terminateOnTimeout: b.terminateOnTimeout ?? false },
@@ -133,17 +106,8 @@ export async function scriptRoutes(
       schema: { body: InternalRunBody, response: { 200: Envelope(Type.String()) } },
     },
     async (req, reply) => {
-      const b = req.body;
       const id = await tasks.submit({
-        scope: scopeOf(req),
-        user: req.ctx.user,
-        locator: {
-          elementName: b.elementName,
-          elementType: pyType(b.elementType),
-          path: b.path,
-          folderId: b.folderId,
-        },
-        parameter: b.parameter ?? {},
+        ...internalRequest(req),
         trigger: "ASYNC",
       });
       reply.header("x-task-id", id);
@@ -207,6 +171,47 @@ async function lookup(
   const run = await tasks.waitForEnd(scope, taskId, timeoutS);
   if (!run) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [taskId]);
   return run;
+}
+
+/** The task request of an external call: element in the path, the whole body as parameter. */
+function externalRequest(
+  req: FastifyRequest<{
+    Params: { elementName: string };
+    Querystring: Static<typeof ExternalRunQuery>;
+  }>,
+  config: Config,
+): Omit<TaskRequest, "trigger"> {
+  const q = req.query;
+  return {
+    scope: scopeOf(req),
+    user: req.ctx.user,
+    locator: {
+      elementName: req.params.elementName,
+      elementType: pyType(q.elementType),
+      path: q.path,
+      folderId: q.folderId,
+    },
+    parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
+    taskName: q.taskName,
+  };
+}
+
+/** The task request of an internal call: locator and parameter in the body. */
+function internalRequest(
+  req: FastifyRequest<{ Body: Static<typeof InternalRunBody> }>,
+): Omit<TaskRequest, "trigger"> {
+  const b = req.body;
+  return {
+    scope: scopeOf(req),
+    user: req.ctx.user,
+    locator: {
+      elementName: b.elementName,
+      elementType: pyType(b.elementType),
+      path: b.path,
+      folderId: b.folderId,
+    },
+    parameter: b.parameter ?? {},
+  };
 }
 
 function pyType(elementType: string | undefined): "PY" {
