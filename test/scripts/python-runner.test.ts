@@ -98,6 +98,12 @@ describe("return values and main conventions", () => {
     assertSuccess(await run("sync_loop"), "no loop");
   });
 
+  test("main's signature is read through decorators and from callable objects", async () => {
+    // functools.wraps: the wrapper takes (*args, **kwargs), the declared signature is (a, b).
+    assertSuccess(await run("wrapped_main", { a: 4, b: 2 }), ["wrapped", 42]);
+    assertSuccess(await run("callable_main", { a: 1, b: 2 }), { a: 1, b: 2 });
+  });
+
   test("non-serialisable return fails naming the type", async () => {
     const o = await run("bad_return");
     assert.equal(o.status, "FAILURE");

@@ -5,7 +5,6 @@ Loaded by zygote.py before it forks, so children inherit it warm.
 
 import base64
 import datetime
-import inspect
 import json
 import linecache
 import os
@@ -13,6 +12,7 @@ import sys
 import traceback
 import types
 import zipimport
+from collections.abc import Awaitable
 
 # Frames from these files are the harness, not the script: hidden from tracebacks.
 HARNESS_FILES = {__file__}
@@ -25,26 +25,49 @@ def to_json(obj):
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
-def call_main(fn, param):
+CO_VARARGS, CO_VARKEYWORDS, CO_ITERABLE_COROUTINE = 0x04, 0x08, 0x100
+
+
+def parameter_shape(fn):
+    """(positional, var_positional, keyword_only, var_keyword) of main's signature.
+
+    A plain function answers from its code object: inspect.signature would work too, but in a
+    freshly forked child it writes to ~100 shared pages (copy-on-write faults on every task).
+    """
+    code = getattr(fn, "__code__", None)
+    if type(fn) is types.FunctionType and not fn.__dict__ and code is not None:
+        # No __wrapped__ or __signature__ in __dict__: the code object is the signature.
+        return (code.co_argcount, bool(code.co_flags & CO_VARARGS), code.co_kwonlyargcount,
+                bool(code.co_flags & CO_VARKEYWORDS))
+    import inspect  # classes, partials, decorated functions
+
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        params = None
-    if params is None:
+        return None
+    kinds = [p.kind for p in params]
+    return (sum(k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                for k in kinds),
+            inspect.Parameter.VAR_POSITIONAL in kinds,
+            kinds.count(inspect.Parameter.KEYWORD_ONLY),
+            inspect.Parameter.VAR_KEYWORD in kinds)
+
+
+def call_main(fn, param):
+    shape = parameter_shape(fn)
+    if shape is None:
         out = fn(param)
     else:
-        kinds = [p.kind for p in params]
-        positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY,
-                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        named = [k for k in kinds if k != inspect.Parameter.VAR_POSITIONAL]
-        if not kinds:
+        positional, var_positional, keyword_only, var_keyword = shape
+        named = positional + keyword_only + var_keyword
+        if not (positional or var_positional or keyword_only or var_keyword):
             out = fn()
-        elif len(named) > 1 or (inspect.Parameter.KEYWORD_ONLY in kinds and not positional) \
-                or kinds == [inspect.Parameter.VAR_KEYWORD]:
+        elif named > 1 or (keyword_only and not positional) or \
+                (var_keyword and not (positional or var_positional or keyword_only)):
             out = fn(**param) if isinstance(param, dict) else fn(param)
         else:
             out = fn(param)
-    if inspect.isawaitable(out):
+    if is_awaitable(out):
         # Only async mains get a loop; a sync main never runs inside one.
         import asyncio  # only async mains pay for it (it is not preloaded: see zygote.py)
 
@@ -52,6 +75,12 @@ def call_main(fn, param):
             return await aw
         out = asyncio.run(wait(out))
     return out
+
+
+def is_awaitable(obj):
+    # inspect.isawaitable without importing inspect.
+    return isinstance(obj, (types.CoroutineType, Awaitable)) or (
+        isinstance(obj, types.GeneratorType) and bool(obj.gi_code.co_flags & CO_ITERABLE_COROUTINE))
 
 
 def user_traceback(exc):
