@@ -12,6 +12,20 @@ export interface Figures {
   p50: number;
   p99: number;
   perSecond: number;
+  /** Busy CPU of the whole machine (all processes, user + system) per call, in ms. */
+  cpuMs: number;
+}
+
+/**
+ * Busy CPU time of the whole machine so far, in ms, from /proc/stat (user, nice, system, irq,
+ * softirq; not idle, iowait or steal). Steadier than throughput on a shared VM: it counts the
+ * work a call costs, whatever the host lets the VM run at that moment.
+ */
+export function machineBusyMs(): number {
+  const line = fs.readFileSync("/proc/stat", "utf8").split("\n", 1)[0] ?? "";
+  const [user, nice, system, , , irq, softirq] = line.split(/\s+/).slice(1).map(Number);
+  const tick = 1000 / 100; // USER_HZ is 100 on Linux
+  return ((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0)) * tick;
 }
 
 export function percentile(sorted: number[], p: number): number {
@@ -27,6 +41,7 @@ export async function load(
 ): Promise<Figures> {
   const latencies: number[] = [];
   let next = 0;
+  const busy0 = machineBusyMs();
   const started = performance.now();
   const worker = async () => {
     while (next < count) {
@@ -38,6 +53,7 @@ export async function load(
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const elapsed = (performance.now() - started) / 1000;
+  const cpuMs = (machineBusyMs() - busy0) / count;
   latencies.sort((a, b) => a - b);
   return {
     concurrency,
@@ -45,11 +61,12 @@ export async function load(
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
     perSecond: count / elapsed,
+    cpuMs,
   };
 }
 
 export function row(label: string, f: Figures): string {
-  return `${label.padEnd(34)} c=${String(f.concurrency).padStart(2)}  n=${String(f.count).padStart(5)}  p50=${f.p50.toFixed(2).padStart(7)} ms  p99=${f.p99.toFixed(2).padStart(7)} ms  ${f.perSecond.toFixed(0).padStart(6)}/s`;
+  return `${label.padEnd(34)} c=${String(f.concurrency).padStart(2)}  n=${String(f.count).padStart(5)}  p50=${f.p50.toFixed(2).padStart(7)} ms  p99=${f.p99.toFixed(2).padStart(7)} ms  ${f.perSecond.toFixed(0).padStart(6)}/s  cpu ${f.cpuMs.toFixed(2)} ms/call`;
 }
 
 export async function startBenchServer(env: Record<string, string> = {}) {

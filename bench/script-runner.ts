@@ -17,7 +17,7 @@ const config = loadConfig({
   DATA_DIR: dataDir,
   SCRIPT_PREFORK: process.env.SCRIPT_PREFORK ?? "16",
 });
-const silent = { info() {}, warn() {}, error() {} };
+const silent = { info() {}, warn() {}, error() {}, debug() {} };
 const runner = await createPythonRunner({
   config: { python: config.python, limits: config.limits, dataDir },
   logger: silent,

@@ -102,8 +102,9 @@ export function runOnChild(
 
   // Once the task is over (result or death), anything still holding the streams is a leftover.
   const over = (): void => {
+    if (grace) return;
     killGroup(child.pid);
-    grace ??= setTimeout(() => {
+    grace = setTimeout(() => {
       for (const s of [out, err, ctl]) s.destroy();
       finish();
     }, STREAM_GRACE_MS);

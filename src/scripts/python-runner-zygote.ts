@@ -84,6 +84,8 @@ export class ZygotePool {
     const proc = spawn(this.#o.command, this.#o.args, {
       stdio: ["pipe", "pipe", "pipe"],
       env: this.#o.env,
+      // A session of its own: a terminal's Ctrl-C reaches Node, which shuts the zygote down.
+      detached: true,
     });
     this.#proc = proc;
     let buf = "";
@@ -201,7 +203,10 @@ export class ZygotePool {
     if (this.#closing || this.#zygotePid === undefined) return;
     const have = this.#idle.length + this.#forking.size + this.#partial.size + this.#requested;
     const want = this.#o.prefork + this.#waiters.length - have;
-    if (want > 0) {
+    // Forks go in batches of half the pool (unless a task waits): after every fork the zygote
+    // copies the pages it touches next, and a batch forks from a tight loop (bench/README.md).
+    const batch = Math.max(1, Math.floor(this.#o.prefork / 2));
+    if (want >= batch || (want > 0 && this.#waiters.length > 0)) {
       this.#requested += want;
       this.#proc?.stdin?.write(`f ${want}\n`);
     }

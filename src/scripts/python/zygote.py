@@ -58,6 +58,10 @@ del sys.path[0]
 harness.HARNESS_FILES.add(__file__)
 
 
+# closerange's upper bound: one close_range(2) call on Linux, whatever the count.
+MAX_FD = 1 << 30
+
+
 def read_line(sock):
     buf = bytearray()
     while True:
@@ -148,11 +152,13 @@ def run_task(task, ctl, out, err):
     ctl.sendall(msg.encode() + b"\n")
 
 
-def attach_output(out, err):
-    """Make fds 1 and 2 the task's stdout and stderr sockets."""
-    os.dup2(out.fileno(), 1)
-    os.dup2(err.fileno(), 2)
-    # Line-buffered so output printed before a kill still reaches Node.
+def task_streams():
+    """Line-buffered UTF-8 text streams on fds 1 and 2, made once in the zygote.
+
+    A child points fds 1 and 2 at its task's sockets and keeps these objects, so output printed
+    before a kill still reaches Node, and no child builds text wrappers of its own (each one
+    costs copy-on-write faults). The zygote itself never writes through them.
+    """
     for fd, attr in ((1, "stdout"), (2, "stderr")):
         stream = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True)
@@ -161,15 +167,13 @@ def attach_output(out, err):
 
 
 def child_main(sock_path):
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Signal dispositions need no reset: the zygote installs no handlers (see main).
     os.setsid()  # own process group: Node kills the task as -pgid
     die_with_parent()  # cleared by fork: a pre-forked child must not outlive the zygote
     devnull = os.open("/dev/null", os.O_RDWR)
     os.dup2(devnull, 0)  # never read the zygote's command pipe
     os.dup2(devnull, 1)  # never write into the zygote's report pipe
-    os.closerange(3, 1024)  # zygote's wakeup pipe and friends
+    os.closerange(3, MAX_FD)  # the zygote's pidfds and friends
     pid = os.getpid()
     conns = []
     for role in (b"ctl", b"out", b"err"):
@@ -178,7 +182,8 @@ def child_main(sock_path):
         s.sendall(b"%s %d\n" % (role, pid))
         conns.append(s)
     ctl, out, err = conns
-    attach_output(out, err)
+    os.dup2(out.fileno(), 1)  # sys.stdout and sys.stderr already write to fds 1 and 2
+    os.dup2(err.fileno(), 2)
     # While idle, pay the copy-on-write faults of the task path (json, compile,
     # inspect...) so the task itself does not: this halves its latency.
     warm_up()
@@ -206,15 +211,18 @@ def fork_child(sock_path):
 
 
 def sweep_uid(uid):
+    """Forks a process that kills everything `uid` owns; returns its pid (0: nothing to do)."""
     if os.getuid() != 0 or uid == 0:
-        return
-    if os.fork() == 0:
+        return 0
+    pid = os.fork()
+    if pid == 0:
         try:
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)
         except OSError:
             pass
         os._exit(0)
+    return pid
 
 
 def warm_up():
@@ -231,38 +239,39 @@ def warm_up():
 
 def main():
     sock_path = sys.argv[1]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for Node to handle
+    # No signal handlers here, so children inherit Python's defaults and reset nothing:
+    # Node starts us in a session of our own (Ctrl-C is Node's to handle), and child exits
+    # arrive through pidfds, not SIGCHLD.
     if _prctl is not None:
         _prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: we reap orphans
     die_with_parent()
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
+    task_streams()
     warm_up()
     gc.collect()
     gc.freeze()  # children then never touch (and copy) the warm heap during gc
 
     def report(text):
         data = memoryview(text.encode())
-        while data:  # a signal can cut a pipe write short
+        while data:
             data = data[os.write(1, data):]
 
-    report(f"ready {os.getpid()}\n")
     poll = select.poll()
     poll.register(0, select.POLLIN)
-    poll.register(wake_r, select.POLLIN)
+    pidfds = {}  # pidfd -> pid of each process we forked and have not reaped
+
+    def track(pid):
+        fd = os.pidfd_open(pid)
+        pidfds[fd] = pid
+        poll.register(fd, select.POLLIN)
+        return pid
+
+    report(f"ready {os.getpid()}\n")
     pending = b""
     while True:
+        exited = False
         for fd, _ in poll.poll():
-            if fd == wake_r:
-                while True:
-                    try:
-                        if not os.read(wake_r, 512):
-                            break
-                    except BlockingIOError:
-                        break
+            if fd != 0:
+                exited = True
                 continue
             data = os.read(0, 65536)
             if not data:
@@ -273,22 +282,35 @@ def main():
             for line in lines:
                 cmd, _, arg = line.decode().partition(" ")
                 if cmd == "f":
-                    forked += [fork_child(sock_path) for _ in range(int(arg))]
+                    forked += [track(fork_child(sock_path)) for _ in range(int(arg))]
                 elif cmd == "k":
-                    sweep_uid(int(arg))
+                    pid = sweep_uid(int(arg))
+                    if pid:
+                        track(pid)
             if forked:
                 report("".join(f"c {pid}\n" for pid in forked))
-        reaped = []
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            reaped.append(f"x {pid} {os.waitstatus_to_exitcode(status)}\n")
-        if reaped:
-            report("".join(reaped))
+        if exited:
+            report(reap(poll, pidfds))
+
+
+def reap(poll, pidfds):
+    """Reaps every exited process, ours and orphans alike; returns their reports."""
+    gone = {pid: fd for fd, pid in pidfds.items()}
+    reaped = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        fd = gone.get(pid)
+        if fd is not None:
+            poll.unregister(fd)
+            os.close(fd)
+            del pidfds[fd]
+        reaped.append(f"x {pid} {os.waitstatus_to_exitcode(status)}\n")
+    return "".join(reaped)
 
 
 if __name__ == "__main__":
