@@ -18,6 +18,7 @@ import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
+import { withScriptCache } from "./store/script-cache.ts";
 import { type OpenedStore, openStore } from "./store/open-store.ts";
 
 export interface Services {
@@ -54,7 +55,9 @@ export async function createServices(opts: {
   // Unique per process start, so a restarted process never inherits a dead one's runs.
   const nodeId = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
   const cluster = config.mode === "cluster" && config.databaseUrl !== undefined;
-  const store = await openStore(config);
+  const opened = await openStore(config);
+  // One process owns an embedded database, so script lookups can be served from memory.
+  const store = config.mode === "embedded" ? withScriptCache(opened) : opened;
   const runner = await createPythonRunner({ config, logger });
   // Wrapped before anything else holds them, so every run and script execution is counted.
   const metrics = createMetrics();

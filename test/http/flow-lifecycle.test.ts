@@ -183,6 +183,9 @@ describe("flow lifecycle: deploy, activate, deactivate, batches", () => {
     });
     // The referenced script disappears: the release no longer validates.
     await server.services.store.db.deleteFrom("elements").where("name", "=", "dep").execute();
+    // Deleted behind Sluice's back (no endpoint deletes a script): embedded mode remembers script
+    // lookups until the next upload, so upload something else to make the deletion visible.
+    await upload(server, [{ name: "unrelated.py", content: "def main(): pass\n" }], { path: "/c" });
     await server.call("POST", `${DF}/flow/activate`, {
       headers: h,
       body: { elementName: "orders" },

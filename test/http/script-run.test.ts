@@ -8,6 +8,8 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
+import { SYNC_WRITE_BEHIND_MS } from "../../src/runs/write-behind.ts";
+import { DF } from "../helpers/flows.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 const SCRIPTS = {
@@ -161,6 +163,30 @@ describe("script service runs", () => {
       headers: h,
     });
     assert.deepEqual([result.body.status, result.body.data], [true, "woke"]);
+  });
+
+  it("a run-sync longer than the write-behind grace is listed STARTED while it runs", async () => {
+    const running = server.call("POST", "/script/external/slow/run-sync?path=/s&taskName=longer", {
+      headers: h,
+      body: { s: 1.5 },
+    });
+    const listed = async () => {
+      const r = await server.call("POST", `${DF}/monitor/runs`, {
+        headers: h,
+        body: { pageNo: 0, pageSize: 50, elementName: "slow", elementType: "PY", path: "/s" },
+      });
+      return (r.body.data?.runs ?? []) as { runName: string; runStatus: string }[];
+    };
+    let seen: string | undefined;
+    const deadline = Date.now() + 1000 + SYNC_WRITE_BEHIND_MS;
+    while (!seen && Date.now() < deadline) {
+      seen = (await listed()).find((x) => x.runName === "longer")?.runStatus;
+      if (!seen) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(seen, "STARTED");
+    const r = await running;
+    assert.equal(r.headers.get("x-task-status"), "SUCCESS");
+    assert.equal((await listed()).find((x) => x.runName === "longer")?.runStatus, "SUCCESS");
   });
 
   it("timeout with terminateOnTimeout kills the script and the task ends FAILURE", async () => {

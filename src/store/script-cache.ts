@@ -1,0 +1,52 @@
+import type { Element, ScriptElement, Store } from "./types.ts";
+
+/**
+ * Embedded mode only: script lookups (by name, and by id with the source) answered from memory.
+ *
+ * A run-sync of a script looks its element up by name and then loads its source: two queries
+ * that cost more of the server's time than the HTTP exchange itself. A script changes only
+ * through `putScript`, and in embedded mode that call goes through this very store (one process
+ * owns the database), so clearing everything on it keeps the cache exact: a new script can make
+ * a name ambiguous, an overwrite changes a source. In cluster mode another process may write, so
+ * services.ts does not use this there.
+ */
+export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S {
+  const byName = new Map<string, readonly Element[]>();
+  const byId = new Map<string, ScriptElement>();
+  const remember = <V>(map: Map<string, V>, key: string, value: V): V => {
+    if (map.size >= maxEntries) map.delete(map.keys().next().value as string);
+    map.set(key, Object.freeze(value));
+    return value;
+  };
+  const scopeKey = (s: { app: string; space: string }) => `${s.app}\u0000${s.space}`;
+
+  return {
+    ...store,
+    async findElements(scope, query) {
+      if (query.type !== "PY") return store.findElements(scope, query);
+      const key = `${scopeKey(scope)}\u0000${query.name}\u0000${query.folderId ?? ""}`;
+      const hit = byName.get(key);
+      if (hit) return [...hit];
+      const found = await store.findElements(scope, query);
+      // Frozen: callers share these objects, so none may change one.
+      return [...remember(byName, key, found.map((e) => Object.freeze(e)))];
+    },
+
+    async scriptById(scope, id) {
+      const key = `${scopeKey(scope)}\u0000${id}`;
+      const hit = byId.get(key);
+      if (hit) return hit;
+      const script = await store.scriptById(scope, id);
+      return script && remember(byId, key, script);
+    },
+
+    async putScript(el, overwrite) {
+      try {
+        return await store.putScript(el, overwrite);
+      } finally {
+        byName.clear();
+        byId.clear();
+      }
+    },
+  };
+}
