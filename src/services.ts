@@ -18,8 +18,8 @@ import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
-import { withScriptCache } from "./store/script-cache.ts";
 import { type OpenedStore, openStore } from "./store/open-store.ts";
+import { withScriptCache } from "./store/script-cache.ts";
 
 export interface Services {
   config: Config;

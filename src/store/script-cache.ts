@@ -29,7 +29,13 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
       if (hit) return [...hit];
       const found = await store.findElements(scope, query);
       // Frozen: callers share these objects, so none may change one.
-      return [...remember(byName, key, found.map((e) => Object.freeze(e)))];
+      return [
+        ...remember(
+          byName,
+          key,
+          found.map((e) => Object.freeze(e)),
+        ),
+      ];
     },
 
     async scriptById(scope, id) {

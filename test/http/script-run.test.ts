@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
+import { SYNC_WRITE_BEHIND_MS } from "../../src/runs/write-behind.ts";
+import { DF } from "../helpers/flows.ts";
 import {
   OTHER_SCOPE,
   scopeHeaders,
@@ -8,8 +10,6 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
-import { SYNC_WRITE_BEHIND_MS } from "../../src/runs/write-behind.ts";
-import { DF } from "../helpers/flows.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 const SCRIPTS = {
