@@ -14,7 +14,7 @@ export interface Logger {
 
 export const BWRAP = "/usr/bin/bwrap";
 /** Where things appear inside the bubblewrap sandbox. */
-export const IN_SANDBOX = { tasks: "/tasks", run: "/run/sluice", zygote: "/opt/sluice" };
+export const IN_SANDBOX = { tasks: "/tasks", zygote: "/opt/sluice" };
 
 const isRoot = (): boolean => process.getuid?.() === 0;
 
@@ -57,12 +57,11 @@ export function bwrapArgs(o: {
   executable: string;
   zygoteDir: string;
   tasksDir: string;
-  runDir: string;
   network: boolean;
 }): string[] {
   const args = systemMounts(o.executable);
   args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
-  args.push("--bind", o.tasksDir, IN_SANDBOX.tasks, "--bind", o.runDir, IN_SANDBOX.run);
+  args.push("--bind", o.tasksDir, IN_SANDBOX.tasks);
   if (!o.network) args.push("--unshare-net");
   args.push("--chdir", "/");
   return args;

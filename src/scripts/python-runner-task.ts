@@ -92,8 +92,8 @@ export function runOnChild(
   const ended = new Promise<void>((r) => {
     finish = r;
   });
-  const { ctl, out, err } = child;
-  // Each stream counts once, on its first end or close. The child shuts its output sockets down
+  const { task, result: ctl, out, err } = child;
+  // Each stream counts once, on its first end or close. The child closes its stdout and stderr
   // before it sends the result, so the usual path needs no wait for the process to exit.
   const pending = new Set<string>(["ctl", "out", "err"]);
   const streamDone = (name: string): void => {
@@ -105,7 +105,7 @@ export function runOnChild(
     if (grace) return;
     killGroup(child.pid);
     grace = setTimeout(() => {
-      for (const s of [out, err, ctl]) s.destroy();
+      for (const s of [out, err, ctl, task]) s.destroy();
       finish();
     }, STREAM_GRACE_MS);
   };
@@ -139,11 +139,11 @@ export function runOnChild(
   ctl.resume();
   out.resume();
   err.resume();
-  ctl.write(message);
+  task.end(message);
 
   const done = (async () => {
     await ended;
-    for (const s of [out, err, ctl]) s.destroy();
+    for (const s of [out, err, ctl, task]) s.destroy();
     clearTimeout(grace);
     let status: ExitStatus | undefined;
     if (!result && !killReason) status = await pool.exitStatus(child.pid, 2000);

@@ -1,23 +1,53 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, constants, openSync } from "node:fs";
 import net from "node:net";
 import type { Logger } from "./python-runner-sandbox.ts";
 
-/** A pre-forked, connected child waiting for exactly one task. */
+/** A pre-forked child waiting for exactly one task, and Node's ends of its four pipes. */
 export interface Child {
   pid: number;
-  ctl: net.Socket;
+  /** Node writes the task here. */
+  task: net.Socket;
+  /** The child's one result line arrives here. */
+  result: net.Socket;
   out: net.Socket;
   err: net.Socket;
 }
 
+/**
+ * Opens Node's ends of a new child's pipes (the fd numbers come in the zygote's report) through
+ * /proc: a pipe cannot carry descriptors, and each open gives Node a file description of its own,
+ * so making it non-blocking leaves the child's blocking. Undefined when the child already died.
+ */
+function openChild(pid: number, fds: readonly number[]): Child | undefined {
+  const opened: number[] = [];
+  const open = (fd: number | undefined, mode: number): number => {
+    const n = openSync(`/proc/${pid}/fd/${fd}`, mode | constants.O_NONBLOCK);
+    opened.push(n);
+    return n;
+  };
+  try {
+    const [task, result, out, err] = fds;
+    const w = open(task, constants.O_WRONLY);
+    const r = [result, out, err].map((fd) => open(fd, constants.O_RDONLY));
+    // Errors (EPIPE, a reset) only ever mean the child died: its exit report says how.
+    const reader = (fd: number | undefined) =>
+      new net.Socket({ fd: fd as number, readable: true, writable: false }).on("error", () => {});
+    return {
+      pid,
+      task: new net.Socket({ fd: w, readable: false, writable: true }).on("error", () => {}),
+      result: reader(r[0]),
+      out: reader(r[1]),
+      err: reader(r[2]),
+    };
+  } catch {
+    for (const n of opened) closeSync(n);
+    return undefined; // gone already: its exit report follows
+  }
+}
+
 /** Exit code, -signal, or why nobody will ever know. */
 export type ExitStatus = number | "zygote-died" | "unknown";
-
-interface Partial {
-  ctl?: net.Socket;
-  out?: net.Socket;
-  err?: net.Socket;
-}
 
 interface Busy {
   status?: ExitStatus;
@@ -28,7 +58,6 @@ export interface ZygoteOptions {
   command: string;
   args: string[];
   env: Record<string, string>;
-  sockPath: string;
   prefork: number;
   logger: Logger;
 }
@@ -47,12 +76,8 @@ const killGroup = (pid: number): void => {
  */
 export class ZygotePool {
   readonly #o: ZygoteOptions;
-  readonly #server: net.Server;
   #proc: ChildProcess | undefined;
   #zygotePid: number | undefined;
-  #forking = new Set<number>(); // forked, not yet connected at all
-  #connected = new Set<number>(); // fully connected at some point, not yet reaped
-  #partial = new Map<number, Partial>();
   #idle: Child[] = [];
   #busy = new Map<number, Busy>();
   #waiters: Array<(c: Child) => void> = [];
@@ -62,7 +87,6 @@ export class ZygotePool {
 
   constructor(o: ZygoteOptions) {
     this.#o = o;
-    this.#server = net.createServer((sock) => this.#onConnection(sock));
   }
 
   get idle(): number {
@@ -73,10 +97,6 @@ export class ZygotePool {
   }
 
   async start(): Promise<void> {
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once("error", reject);
-      this.#server.listen(this.#o.sockPath, () => resolve());
-    });
     await this.#spawn();
   }
 
@@ -119,17 +139,15 @@ export class ZygotePool {
   }
 
   #onReport(line: string): void {
-    const [kind, a, b] = line.split(" ");
+    const [kind, a, b, ...rest] = line.split(" ");
     const pid = Number(a);
     if (kind === "c") {
       this.#requested = Math.max(0, this.#requested - 1);
-      // The child may already have connected (reports and sockets race).
-      if (!this.#partial.has(pid) && !this.#connected.has(pid)) this.#forking.add(pid);
+      const child = openChild(pid, [b, ...rest].map(Number));
+      if (child) this.#offer(child);
+      else this.#topUp();
     } else if (kind === "x") {
       const status = Number(b);
-      this.#forking.delete(pid);
-      this.#connected.delete(pid);
-      if (this.#partial.has(pid)) this.#dropPartial(pid);
       const idleAt = this.#idle.findIndex((c) => c.pid === pid);
       if (idleAt >= 0) {
         const [c] = this.#idle.splice(idleAt, 1);
@@ -141,50 +159,12 @@ export class ZygotePool {
     }
   }
 
-  #onConnection(sock: net.Socket): void {
-    let head = Buffer.alloc(0);
-    const onData = (d: Buffer): void => {
-      head = Buffer.concat([head, d]);
-      const nl = head.indexOf(10);
-      if (nl < 0) {
-        if (head.length > 64) sock.destroy();
-        return;
-      }
-      sock.off("data", onData);
-      sock.pause();
-      const [role, pidText] = head.subarray(0, nl).toString().split(" ");
-      const pid = Number(pidText);
-      if (!Number.isInteger(pid) || (role !== "ctl" && role !== "out" && role !== "err")) {
-        sock.destroy();
-        return;
-      }
-      sock.on("error", () => {});
-      this.#forking.delete(pid);
-      const p = this.#partial.get(pid) ?? {};
-      p[role] = sock;
-      this.#partial.set(pid, p);
-      if (p.ctl && p.out && p.err) {
-        this.#partial.delete(pid);
-        this.#connected.add(pid);
-        this.#offer({ pid, ctl: p.ctl, out: p.out, err: p.err });
-      }
-    };
-    sock.on("data", onData);
-    sock.on("error", () => sock.destroy());
-  }
-
   #offer(c: Child): void {
     const waiter = this.#waiters.shift();
     if (waiter) {
       this.#busy.set(c.pid, { waiters: [] });
       waiter(c);
     } else this.#idle.push(c);
-  }
-
-  #dropPartial(pid: number): void {
-    const p = this.#partial.get(pid);
-    this.#partial.delete(pid);
-    for (const s of [p?.ctl, p?.out, p?.err]) s?.destroy();
   }
 
   #topUpQueued = false;
@@ -201,7 +181,7 @@ export class ZygotePool {
 
   #topUpNow(): void {
     if (this.#closing || this.#zygotePid === undefined) return;
-    const have = this.#idle.length + this.#forking.size + this.#partial.size + this.#requested;
+    const have = this.#idle.length + this.#requested;
     const want = this.#o.prefork + this.#waiters.length - have;
     // Forks go in batches of half the pool (unless a task waits): after every fork the zygote
     // copies the pages it touches next, and a batch forks from a tight loop (bench/README.md).
@@ -250,19 +230,8 @@ export class ZygotePool {
 
   #onZygoteExit(code: number | null, signal: NodeJS.Signals | null): void {
     this.#zygotePid = undefined;
+    // Children forked but not reported yet die with the zygote (their parent-death signal).
     this.#requested = 0;
-    for (const pid of this.#forking) {
-      killGroup(pid);
-      try {
-        process.kill(pid, "SIGKILL"); // may not have called setsid() yet
-      } catch {}
-    }
-    this.#forking.clear();
-    this.#connected.clear();
-    for (const pid of [...this.#partial.keys()]) {
-      this.#dropPartial(pid);
-      killGroup(pid);
-    }
     for (const c of this.#idle.splice(0)) {
       destroy(c);
       killGroup(c.pid);
@@ -286,8 +255,10 @@ export class ZygotePool {
   async close(): Promise<void> {
     this.#closing = true;
     const proc = this.#proc;
-    for (const c of this.#idle.splice(0)) destroy(c);
-    for (const pid of this.#partial.keys()) this.#dropPartial(pid);
+    for (const c of this.#idle.splice(0)) {
+      destroy(c);
+      killGroup(c.pid);
+    }
     for (const pid of this.#busy.keys()) killGroup(pid);
     if (proc && proc.exitCode === null && proc.signalCode === null) {
       const exited = new Promise((r) => proc.once("exit", r));
@@ -296,12 +267,12 @@ export class ZygotePool {
       await exited;
       clearTimeout(t);
     }
-    await new Promise<void>((r) => this.#server.close(() => r()));
   }
 }
 
 function destroy(c: Child): void {
-  c.ctl.destroy();
+  c.task.destroy();
+  c.result.destroy();
   c.out.destroy();
   c.err.destroy();
 }

@@ -1,6 +1,4 @@
 import { statSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Config } from "../config.ts";
@@ -76,9 +74,6 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   });
   await dirs.init();
   if (sandbox === "uid") warnIfUntraversable(dirs.root, logger);
-  // mkdtemp makes it 0700: only root (before the uid drop) can reach the socket.
-  const runDir = await mkdtemp(path.join(os.tmpdir(), "sluice-py-"));
-  const sockPath = path.join(runDir, "zygote.sock");
   const env = { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }; // never our secrets
   const pyArgs = ["-I", "-B"]; // -B: never write .pyc next to our sources
   const inBwrap = sandbox === "bwrap";
@@ -90,17 +85,14 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
             executable: python.executable,
             zygoteDir: ZYGOTE_DIR,
             tasksDir: dirs.root,
-            runDir,
             network: python.network,
           }),
           python.executable,
           ...pyArgs,
           `${IN_SANDBOX.zygote}/zygote.py`,
-          `${IN_SANDBOX.run}/zygote.sock`,
         ]
-      : [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py"), sockPath],
+      : [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py")],
     env,
-    sockPath,
     prefork: Math.max(1, python.prefork),
     logger,
   });
@@ -108,7 +100,6 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     await pool.start();
   } catch (err) {
     await pool.close().catch(() => {});
-    await rm(runDir, { recursive: true, force: true });
     throw err;
   }
   logger.info({ sandbox, zygotePid: pool.zygotePid, prefork: python.prefork }, "python runner up");
@@ -263,7 +254,6 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       await pool.close();
       await dirs.settle();
       uids.release();
-      await rm(runDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,17 +1,18 @@
 """Sluice zygote: one warm CPython that forks a fresh child per script task.
 
-Started once by src/scripts/python-runner.ts as `python -I zygote.py <socket>`.
+Started once by src/scripts/python-runner.ts as `python -I zygote.py`.
 Node drives it over stdin with one command per line:
     f N    fork N more idle children
     k UID  kill every process owned by UID (clean-up after a task whose processes escaped)
 and reads reports from stdout, one per line:
-    ready PID       warm and accepting commands
-    c PID           forked a child
-    x PID STATUS    reaped a process (STATUS: exit code, or -signal)
+    ready PID                   warm and accepting commands
+    c PID TASK RESULT OUT ERR   forked a child; Node opens /proc/PID/fd/<n> for these four
+    x PID STATUS                reaped a process (STATUS: exit code, or -signal)
 
-Each child connects to Node's Unix socket three times (ctl, out, err), then
-blocks until Node sends its task. A child runs exactly one task and exits, so
-every run starts from the same clean, never-used interpreter state.
+Each child gets four pipes from the zygote: its task (Node writes), its result (Node reads), its
+stdout and its stderr. Node cannot receive descriptors over a pipe, so it opens its ends through
+/proc/PID/fd; the child holds them until its task arrives, by when Node has them. A child runs
+exactly one task and exits, so every run starts from the same clean, never-used state.
 """
 
 import base64
@@ -23,7 +24,6 @@ import os
 import resource
 import select
 import signal
-import socket
 import sys
 import traceback
 
@@ -62,10 +62,10 @@ harness.HARNESS_FILES.add(__file__)
 MAX_FD = 1 << 30
 
 
-def read_line(sock):
+def read_line(fd):
     buf = bytearray()
     while True:
-        chunk = sock.recv(1 << 20)
+        chunk = os.read(fd, 1 << 20)
         if not chunk:
             return None
         buf += chunk
@@ -92,7 +92,7 @@ def die_with_parent():
         _prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
-def run_task(task, ctl, out, err):
+def run_task(task, result_w, devnull):
     lim = task["lim"]
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 1))
     for res, key in ((resource.RLIMIT_AS, "as"), (resource.RLIMIT_FSIZE, "fsize"),
@@ -130,13 +130,10 @@ def run_task(task, ctl, out, err):
             stream.flush()
         except Exception:  # noqa: BLE001 - the script may have closed it
             pass
-    # EOF for Node now, even if something we forked still holds fds 1 and 2:
-    # Node can finish the task without waiting for this process to exit.
-    for sock in (out, err):
-        try:
-            sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+    # EOF for Node on stdout and stderr now: only a process the script started can still hold
+    # them, and the sweep below (or Node's kill of the group) ends it.
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
     if task.get("sweep") and uid is not None and os.getuid() == uid != 0:
         # The uid is private to this task: kill whatever it left behind
         # (processes that left the group); kill(-1) spares the caller.
@@ -149,13 +146,15 @@ def run_task(task, ctl, out, err):
             msg = json.dumps(msg)
         except (TypeError, ValueError):
             msg = json.dumps(error(RuntimeError("unreportable error")))
-    ctl.sendall(msg.encode() + b"\n")
+    data = memoryview(msg.encode() + b"\n")
+    while data:
+        data = data[os.write(result_w, data):]
 
 
 def task_streams():
     """Line-buffered UTF-8 text streams on fds 1 and 2, made once in the zygote.
 
-    A child points fds 1 and 2 at its task's sockets and keeps these objects, so output printed
+    A child points fds 1 and 2 at its task's pipes and keeps these objects, so output printed
     before a kill still reaches Node, and no child builds text wrappers of its own (each one
     costs copy-on-write faults). The zygote itself never writes through them.
     """
@@ -166,48 +165,63 @@ def task_streams():
         setattr(sys, f"__{attr}__", stream)
 
 
-def child_main(sock_path):
+def close_all_but(keep):
+    """Closes every descriptor from 3 up except those in `keep` (sorted)."""
+    low = 3
+    for fd in keep:
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, MAX_FD)
+
+
+def child_main(task_r, result_w, out_w, err_w, node_ends):
     # Signal dispositions need no reset: the zygote installs no handlers (see main).
-    os.setsid()  # own process group: Node kills the task as -pgid
+    os.setpgid(0, 0)  # own process group, which Node kills; the zygote sets it too (a race)
     die_with_parent()  # cleared by fork: a pre-forked child must not outlive the zygote
     devnull = os.open("/dev/null", os.O_RDWR)
     os.dup2(devnull, 0)  # never read the zygote's command pipe
-    os.dup2(devnull, 1)  # never write into the zygote's report pipe
-    os.closerange(3, MAX_FD)  # the zygote's pidfds and friends
-    pid = os.getpid()
-    conns = []
-    for role in (b"ctl", b"out", b"err"):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(sock_path)
-        s.sendall(b"%s %d\n" % (role, pid))
-        conns.append(s)
-    ctl, out, err = conns
-    os.dup2(out.fileno(), 1)  # sys.stdout and sys.stderr already write to fds 1 and 2
-    os.dup2(err.fileno(), 2)
+    os.dup2(out_w, 1)  # sys.stdout and sys.stderr already write to fds 1 and 2
+    os.dup2(err_w, 2)
+    close_all_but(sorted((task_r, result_w, devnull, *node_ends)))
     # While idle, pay the copy-on-write faults of the task path (json, compile,
     # inspect...) so the task itself does not: this halves its latency.
     warm_up()
-    line = read_line(ctl)
+    line = read_line(task_r)
     if line is None:
-        return  # Node closed us while idle
-    run_task(json.loads(line), ctl, out, err)
+        return
+    for fd in (task_r, *node_ends):  # Node opened its ends before it sent the task
+        os.close(fd)
+    run_task(json.loads(line), result_w, devnull)
 
 
-def fork_child(sock_path):
+def fork_child():
+    """Forks an idle child; returns its pid and the descriptors Node opens in it."""
+    task_r, task_w = os.pipe()
+    result_r, result_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    node_ends = (task_w, result_r, out_r, err_r)
     pid = os.fork()
-    if pid:
-        return pid
-    try:
-        child_main(sock_path)
+    if pid == 0:
         code = 0
-    except BaseException:  # noqa: BLE001
-        traceback.print_exc()
-        code = 70
+        try:
+            child_main(task_r, result_w, out_w, err_w, node_ends)
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+            code = 70
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
+        os.setpgid(pid, pid)  # before Node hears of the child, so its kill of -pid always lands
+    except OSError:
+        pass  # the child got there first, or is already gone
+    for fd in (task_r, task_w, result_r, result_w, out_r, out_w, err_r, err_w):
+        os.close(fd)
+    return pid, node_ends
 
 
 def sweep_uid(uid):
@@ -238,7 +252,6 @@ def warm_up():
 
 
 def main():
-    sock_path = sys.argv[1]
     # No signal handlers here, so children inherit Python's defaults and reset nothing:
     # Node starts us in a session of our own (Ctrl-C is Node's to handle), and child exits
     # arrive through pidfds, not SIGCHLD.
@@ -282,13 +295,15 @@ def main():
             for line in lines:
                 cmd, _, arg = line.decode().partition(" ")
                 if cmd == "f":
-                    forked += [track(fork_child(sock_path)) for _ in range(int(arg))]
+                    forked += [fork_child() for _ in range(int(arg))]
                 elif cmd == "k":
                     pid = sweep_uid(int(arg))
                     if pid:
                         track(pid)
+            for pid, _ in forked:
+                track(pid)
             if forked:
-                report("".join(f"c {pid}\n" for pid in forked))
+                report("".join(f"c {pid} {' '.join(map(str, fds))}\n" for pid, fds in forked))
         if exited:
             report(reap(poll, pidfds))
 
