@@ -1,5 +1,6 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { SqliteDatabase, SqliteStatement } from "kysely";
+import { startCheckpointer } from "./sqlite-checkpointer.ts";
 
 /**
  * Adapts `node:sqlite` (built into Node, so no native addon) to the subset of better-sqlite3's
@@ -16,10 +17,14 @@ export function openSqlite(file: string): { db: SqliteDatabase; raw: DatabaseSyn
   raw.exec(
     "PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;",
   );
+  const checkpointer = startCheckpointer(raw, file);
   const cache = new Map<string, SqliteStatement>();
 
   const db: SqliteDatabase = {
-    close: () => raw.close(),
+    close: () => {
+      checkpointer.stop();
+      raw.close();
+    },
     prepare(sql: string): SqliteStatement {
       let stmt = cache.get(sql);
       if (!stmt) {
