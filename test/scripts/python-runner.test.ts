@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -193,6 +193,27 @@ describe("kills and limits", () => {
     assert.ok(pid > 0, `child pid in stdout: ${o.stdout}`);
     for (let i = 0; i < 50 && alive(pid); i++) await sleep(20);
     assert.equal(alive(pid), false, "forked child survived");
+  });
+
+  test("processes a task leaves behind are reaped, not left as zombies", async () => {
+    assertSuccess(await run("daemonizes"), "left one behind");
+    const zygote = runner.zygotePid();
+    const zombies = () =>
+      readdirSync("/proc")
+        .filter((d) => /^\d+$/.test(d))
+        .filter((d) => {
+          try {
+            const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+            const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+            return state === "Z" && Number(ppid) === zygote;
+          } catch {
+            return false; // gone meanwhile
+          }
+        });
+    for (let i = 0; i < 100 && zombies().length > 0; i++) await sleep(25);
+    await sleep(400); // the daemon exits 0.3 s after the task (unless the uid sweep killed it)
+    for (let i = 0; i < 100 && zombies().length > 0; i++) await sleep(25);
+    assert.deepEqual(zombies(), []);
   });
 
   test("terminate → CANCELED", async () => {

@@ -185,7 +185,7 @@ def child_main(task_r, result_w, out_w, err_w, node_ends):
     os.dup2(err_w, 2)
     close_all_but(sorted((task_r, result_w, devnull, *node_ends)))
     # While idle, pay the copy-on-write faults of the task path (json, compile,
-    # inspect...) so the task itself does not: this halves its latency.
+    # exec...) so the task itself does not: this halves its latency.
     warm_up()
     line = read_line(task_r)
     if line is None:
@@ -241,7 +241,7 @@ def sweep_uid(uid):
 
 def warm_up():
     # Run a throwaway task through the same code path so lazy caches
-    # (inspect, json, compile) are filled once here, not per child.
+    # (json, compile, linecache) are filled once here, not per child.
     src = b"def main(p):\n    return [p, (1,), None]\n"
     task = {"name": "__sluice_warm__", "kind": "module", "param": {"a": 1},
             "src": base64.b64encode(src).decode()}
@@ -281,8 +281,11 @@ def main():
     report(f"ready {os.getpid()}\n")
     pending = b""
     while True:
-        exited = False
-        for fd, _ in poll.poll():
+        # Orphans (processes a task left behind, reparented to us) have no pidfd here: the
+        # timeout reaps them within a second even while no task of ours ends.
+        events = poll.poll(1000)
+        exited = not events
+        for fd, _ in events:
             if fd != 0:
                 exited = True
                 continue
