@@ -38,7 +38,7 @@ class Capped {
   }
 }
 
-type CtlMessage =
+type ResultMessage =
   | { ok: true; value: unknown }
   | { ok: false; error: { type: string; message: string; traceback?: string } }
   | { exit: number };
@@ -85,17 +85,17 @@ export function runOnChild(
   const stdout = new Capped(outputBytes);
   const stderr = new Capped(outputBytes);
   let killReason: KillReason | undefined;
-  let result: CtlMessage | undefined;
-  let ctlBuf: Buffer[] = [];
+  let result: ResultMessage | undefined;
+  let resultBuf: Buffer[] = [];
   let grace: NodeJS.Timeout | undefined;
   let finish!: () => void;
   const ended = new Promise<void>((r) => {
     finish = r;
   });
-  const { task, result: ctl, out, err } = child;
+  const { task, result: resultPipe, out, err } = child;
   // Each stream counts once, on its first end or close. The child closes its stdout and stderr
   // before it sends the result, so the usual path needs no wait for the process to exit.
-  const pending = new Set<string>(["ctl", "out", "err"]);
+  const pending = new Set<string>(["result", "out", "err"]);
   const streamDone = (name: string): void => {
     if (pending.delete(name) && pending.size === 0) finish();
   };
@@ -105,7 +105,7 @@ export function runOnChild(
     if (grace) return;
     killGroup(child.pid);
     grace = setTimeout(() => {
-      for (const s of [out, err, ctl, task]) s.destroy();
+      for (const s of [out, err, resultPipe, task]) s.destroy();
       finish();
     }, STREAM_GRACE_MS);
   };
@@ -118,32 +118,32 @@ export function runOnChild(
   ] as const) {
     s.once("end", () => streamDone(name)).once("close", () => streamDone(name));
   }
-  ctl.on("data", (b: Buffer) => {
+  resultPipe.on("data", (b: Buffer) => {
     if (result) return;
-    ctlBuf.push(b);
+    resultBuf.push(b);
     if (b[b.length - 1] !== 10) return;
-    const line = Buffer.concat(ctlBuf).toString("utf8");
-    ctlBuf = [];
+    const line = Buffer.concat(resultBuf).toString("utf8");
+    resultBuf = [];
     try {
-      result = JSON.parse(line) as CtlMessage;
+      result = JSON.parse(line) as ResultMessage;
     } catch {
       result = { ok: false, error: { type: "ProtocolError", message: "unreadable result" } };
     }
     over();
-    streamDone("ctl");
+    streamDone("result");
   });
-  ctl.once("close", () => {
+  resultPipe.once("close", () => {
     over();
-    streamDone("ctl");
+    streamDone("result");
   });
-  ctl.resume();
+  resultPipe.resume();
   out.resume();
   err.resume();
   task.end(message);
 
   const done = (async () => {
     await ended;
-    for (const s of [out, err, ctl, task]) s.destroy();
+    for (const s of [out, err, resultPipe, task]) s.destroy();
     clearTimeout(grace);
     let status: ExitStatus | undefined;
     if (!result && !killReason) status = await pool.exitStatus(child.pid, 2000);
