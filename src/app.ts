@@ -78,7 +78,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     store: deps.store,
     runner: deps.runner,
   });
-  await app.register(healthRoutes, { sandbox: deps.runner.sandbox, mode: config.mode });
+  await app.register(healthRoutes, {
+    sandbox: deps.runner.sandbox,
+    refusal: deps.runner.refusal,
+    mode: config.mode,
+  });
   // A worker process answers only the root endpoints (health for orchestration).
   if (config.role === "worker") return app;
   await app.register(

@@ -39,7 +39,10 @@ export interface Config {
     processes: number;
     fileSizeBytes: number;
     network: boolean;
+    /** `auto`: bubblewrap, or refuse tasks without it; `bwrap`: required; `none`: uid + rlimits. */
     sandbox: "auto" | "bwrap" | "none";
+    /** The bubblewrap executable (absolute path). */
+    bwrap: string;
     uidBase: number;
     uidCount: number;
   };
@@ -108,6 +111,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (sandbox !== "auto" && sandbox !== "bwrap" && sandbox !== "none") {
     throw new Error(`config: SCRIPT_SANDBOX must be auto, bwrap or none, got "${sandbox}"`);
   }
+  const bwrap = env.SCRIPT_BWRAP || "/usr/bin/bwrap";
+  if (!path.isAbsolute(bwrap)) {
+    throw new Error(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
+  }
   const maxRunS = int(env, "MAX_RUN_S", 3600);
   return {
     port: int(env, "PORT", 8080),
@@ -148,6 +155,7 @@ export function loadConfig(env: Env = process.env): Config {
       fileSizeBytes: int(env, "SCRIPT_FILE_SIZE_BYTES", 256 * MiB),
       network: bool(env, "SCRIPT_NETWORK", false),
       sandbox,
+      bwrap,
       uidBase: int(env, "SCRIPT_UID_BASE", 200000),
       uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
     },

@@ -3,7 +3,8 @@ import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import path from "node:path";
 import type { Config } from "../config.ts";
 
-export type SandboxKind = "bwrap" | "uid" | "none";
+/** `refused`: no isolation layer and none accepted explicitly, so no task runs at all. */
+export type SandboxKind = "bwrap" | "uid" | "none" | "refused";
 
 export interface Logger {
   info(obj: unknown, msg?: string): void;
@@ -12,7 +13,6 @@ export interface Logger {
   debug(obj: unknown, msg?: string): void;
 }
 
-export const BWRAP = "/usr/bin/bwrap";
 /** Where things appear inside the bubblewrap sandbox. */
 export const IN_SANDBOX = { tasks: "/tasks", zygote: "/opt/sluice" };
 
@@ -67,40 +67,56 @@ export function bwrapArgs(o: {
   return args;
 }
 
-function bwrapWorks(executable: string): string | undefined {
-  if (!existsSync(BWRAP)) return `${BWRAP} not found`;
+function bwrapWorks(bwrap: string, executable: string): string | undefined {
+  if (!existsSync(bwrap)) return `${bwrap} not found`;
   const r = spawnSync(
-    BWRAP,
+    bwrap,
     [...systemMounts(executable), "--unshare-net", executable, "-I", "-c", "pass"],
     { encoding: "utf8", timeout: 10_000, env: { PATH: "/usr/bin:/bin" } },
   );
   if (r.status === 0) return undefined;
-  return (r.stderr || r.error?.message || `exit ${r.status}`).trim();
+  return (r.stderr || r.error?.message || `${bwrap} exited ${r.status ?? r.signal}`).trim();
 }
 
-export function detectSandbox(python: Config["python"], logger: Logger): SandboxKind {
+export interface SandboxChoice {
+  kind: SandboxKind;
+  /** Set when `kind` is `refused`: why, and what the operator can do (the task error message). */
+  refusal?: string;
+}
+
+/**
+ * Which isolation python tasks get (docs/script-service.md, "Limits and isolation"). `auto` uses
+ * bubblewrap and, when it is missing or does not work, refuses every task rather than run it with
+ * less isolation than the operator expects: weaker isolation is only ever chosen explicitly, with
+ * SCRIPT_SANDBOX=none. `bwrap` makes a missing bubblewrap a start-up error.
+ */
+export function detectSandbox(python: Config["python"], logger: Logger): SandboxChoice {
   if (python.sandbox !== "none") {
-    const problem = bwrapWorks(python.executable);
+    const problem = bwrapWorks(python.bwrap, python.executable);
     if (!problem) {
       logger.info({ sandbox: "bwrap" }, "python tasks run inside bubblewrap");
-      return "bwrap";
+      return { kind: "bwrap" };
     }
     if (python.sandbox === "bwrap") {
       throw new Error(`SCRIPT_SANDBOX=bwrap but bubblewrap does not work: ${problem}`);
     }
-    logger.warn(
-      { problem },
-      "bubblewrap unavailable: python tasks are NOT filesystem/network isolated " +
-        "(install it with `apt-get install bubblewrap`)",
-    );
+    const refusal =
+      `script tasks are refused: bubblewrap, the script sandbox, does not work on this node (${problem}). ` +
+      "Install it (as root: `apt-get install bubblewrap`) and restart, or set SCRIPT_SANDBOX=none " +
+      "to accept running scripts isolated by a per-task uid and rlimits only";
+    logger.error({ sandbox: "refused", problem }, refusal);
+    return { kind: "refused", refusal };
   }
   if (isRoot()) {
-    logger.warn({ sandbox: "uid" }, "python tasks isolated by per-task uid and rlimits only");
-    return "uid";
+    logger.warn(
+      { sandbox: "uid" },
+      "SCRIPT_SANDBOX=none: python tasks isolated by per-task uid and rlimits only",
+    );
+    return { kind: "uid" };
   }
   logger.warn(
     { sandbox: "none" },
-    "not running as root: python tasks share the service's uid (rlimits only)",
+    "SCRIPT_SANDBOX=none and not running as root: python tasks share the service's uid (rlimits only)",
   );
-  return "none";
+  return { kind: "none" };
 }

@@ -54,13 +54,32 @@ function failure(type: string, message: string, durationMs = 0): TaskOutcome {
   return { status: "FAILURE", error: { type, message }, stdout: "", stderr: "", durationMs };
 }
 
+/**
+ * No isolation layer and none accepted explicitly (docs/script-service.md): every task fails at
+ * once with the reason and the fix, and no Python process is ever started.
+ */
+function refusingRunner(refusal: string): PythonRunner {
+  return {
+    sandbox: "refused",
+    refusal,
+    zygotePid: () => undefined,
+    run: async () => failure("SandboxUnavailable", refusal),
+    kill: () => false,
+    stats: () => ({ running: 0, idle: 0, queued: 0 }),
+    close: async () => {},
+  };
+}
+
 export async function createPythonRunner(deps: PythonRunnerDeps): Promise<PythonRunner> {
   const { python, limits, dataDir } = deps.config;
   const { logger } = deps;
   if (!path.isAbsolute(python.executable)) {
     throw new Error(`python executable must be an absolute path, got "${python.executable}"`);
   }
-  const sandbox: SandboxKind = detectSandbox(python, logger);
+  const choice = detectSandbox(python, logger);
+  if (choice.kind === "refused")
+    return refusingRunner(choice.refusal ?? "script tasks are refused");
+  const sandbox: SandboxKind = choice.kind;
   // Uids of this process only, so that other Sluice processes on the host never share them.
   const uids =
     sandbox !== "none"
@@ -78,7 +97,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   const pyArgs = ["-I", "-B"]; // -B: never write .pyc next to our sources
   const inBwrap = sandbox === "bwrap";
   const pool = new ZygotePool({
-    command: inBwrap ? "/usr/bin/bwrap" : python.executable,
+    command: inBwrap ? python.bwrap : python.executable,
     args: inBwrap
       ? [
           ...bwrapArgs({
@@ -206,6 +225,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
 
   return {
     sandbox,
+    refusal: undefined,
     zygotePid: () => pool.zygotePid,
 
     async run(spec: TaskSpec): Promise<TaskOutcome> {

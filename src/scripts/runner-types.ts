@@ -38,8 +38,13 @@ export interface TaskOutcome {
 }
 
 export interface ScriptRunner {
-  /** Which isolation is in force: bubblewrap, uid drop + rlimits only, or nothing (not root). */
-  readonly sandbox: "bwrap" | "uid" | "none";
+  /**
+   * Which isolation is in force: bubblewrap, uid drop + rlimits only, nothing but rlimits (not
+   * root), or `refused`: no isolation layer works and none was accepted, so every task fails.
+   */
+  readonly sandbox: "bwrap" | "uid" | "none" | "refused";
+  /** With `refused`: why no task runs and how to fix it (also the error of every task). */
+  readonly refusal: string | undefined;
   run(spec: TaskSpec): Promise<TaskOutcome>;
   /** Kill a running task's whole process group. `terminate` → CANCELED, `timeout` → FAILURE. */
   kill(taskId: string, reason: "terminate" | "timeout"): boolean;

@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
-import { ErrorCode, SluiceError } from "../errors.ts";
+import { businessError, ErrorCode, SluiceError } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents } from "../runs/run-events.ts";
@@ -50,6 +50,11 @@ interface Deps {
 
 export function createTaskService(deps: Deps): TaskService {
   const { store, runner, events, clock, config } = deps;
+
+  /** A node without its script sandbox takes no task at all (docs/script-service.md). */
+  function refuseWithoutSandbox(): void {
+    if (runner.refusal !== undefined) throw businessError(runner.refusal);
+  }
 
   async function newTask(req: TaskRequest, status: "QUEUED" | "STARTED") {
     const el = await locateElement(store, req.scope, req.locator, "PY");
@@ -133,6 +138,7 @@ export function createTaskService(deps: Deps): TaskService {
 
   return {
     async runSync(req, wait) {
+      refuseWithoutSandbox();
       const rec = await newTask(req, "STARTED");
       // Write-behind as in flow run-sync: no caller knows the ID yet, so a task that ends within
       // the grace is written once; a longer one is inserted STARTED when the grace elapses.
@@ -168,6 +174,7 @@ export function createTaskService(deps: Deps): TaskService {
     },
 
     async submit(req) {
+      refuseWithoutSandbox();
       if (deps.queue.depth() >= config.limits.queuedRuns) {
         throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${config.limits.queuedRuns} runs`]);
       }
