@@ -76,9 +76,7 @@ const SLOW = {
   edges: [{ source: "in", target: "nap" }],
 };
 
-describe("web console in headless Chromium (signature mode, session cookie)", {
-  skip: !fs.existsSync(CHROMIUM) && `${CHROMIUM} missing: apt-get install chromium`,
-}, () => {
+describe("web console in headless Chromium (signature mode, session cookie)", () => {
   let server: TestServer;
   let browser: Browser;
   let page: Page;
@@ -90,6 +88,11 @@ describe("web console in headless Chromium (signature mode, session cookie)", {
     server.call("POST", DF + p, { headers: headers(), body });
 
   before(async () => {
+    // Never skipped: `npm test` installs Chromium first or says how (docs/operations.md).
+    assert.ok(
+      fs.existsSync(CHROMIUM),
+      `${CHROMIUM} is missing: as root, \`apt-get install chromium\` (or \`bash bin/system-deps.sh\`)`,
+    );
     if (!fs.existsSync(path.join(CONSOLE_DIST, "index.html"))) {
       const vite = path.resolve(import.meta.dirname, "../../node_modules/vite/bin/vite.js");
       const built = spawnSync(process.execPath, [vite, "build", "console"], {

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The Debian packages Sluice needs outside node_modules (docs/operations.md, "System packages").
+# Run by npm itself: `postinstall` (mode `install`) and `pretest` (mode `test`).
+#
+#   runtime:  python3 (the task interpreter), bubblewrap (the script sandbox)
+#   tests:    postgresql (server binaries for the throwaway test clusters), chromium (console tests)
+#
+# When something is missing and this runs as root on Debian, it installs it with apt-get and says
+# so. Otherwise it prints the exact command: mode `install` then only warns (npm install goes on),
+# mode `test` fails, so that no test is ever skipped or failed for a missing system package.
+# Nothing is done, and nothing printed, when everything is present.
+set -euo pipefail
+
+mode=${1:-test}
+case "$mode" in
+install | test) ;;
+*)
+  echo "usage: $0 [install|test]" >&2
+  exit 2
+  ;;
+esac
+
+say() { echo "sluice system-deps: $*" >&2; }
+
+# The paths the service uses (SCRIPT_BWRAP, PYTHON); the tests always use the defaults.
+bwrap=/usr/bin/bwrap
+python=/usr/bin/python3
+if [ "$mode" = install ]; then
+  bwrap=${SCRIPT_BWRAP:-$bwrap}
+  python=${PYTHON:-$python}
+fi
+chromium=/usr/bin/chromium # the console tests drive Debian's Chromium
+
+# Found as the tests' PostgreSQL helper finds them: initdb and postgres in one directory of
+# $PG_BIN, /usr/lib/postgresql/<major>/bin, then $PATH.
+have_pg_server() {
+  local dir
+  local dirs=()
+  local path_dirs=()
+  [ -n "${PG_BIN:-}" ] && dirs+=("$PG_BIN")
+  for dir in /usr/lib/postgresql/*/bin; do [ -d "$dir" ] && dirs+=("$dir"); done
+  IFS=: read -r -a path_dirs <<<"${PATH:-}"
+  dirs+=("${path_dirs[@]}")
+  local found=""
+  for dir in "${dirs[@]}"; do
+    if [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ]; then
+      found=$dir
+      break
+    fi
+  done
+  [ -n "$found" ] || return 1
+  # postgres refuses to run as root: as root the tests run it as the `postgres` OS user, which
+  # Debian's package creates.
+  [ "$(id -u)" != 0 ] || getent passwd postgres >/dev/null
+}
+
+# With `npm install --omit=dev` (a deployment) only what the service needs at run time.
+want_test_deps=1
+if [ "$mode" = install ] && [[ "${npm_config_omit:-}" == *dev* ]]; then want_test_deps=0; fi
+
+missing_pkgs=()
+missing_what=()
+check() {
+  missing_pkgs=()
+  missing_what=()
+  if [ ! -x "$python" ]; then
+    if [ "$python" = /usr/bin/python3 ]; then
+      missing_pkgs+=(python3)
+      missing_what+=("$python")
+    else
+      say "PYTHON=$python does not exist; Debian's python3 cannot provide it"
+    fi
+  fi
+  if [ ! -x "$bwrap" ]; then
+    if [ "$bwrap" = /usr/bin/bwrap ]; then
+      missing_pkgs+=(bubblewrap)
+      missing_what+=("$bwrap")
+    else
+      say "SCRIPT_BWRAP=$bwrap does not exist; Debian's bubblewrap cannot provide it"
+    fi
+  fi
+  if [ "$want_test_deps" = 1 ]; then
+    if ! have_pg_server; then
+      missing_pkgs+=(postgresql)
+      missing_what+=("PostgreSQL server (initdb, postgres)")
+    fi
+    if [ ! -x "$chromium" ]; then
+      missing_pkgs+=(chromium)
+      missing_what+=("$chromium")
+    fi
+  fi
+}
+
+join() {
+  local IFS=,
+  echo "$*" | sed 's/,/, /g'
+}
+
+check
+if [ ${#missing_pkgs[@]} -gt 0 ]; then
+  install_cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing_pkgs[*]}"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "missing $(join "${missing_what[@]}")"
+    say "installing Debian packages: ${missing_pkgs[*]} (apt-get, as root)"
+    if apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing_pkgs[@]}" >/dev/null; then
+      say "installed: ${missing_pkgs[*]}"
+    else
+      say "apt-get failed (its messages are above)"
+    fi
+    check
+  fi
+fi
+
+problems=()
+if [ ${#missing_pkgs[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    problems+=("missing $(join "${missing_what[@]}"): not a Debian system; install the equivalent of Debian's ${missing_pkgs[*]}")
+  elif [ "$(id -u)" = 0 ]; then
+    problems+=("still missing $(join "${missing_what[@]}"); install them as root with:
+    $install_cmd")
+  else
+    problems+=("missing $(join "${missing_what[@]}"); install them as root with:
+    $install_cmd
+  (npm runs this script as the owner of the checkout, so \`sudo npm install\` does not do it;
+  \`sudo bash bin/system-deps.sh\` does)")
+  fi
+fi
+
+# Installed is not enough: in some containers bubblewrap cannot create its namespaces.
+if [ -x "$bwrap" ] && ! out=$("$bwrap" --unshare-all --die-with-parent --ro-bind / / true 2>&1); then
+  problems+=("$bwrap is installed but does not work here: ${out:-no output}
+  (in a container, allow it to create namespaces, e.g. \`docker run --privileged\` or a seccomp
+  profile that permits unshare/clone with namespace flags)")
+fi
+
+[ ${#problems[@]} -eq 0 ] && exit 0
+for p in "${problems[@]}"; do say "$p"; done
+if [ "$mode" = install ]; then
+  say "npm install goes on; without bubblewrap \`npm start\` refuses script tasks (SCRIPT_SANDBOX=none accepts uid + rlimits only), and \`npm test\` fails until the above is done"
+  exit 0
+fi
+say "npm test needs these; no test is skipped for a missing system package"
+exit 1
