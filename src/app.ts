@@ -2,12 +2,12 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { Logger } from "pino";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { ErrorCode, formatMessage, languageOf } from "./errors.ts";
+import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { fail } from "./http/envelope.ts";
-import { installErrorHandler } from "./http/error-handler.ts";
+import { answerClientError, installErrorHandler } from "./http/error-handler.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
 import { healthRoutes } from "./http/health-routes.ts";
@@ -58,6 +58,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
     },
     routerOptions: { ignoreTrailingSlash: true },
+    clientErrorHandler: answerClientError,
+    // Node answers an HTTP/1.1 request without Host with a bare 400; the hook below names it.
+    http: { requireHostHeader: false },
     // Errors raised before routing (bad URL encoding, bad content-type header) still get an envelope.
     frameworkErrors: (err, req, reply) => {
       const language = languageOf(req.headers.language);
@@ -68,8 +71,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
-  installErrorHandler(app);
+  installErrorHandler(app, {
+    clock: deps.clock,
+    discard: { maxBytes: config.limits.discardBytes, idleMs: config.limits.discardIdleMs },
+  });
   installBodyDecoding(app);
+  app.addHook("onRequest", async (req) => {
+    if (req.raw.httpVersion === "1.1" && !req.headers.host)
+      throw badRequest("the Host header is required in HTTP/1.1");
+  });
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
   // Before every route: swagger collects routes as they register; ops hooks must see them all.
   await registerOpenApi(app, config);

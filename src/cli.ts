@@ -61,7 +61,11 @@ export function mintToken(
   if (!values.app || !values.space) throw new Error("token: --app and --space are required");
   const config = loadConfig(env);
   const id = { app: values.app, space: values.space, user: values.user ?? "" };
-  const secret = values.internal ? config.auth.internalSecret : config.auth.appSecrets[values.app];
+  const secret = values.internal
+    ? config.auth.internalSecret
+    : Object.hasOwn(config.auth.appSecrets, values.app)
+      ? config.auth.appSecrets[values.app]
+      : undefined;
   const lines: string[] = [];
   if (secret) lines.push(`token: ${signToken(secret, id, nowS)}`);
   else

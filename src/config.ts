@@ -20,6 +20,9 @@ export interface Config {
   smtpUrl: string | undefined;
   limits: {
     bodyBytes: number;
+    /** After an early error answer: unread body bytes dropped at most, and the longest silence. */
+    discardBytes: number;
+    discardIdleMs: number;
     uploadFileBytes: number;
     zipEntries: number;
     zipUncompressedBytes: number;
@@ -135,6 +138,8 @@ export function loadConfig(env: Env = process.env): Config {
     smtpUrl: env.SMTP_URL || undefined,
     limits: {
       bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
+      discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
+      discardIdleMs: int(env, "LIMIT_DISCARD_IDLE_MS", 5000),
       uploadFileBytes: int(env, "LIMIT_UPLOAD_FILE_BYTES", 50 * MiB),
       zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
       zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),

@@ -72,7 +72,9 @@ export function resolveContext(
       const id = { app, space, user };
       const secrets: (string | undefined)[] = [];
       if (access === "internal" || access === "lookup") secrets.push(auth.internalSecret);
-      if (access !== "internal") secrets.push(auth.appSecrets[app]);
+      // Own keys only: an app named "__proto__" or "constructor" must not reach Object.prototype.
+      if (access !== "internal" && Object.hasOwn(auth.appSecrets, app))
+        secrets.push(auth.appSecrets[app]);
       const ok = secrets.some(
         (s) => s !== undefined && verifyToken(s, token, id, nowS, auth.tokenTtlS),
       );

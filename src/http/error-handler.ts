@@ -1,4 +1,6 @@
+import type { Duplex } from "node:stream";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Clock } from "../clock.ts";
 import {
   ErrorCode,
   type ErrorCodeValue,
@@ -7,33 +9,30 @@ import {
   languageOf,
   SluiceError,
 } from "../errors.ts";
+import { type DiscardLimits, discardUnreadBody } from "./discard-body.ts";
 import { fail } from "./envelope.ts";
 
 /**
  * The one place errors become envelopes. Every answer is HTTP 200 (contract §3); internals of an
  * unexpected error are logged, never sent.
  */
-export function installErrorHandler(app: FastifyInstance): void {
+export function installErrorHandler(
+  app: FastifyInstance,
+  opts: { clock: Clock; discard: DiscardLimits },
+): void {
   app.setErrorHandler(
     (err: FastifyError | SluiceError, req: FastifyRequest, reply: FastifyReply) => {
       const language: Language = req.ctx?.language ?? languageOf(req.headers.language);
-      if (err instanceof SluiceError) {
-        if (err.code === ErrorCode.BUSINESS) req.log.warn({ err }, "business failure");
-        reply.headers(err.headers);
-        return reply.code(200).send(fail(err.code, err.messageIn(language)));
-      }
-      const mapped = mapFastifyError(err);
-      if (mapped) {
-        return reply
-          .code(200)
-          .send(fail(mapped.code, formatMessage(mapped.code, [mapped.text], language)));
-      }
-      req.log.error({ err }, "unexpected error");
-      return reply
-        .code(200)
-        .send(
-          fail(ErrorCode.BUSINESS, formatMessage(ErrorCode.BUSINESS, ["internal error"], language)),
-        );
+      const body = envelopeOf(err, req, reply, language);
+      // A failure envelope is not the route's success shape (the root endpoints answer bare
+      // JSON): serialized against that schema it would become a 500.
+      reply.serializer(JSON.stringify);
+      // An error found before the body was read (a 413 on content-length, a broken encoding):
+      // the client may still be writing it, and must be able to read this answer.
+      if (req.raw.complete) return reply.code(200).send(body);
+      return discardUnreadBody(req.raw, opts.discard, opts.clock).then(() =>
+        reply.code(200).send(body),
+      );
     },
   );
 
@@ -48,6 +47,23 @@ export function installErrorHandler(app: FastifyInstance): void {
         ),
       );
   });
+}
+
+function envelopeOf(
+  err: FastifyError | SluiceError,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  language: Language,
+): ReturnType<typeof fail> {
+  if (err instanceof SluiceError) {
+    if (err.code === ErrorCode.BUSINESS) req.log.warn({ err }, "business failure");
+    reply.headers(err.headers);
+    return fail(err.code, err.messageIn(language));
+  }
+  const mapped = mapFastifyError(err);
+  if (mapped) return fail(mapped.code, formatMessage(mapped.code, [mapped.text], language));
+  req.log.error({ err }, "unexpected error");
+  return fail(ErrorCode.BUSINESS, formatMessage(ErrorCode.BUSINESS, ["internal error"], language));
 }
 
 function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: string } | null {
@@ -96,4 +112,27 @@ function describeValidation(err: FastifyError): string {
   if (typeof params.additionalProperty === "string")
     return `${field}.${params.additionalProperty} is not allowed`;
   return `${field} ${first.message ?? "is invalid"}`;
+}
+
+/**
+ * Fastify's `clientErrorHandler`: a message Node's HTTP parser rejects (a NUL in a header, broken
+ * chunk framing, oversized headers) never becomes a request, so the error handler above never
+ * sees it. It still gets an envelope (docs/errors.md), then the connection closes, since the rest
+ * of the stream cannot be framed.
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const code = err.code === "HPE_HEADER_OVERFLOW" ? ErrorCode.TOO_LARGE : ErrorCode.BAD_REQUEST;
+  const text =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? "the request was not received in time"
+      : `malformed HTTP request (${err.code ?? "parse error"})`;
+  const body = JSON.stringify(fail(code, formatMessage(code, [text], "en")));
+  socket.end(
+    "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-type: application/json; charset=utf-8\r\n" +
+      `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { badRequest } from "../errors.ts";
 
 /**
- * `Content-Encoding: gzip|deflate` is accepted on every endpoint (contract §10). The inflated
+ * `Content-Encoding: gzip|deflate` is accepted on every endpoint (docs/errors.md). The inflated
  * stream goes to the parser, whose body limit then counts inflated bytes (so a bomb is a 413).
  */
 export function installBodyDecoding(app: FastifyInstance): void {
@@ -19,6 +19,11 @@ export function installBodyDecoding(app: FastifyInstance): void {
       counted.receivedEncodedLength += chunk.length;
     });
     payload.on("error", (err) => inflate.destroy(err));
+    // The parser reports a decoding error while it reads, then stops listening (after a 413, or
+    // once the body is parsed); the request keeps feeding the inflater, and an error in a later
+    // chunk or at the final flush (a truncated or corrupt tail) must not go unheard: an 'error'
+    // with no listener ends the process (docs/errors.md, "bad input").
+    inflate.on("error", (err) => req.log.debug({ err }, "request body decoding failed"));
     delete req.headers["content-length"];
     return payload.pipe(inflate);
   });

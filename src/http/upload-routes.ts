@@ -1,10 +1,10 @@
 import multipart from "@fastify/multipart";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { targetFolder } from "../elements/locator.ts";
-import { badRequest } from "../errors.ts";
+import { badRequest, SluiceError } from "../errors.ts";
 import { importScripts, type UploadFile } from "../scripts/importer.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
@@ -42,16 +42,10 @@ export async function uploadRoutes(
       const scope = scopeOf(req);
       const files: UploadFile[] = [];
       const fields: Record<string, string> = {};
-      // Fields may follow the files, so every part is read before anything is imported.
-      for await (const part of req.parts()) {
-        if (part.type === "file") {
-          if (part.fieldname !== "batchFile")
-            throw badRequest(`unknown file field "${part.fieldname}"; use batchFile`);
-          const bytes = await part.toBuffer();
-          files.push({ filename: part.filename, bytes, truncated: part.file.truncated });
-        } else {
-          fields[part.fieldname] = String(part.value);
-        }
+      try {
+        await readParts(req, files, fields);
+      } catch (err) {
+        throw formError(err);
       }
       if (files.length === 0) throw badRequest("batchFile is required");
       const overwrite = parseBool(fields.overwrite, "overwrite");
@@ -64,6 +58,37 @@ export async function uploadRoutes(
       return ok(await importScripts(opts, scope, folder, files, overwrite));
     },
   );
+}
+
+/** Fields may follow the files, so every part is read before anything is imported. */
+async function readParts(
+  req: FastifyRequest,
+  files: UploadFile[],
+  fields: Record<string, string>,
+): Promise<void> {
+  for await (const part of req.parts()) {
+    if (part.type === "file") {
+      if (part.fieldname !== "batchFile")
+        throw badRequest(`unknown file field "${part.fieldname}"; use batchFile`);
+      const bytes = await part.toBuffer();
+      files.push({ filename: part.filename, bytes, truncated: part.file.truncated });
+    } else {
+      fields[part.fieldname] = String(part.value);
+    }
+  }
+}
+
+/**
+ * The form parser throws plain errors for a body that is not a well-formed form (no closing
+ * boundary, a boundary that never appears, a truncated part): the client's fault, a 400 naming
+ * the form. Limits (413) and our own errors pass through.
+ */
+function formError(err: unknown): unknown {
+  if (err instanceof SluiceError) return err;
+  const status = (err as { statusCode?: unknown }).statusCode;
+  if (typeof status === "number" && status < 500) return err;
+  const text = err instanceof Error ? err.message : String(err);
+  return badRequest(`the multipart/form-data body is malformed: ${text}`);
 }
 
 function parseBool(value: string | undefined, field: string): boolean {

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { deflateSync, gzipSync } from "node:zlib";
+import { type RawAnswer, rawRequest } from "../helpers/raw-http.ts";
 import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
 describe("bad input gets a clear envelope", () => {
@@ -82,5 +85,99 @@ describe("bad input gets a clear envelope", () => {
   it("health answers at the root", async () => {
     const r = await server.call("GET", "/health");
     assert.equal(r.body.status, "ok");
+  });
+
+  // Regressions found by the fuzz suite (test/http/fuzz.test.ts) and the attacks of issue 11.
+  const port = () => Number(new URL(server.url).port);
+  const envelopeOf = (a: RawAnswer) => {
+    assert.equal(a.timedOut, false, "answered in time");
+    assert.equal(a.closedEarly, false, "a whole answer before the close");
+    return { status: a.status, body: JSON.parse(a.body.toString()) };
+  };
+  const head = (path: string, headers: Record<string, string>) =>
+    `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join("")}\r\n`;
+
+  it("a deflate body that errors after its 413 does not end the process", async () => {
+    // The inflater kept being fed after the parser gave up; its later error had no listener.
+    const big = JSON.stringify({ list: "a".repeat(200_000) + randomBytes(20_000).toString("hex") });
+    for (const [encoding, packed] of [
+      ["deflate", deflateSync(big)],
+      ["gzip", gzipSync(big)],
+    ] as const) {
+      const truncated = packed.subarray(0, packed.length - 10);
+      const r = await server.call("POST", "/dataflow-3-0/flow/batch-deploy", {
+        headers: { ...h, "content-type": "application/json", "content-encoding": encoding },
+        raw: truncated,
+      });
+      expectEnvelope(r, 413);
+    }
+    const health = await server.call("GET", "/health");
+    assert.equal(health.body.status, "ok");
+  });
+  it("a client that sends its whole oversized body before reading gets the 413", async () => {
+    for (const framing of ["content-length", "chunked"]) {
+      const body = Buffer.alloc(3 * 1024 * 1024, 0x61);
+      const headers: Record<string, string> = { ...h, "content-type": "application/json" };
+      if (framing === "chunked") headers["transfer-encoding"] = "chunked";
+      else headers["content-length"] = String(body.length);
+      const wire =
+        framing === "chunked"
+          ? Buffer.concat([
+              Buffer.from(`${body.length.toString(16)}\r\n`),
+              body,
+              Buffer.from("\r\n0\r\n\r\n"),
+            ])
+          : body;
+      const a = await rawRequest(port(), head("/script/script/run", headers), wire, 10_000);
+      expectEnvelope(envelopeOf(a), 413);
+    }
+  });
+  it("a malformed multipart form is a 400 naming the form", async () => {
+    const a = await rawRequest(
+      port(),
+      head("/script/file/batch-upload", {
+        ...h,
+        "content-type": "multipart/form-data; boundary=zz",
+        "content-length": "1",
+      }),
+      Buffer.from("-"),
+      10_000,
+    );
+    expectEnvelope(envelopeOf(a), 400, /multipart/);
+  });
+  it("a request Node's parser rejects still gets an envelope", async () => {
+    const a = await rawRequest(
+      port(),
+      head("/script/script/run", { app: "a\u0000b", "content-length": "0" }),
+      Buffer.alloc(0),
+      10_000,
+    );
+    expectEnvelope(envelopeOf(a), 400, /malformed HTTP request/);
+    const noHost = await rawRequest(
+      port(),
+      "GET /health HTTP/1.1\r\n\r\n",
+      Buffer.alloc(0),
+      10_000,
+    );
+    expectEnvelope(envelopeOf(noHost), 400, /Host/);
+  });
+});
+
+describe("signature mode: an app named after an Object.prototype key", () => {
+  it("is a 401, not an internal error", async () => {
+    const server = await startServer({ AUTH_MODE: "signature", AUTH_APP_SECRETS: "app1=k" });
+    try {
+      for (const app of ["__proto__", "constructor", "toString"]) {
+        const r = await server.call("POST", "/dataflow-3-0/run", {
+          headers: { app, space: "s", user: "u", token: `${Math.floor(Date.now() / 1000)}.00` },
+          body: { elementName: "x" },
+        });
+        assert.deepEqual([r.body.code, r.body.message], [401, "UNAUTHORIZED"]);
+      }
+    } finally {
+      await server.close();
+    }
   });
 });
