@@ -102,7 +102,8 @@ export function detectSandbox(python: Config["python"], logger: Logger): Sandbox
     }
     const refusal =
       `script tasks are refused: bubblewrap, the script sandbox, does not work on this node (${problem}). ` +
-      "Install it (as root: `apt-get install bubblewrap`) and restart, or set SCRIPT_SANDBOX=none " +
+      "Install it (as root: `apt-get install bubblewrap`; in a container, also allow it to create " +
+      "namespaces) and restart, or set SCRIPT_SANDBOX=none " +
       "to accept running scripts isolated by a per-task uid and rlimits only";
     logger.error({ sandbox: "refused", problem }, refusal);
     return { kind: "refused", refusal };
