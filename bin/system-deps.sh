@@ -54,9 +54,12 @@ have_pg_server() {
   [ "$(id -u)" != 0 ] || getent passwd postgres >/dev/null
 }
 
-# With `npm install --omit=dev` (a deployment) only what the service needs at run time.
+# With `npm install --omit=dev` or NODE_ENV=production (a deployment) only what the service
+# needs at run time.
 want_test_deps=1
-if [ "$mode" = install ] && [[ "${npm_config_omit:-}" == *dev* ]]; then want_test_deps=0; fi
+if [ "$mode" = install ] && { [[ "${npm_config_omit:-}" == *dev* ]] || [ "${NODE_ENV:-}" = production ]; }; then
+  want_test_deps=0
+fi
 
 missing_pkgs=()
 missing_what=()
