@@ -95,7 +95,16 @@ export async function inspectZip(
 
   const pyFiles: { name: string; source: string }[] = [];
   for (const e of files.filter((f) => f.fileName.endsWith(".py"))) {
-    pyFiles.push({ name: e.fileName, source: (await readEntry(zip, e)).toString("utf8") });
+    let bytes: Buffer;
+    try {
+      bytes = await readEntry(zip, e);
+    } catch (err) {
+      // Stored sizes that do not match the data, broken deflate data, an unsupported compression
+      // method or encryption: the item is rejected (docs/script-service.md, "Upload"), not the request.
+      const text = err instanceof Error ? err.message : String(err);
+      return { ok: false, status: 2, message: `corrupt zip: entry "${e.fileName}": ${text}` };
+    }
+    pyFiles.push({ name: e.fileName, source: bytes.toString("utf8") });
   }
   zip.close();
   return { ok: true, pyFiles, entry };

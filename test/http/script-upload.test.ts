@@ -72,6 +72,31 @@ describe("POST /script/file/batch-upload", () => {
     assert.equal(r.body.data[0].status, 3);
   });
 
+  it("rejects a zip whose stored sizes lie as that item's status 2, not the whole request", async () => {
+    const good = makeZip([{ name: "main.py", content: "def main(): return 1\n" }]);
+    const lying = Buffer.from(good);
+    // The central directory's uncompressed size of main.py, which yauzl holds the data to.
+    lying.writeUInt32LE(3, lying.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02])) + 24);
+    const r = await upload(
+      server,
+      [
+        { name: "liar.zip", content: lying },
+        { name: "fine.zip", content: good },
+      ],
+      { path: "/lies" },
+    );
+    assert.deepEqual([r.body.status, r.body.code], [true, 0]);
+    const items = r.body.data as { filePath: string; status: number; message: string }[];
+    assert.deepEqual(
+      items.map((i) => [i.filePath, i.status]),
+      [
+        ["/lies/liar", 2],
+        ["/lies/fine", 0],
+      ],
+    );
+    assert.match(items[0]?.message ?? "", /^corrupt zip: entry "main\.py": too many bytes/);
+  });
+
   it("answers folderId with path as 400, unknown folderId as 28010003, no file as 400", async () => {
     const both = await upload(server, [{ name: "a.py", content: "" }], {
       path: "/a",

@@ -5,6 +5,16 @@ import { makeZip } from "../helpers/zip.ts";
 
 const limits = { zipEntries: 10, zipUncompressedBytes: 10_000 };
 
+/** Rewrites one field of the first entry's central directory record, which yauzl trusts. */
+function lie(zip: Buffer, field: "method" | "compressedSize" | "uncompressedSize", value: number) {
+  const at = zip.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02]));
+  assert.ok(at >= 0, "central directory record");
+  const b = Buffer.from(zip);
+  if (field === "method") b.writeUInt16LE(value, at + 10);
+  else b.writeUInt32LE(value, at + (field === "compressedSize" ? 20 : 24));
+  return b;
+}
+
 describe("inspectZip", () => {
   it("accepts main.py at the root and returns every .py source", async () => {
     const v = await inspectZip(
@@ -52,5 +62,25 @@ describe("inspectZip", () => {
   it("rejects bytes that are not a zip (status 2)", async () => {
     const v = await inspectZip(Buffer.from("not a zip"), limits);
     assert.equal(!v.ok && v.status, 2);
+  });
+  it("rejects an entry whose data does not match its stored sizes or method (status 2, not a throw)", async () => {
+    const source = "x = 1\n".repeat(50); // 300 bytes
+    const zip = makeZip([{ name: "main.py", content: source }]);
+    const compressed = zip.readUInt32LE(zip.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02])) + 20);
+    const cases = [
+      ["uncompressedSize", 10, /too many bytes/], // more data than the header says (a bomb)
+      ["uncompressedSize", 5000, /not enough bytes/],
+      ["compressedSize", compressed - 4, /unexpected end of file|not enough bytes/],
+      ["method", 12, /unsupported compression method/],
+    ] as const;
+    for (const [field, value, why] of cases) {
+      const v = await inspectZip(lie(zip, field, value), limits);
+      assert.equal(v.ok, false, `${field} ${value}`);
+      if (!v.ok) {
+        assert.equal(v.status, 2, `${field} ${value}`);
+        assert.match(v.message, /^corrupt zip: entry "main\.py": /);
+        assert.match(v.message, why);
+      }
+    }
   });
 });
