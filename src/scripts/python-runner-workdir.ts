@@ -24,6 +24,8 @@ interface Entry {
   ready: Promise<void>;
   /** A one-task directory named after its uid (`u<uid>`), reusable when left empty. */
   perUid: boolean;
+  /** Confirmations that the uids of the tasks that used it have nothing left running. */
+  sweeps: Promise<boolean>[];
 }
 
 const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
@@ -68,6 +70,7 @@ export class WorkDirs {
   readonly #switchUid: boolean;
   #next = 0;
   #inUse = new Set<number>();
+  #quarantined = new Set<number>();
   #entries = new Map<string, Entry>();
   #cleaning = new Map<string, Promise<void>>();
   /**
@@ -111,7 +114,13 @@ export class WorkDirs {
       const uid = this.#allocUid();
       const name = `u${uid}`;
       const dir = path.join(this.root, name);
-      const e: Entry = { uid, refs: 1, perUid: true, ready: this.#preparePerUid(dir, uid) };
+      const e: Entry = {
+        uid,
+        refs: 1,
+        perUid: true,
+        ready: this.#preparePerUid(dir, uid),
+        sweeps: [],
+      };
       this.#entries.set(name, e);
       await this.#ready(name, e, undefined);
       return { name, dir, uid, gid: undefined, privateUid: true };
@@ -124,7 +133,7 @@ export class WorkDirs {
     if (e) e.refs++;
     else {
       const gid = this.#switchUid ? this.#allocUid() : undefined;
-      e = { uid: gid, refs: 1, perUid: false, ready: this.#prepare(dir, gid) };
+      e = { uid: gid, refs: 1, perUid: false, ready: this.#prepare(dir, gid), sweeps: [] };
       this.#entries.set(name, e);
     }
     const uid = this.#switchUid ? this.#allocUid() : undefined;
@@ -174,34 +183,38 @@ export class WorkDirs {
   }
 
   /**
-   * Drops one reference. When it was the last, cleans up in the background (callers need not
-   * wait: the uid stays reserved and the name blocked until it is done) and calls `onFree`
-   * with the uid once nothing of the task can touch the directory anymore.
+   * Ends one task's use of its directory. Its uid goes back only once `sweep` has confirmed
+   * that nothing of it is left running (docs/security.md): a leftover must not write into a
+   * directory the next tenant gets, nor run as the next tenant's uid. A uid whose sweep is not
+   * confirmed is never handed out again. When the last user of the directory leaves, the
+   * directory is cleaned up after every sweep of its tasks (callers need not wait: the name
+   * stays blocked until it is done).
    */
-  /**
-   * Ends one task's use of its directory: its uid goes back (through `onFree`, which may sweep
-   * it first); when the last user of the directory leaves, the directory is cleaned up in the
-   * background (callers need not wait: the name stays blocked until it is done).
-   */
-  release(wd: WorkDir, keep: boolean, onFree?: (uid: number) => void): Promise<void> {
+  release(wd: WorkDir, keep: boolean, sweep: (uid: number) => Promise<boolean>): Promise<void> {
     const e = this.#entries.get(wd.name);
-    if (e && !e.perUid && wd.uid !== undefined) {
-      onFree?.(wd.uid);
-      this.#inUse.delete(wd.uid);
+    if (!e) return Promise.resolve();
+    if (wd.uid !== undefined) {
+      const uid = wd.uid;
+      const swept = sweep(uid).then((confirmed) => {
+        if (!confirmed) this.#quarantined.add(uid);
+        // A per-uid directory's uid is freed with the directory, below.
+        else if (!e.perUid) this.#inUse.delete(uid);
+        return confirmed;
+      });
+      e.sweeps.push(swept);
     }
-    return this.#releaseEntry(wd.name, keep, e?.perUid ? onFree : undefined);
+    return this.#releaseEntry(wd.name, keep);
   }
 
-  #releaseEntry(name: string, keep: boolean, onFree?: (uid: number) => void): Promise<void> {
+  #releaseEntry(name: string, keep: boolean): Promise<void> {
     const e = this.#entries.get(name);
     if (!e || --e.refs > 0) return Promise.resolve();
     this.#entries.delete(name);
     const dir = path.join(this.root, name);
     const uid = e.uid;
-    if (uid !== undefined) onFree?.(uid);
-    const perUid = e.perUid;
     const work = (async () => {
-      if (perUid && !keep && uid !== undefined && isEmptyDir(dir)) {
+      const confirmed = (await Promise.all(e.sweeps)).every(Boolean);
+      if (e.perUid && confirmed && !keep && uid !== undefined && isEmptyDir(dir)) {
         this.#spare.add(uid);
       } else if (!keep) await removeDir(dir);
       else if (uid !== undefined) {
@@ -210,11 +223,16 @@ export class WorkDirs {
         chmodSync(dir, 0o700);
       }
     })().finally(() => {
-      if (uid !== undefined) this.#inUse.delete(uid);
+      if (uid !== undefined && !this.#quarantined.has(uid)) this.#inUse.delete(uid);
       this.#cleaning.delete(dir);
     });
     this.#cleaning.set(dir, work);
     return work;
+  }
+
+  /** Uids whose leftovers could not be confirmed dead: never handed out again. */
+  get quarantined(): number {
+    return this.#quarantined.size;
   }
 
   /** Waits for background clean-ups (for close()). */

@@ -156,6 +156,8 @@ export class ZygotePool {
       const busy = this.#busy.get(pid);
       if (busy) settle(busy, status);
       this.#topUp();
+    } else if (kind === "w") {
+      this.#swept(pid, Number(b) === 0);
     }
   }
 
@@ -223,9 +225,29 @@ export class ZygotePool {
     this.#busy.delete(pid);
   }
 
-  /** Kill every process of `uid` (for tasks whose processes may have left their group). */
-  sweep(uid: number): void {
-    if (this.#zygotePid !== undefined) this.#proc?.stdin?.write(`k ${uid}\n`);
+  #sweeps = new Map<number, Array<(confirmed: boolean) => void>>();
+
+  /**
+   * Resolves true once nothing of `uid` is left running: the zygote checks after the task's
+   * child `pid` is reaped, and kills whatever the task left (docs/security.md). False: it could
+   * not be confirmed (the zygote died, or leftovers outlived the sweep); the uid must not be
+   * handed to another task.
+   */
+  sweep(uid: number, pid: number): Promise<boolean> {
+    if (this.#zygotePid === undefined || !this.#proc?.stdin?.writable)
+      return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiting = this.#sweeps.get(uid);
+      if (waiting) waiting.push(resolve);
+      else this.#sweeps.set(uid, [resolve]);
+      this.#proc?.stdin?.write(`k ${uid} ${pid}\n`);
+    });
+  }
+
+  #swept(uid: number, confirmed: boolean): void {
+    const waiting = this.#sweeps.get(uid);
+    this.#sweeps.delete(uid);
+    for (const w of waiting ?? []) w(confirmed);
   }
 
   #onZygoteExit(code: number | null, signal: NodeJS.Signals | null): void {
@@ -241,6 +263,7 @@ export class ZygotePool {
       killGroup(pid);
       settle(busy, "zygote-died");
     }
+    for (const uid of [...this.#sweeps.keys()]) this.#swept(uid, false);
     if (this.#closing) return;
     this.#o.logger.error({ code, signal }, "python zygote died; restarting it");
     const delay = Math.min(5000, 50 * 2 ** this.#restarts++);

@@ -174,18 +174,18 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   async function execute(spec: TaskSpec, state: TaskState): Promise<TaskOutcome> {
     const name = spec.workDirName ?? spec.taskId;
     const wd = await dirs.acquire(name, spec.workDirName === undefined);
-    let clean = false;
+    let childPid = 0;
     try {
       if (state.killReason) return canceledBeforeStart(state.killReason);
 
       const child = await pool.take();
+      childPid = child.pid;
 
       const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
-      const sweep = wd.privateUid && wd.uid !== undefined;
       const rt = runOnChild(
         pool,
         child,
-        message(spec, cwd, wd.uid, wd.gid, sweep),
+        message(spec, cwd, wd.uid, wd.gid, wd.privateUid),
         limits.outputBytes,
       );
       state.running = rt;
@@ -193,21 +193,23 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, limits.maxRunS * 1000);
       const timer = setTimeout(() => rt.kill("timeout"), limitMs);
       try {
-        const r = await rt.done;
-        clean = r.clean && sweep; // the child already killed whatever its uid left
-        return r.outcome;
+        return (await rt.done).outcome;
       } finally {
         clearTimeout(timer);
       }
     } finally {
-      // The outcome does not wait for the clean-up; the next task with this name does.
-      dirs
-        .release(wd, spec.keepWorkDir === true, (uid) => {
-          if (!clean) pool.sweep(uid);
-        })
-        .catch((err: unknown) => {
-          logger.warn({ err, workDir: name }, "could not clean task working directory");
-        });
+      // The outcome does not wait for the clean-up; the next task with this name or uid does.
+      // Whatever the task reported, its uid is swept from outside it (docs/security.md).
+      const sweep = async (uid: number) => {
+        if (childPid === 0) return true; // nothing ever ran as this uid
+        const confirmed = await pool.sweep(uid, childPid);
+        if (!confirmed)
+          logger.error({ uid, workDir: name }, "task leftovers not confirmed dead: uid retired");
+        return confirmed;
+      };
+      dirs.release(wd, spec.keepWorkDir === true, sweep).catch((err: unknown) => {
+        logger.warn({ err, workDir: name }, "could not clean task working directory");
+      });
     }
   }
 

@@ -3,11 +3,16 @@
 Started once by src/scripts/python-runner.ts as `python -I zygote.py`.
 Node drives it over stdin with one command per line:
     f N    fork N more idle children
-    k UID  kill every process owned by UID (clean-up after a task whose processes escaped)
+    k UID PID  make sure nothing of UID is left once its task's child PID has ended
+    (0: unknown), and report when that is confirmed
 and reads reports from stdout, one per line:
     ready PID                   warm and accepting commands
     c PID TASK RESULT OUT ERR   forked a child; Node opens /proc/PID/fd/<n> for these four
     x PID STATUS                reaped a process (STATUS: exit code, or -signal)
+    w UID STATUS                nothing of UID is left (STATUS 0), or that could not be confirmed
+
+The end of a task is decided here and in Node, never by code the task can change: whatever the
+child reported, `k` checks for leftovers of its uid and kills them (docs/security.md).
 
 Each child gets four pipes from the zygote: its task (Node writes), its result (Node reads), its
 stdout and its stderr. Node cannot receive descriptors over a pipe, so it opens its ends through
@@ -225,18 +230,38 @@ def fork_child():
 
 
 def sweep_uid(uid):
-    """Forks a process that kills everything `uid` owns; returns its pid (0: nothing to do)."""
+    """Forks a process that kills everything `uid` owns until nothing is left; returns its pid
+    (0: nothing to do). Exit status 0 means confirmed: kill(-1) found no process to signal."""
     if os.getuid() != 0 or uid == 0:
         return 0
     pid = os.fork()
     if pid == 0:
+        code = 1
         try:
             os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
+            # A leftover may fork while we kill; a killed one stays a zombie (still "found")
+            # until the zygote reaps it, which it does every few ms while a sweep runs.
+            for _ in range(5000):
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    code = 0
+                    break
+                time.sleep(0.001)
         except OSError:
-            pass
-        os._exit(0)
+            code = 2
+        os._exit(code)
     return pid
+
+
+def orphans(pidfds):
+    """Our children that we did not fork: processes tasks left behind, reparented to us."""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            children = {int(p) for p in f.read().split()}
+    except OSError:
+        return True  # cannot tell: assume the worst
+    return bool(children - set(pidfds.values()))
 
 
 def warm_up():
@@ -278,12 +303,23 @@ def main():
         poll.register(fd, select.POLLIN)
         return pid
 
+    sweeps = []  # (sweeper pid, uid) of sweeps under way
+    deferred = {}  # task child pid -> (uid, deadline): `k` arrived before the child was reaped
+
+    def check(uid, child):
+        done = check_uid(uid, child, pidfds, sweeps)
+        if done is None:
+            track(sweeps[-1][0])
+        else:
+            report(f"w {uid} {done}\n")
+
     report(f"ready {os.getpid()}\n")
     pending = b""
     while True:
         # Orphans (processes a task left behind, reparented to us) have no pidfd here: the
-        # timeout reaps them within a second even while no task of ours ends.
-        events = poll.poll(1000)
+        # timeout reaps them within a second even while no task of ours ends, and within a few
+        # ms while a sweep waits for its kills to be reaped.
+        events = poll.poll(5 if sweeps else 50 if deferred else 1000)
         exited = not events
         for fd, _ in events:
             if fd != 0:
@@ -300,18 +336,40 @@ def main():
                 if cmd == "f":
                     forked += [fork_child() for _ in range(int(arg))]
                 elif cmd == "k":
-                    pid = sweep_uid(int(arg))
-                    if pid:
-                        track(pid)
+                    uid, _, child = arg.partition(" ")
+                    if int(child or 0) in pidfds.values():
+                        # Node killed its group; check once it is reaped (or sweep at the deadline).
+                        deferred[int(child)] = (int(uid), time.monotonic() + 1.0)
+                    else:
+                        check(int(uid), int(child or 0))
             for pid, _ in forked:
                 track(pid)
             if forked:
                 report("".join(f"c {pid} {' '.join(map(str, fds))}\n" for pid, fds in forked))
-        if exited:
-            report(reap(poll, pidfds))
+        if exited or sweeps:
+            report(reap(poll, pidfds, sweeps))
+        now = time.monotonic()
+        for child, (uid, deadline) in list(deferred.items()):
+            if child not in pidfds.values() or now > deadline:
+                del deferred[child]
+                check(uid, child if now <= deadline else 0)
 
 
-def reap(poll, pidfds):
+def check_uid(uid, child, pidfds, sweeps):
+    """Answers `k` at once when nothing of `uid` can be left (returns the status), else starts
+    a sweeper (returns None). Every process of a task descends from its child; once the child
+    is reaped, whatever it left is reparented to us (the subreaper), so no child of ours that
+    we did not fork means nothing of the uid is left, without a fork to look."""
+    if child and child not in pidfds.values() and not orphans(pidfds):
+        return 0
+    pid = sweep_uid(uid)
+    if not pid:
+        return 0 if os.getuid() != 0 else 2
+    sweeps.append((pid, uid))
+    return None
+
+
+def reap(poll, pidfds, sweeps):
     """Reaps every exited process, ours and orphans alike; returns their reports."""
     gone = {pid: fd for fd, pid in pidfds.items()}
     reaped = []
@@ -327,7 +385,13 @@ def reap(poll, pidfds):
             poll.unregister(fd)
             os.close(fd)
             del pidfds[fd]
-        reaped.append(f"x {pid} {os.waitstatus_to_exitcode(status)}\n")
+        code = os.waitstatus_to_exitcode(status)
+        reaped.append(f"x {pid} {code}\n")
+        for i, (sweeper, uid) in enumerate(sweeps):
+            if sweeper == pid:
+                del sweeps[i]
+                reaped.append(f"w {uid} {code}\n")
+                break
     return "".join(reaped)
 
 
