@@ -55,7 +55,11 @@ export async function createServices(opts: {
   // Unique per process start, so a restarted process never inherits a dead one's runs.
   const nodeId = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
   const cluster = config.mode === "cluster" && config.databaseUrl !== undefined;
-  const opened = await openStore(config);
+  const opened = await openStore({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    logger,
+  });
   // One process owns an embedded database, so script lookups can be served from memory.
   const store = config.mode === "embedded" ? withScriptCache(opened) : opened;
   const runner = await createPythonRunner({ config, logger });

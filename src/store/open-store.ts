@@ -17,9 +17,16 @@ export type OpenedStore = Store & { db: Kysely<Database> };
 export async function openStore(opts: {
   databaseUrl?: string | undefined;
   dataDir: string;
+  /** Where a connection lost while idle in the pool is reported. */
+  logger?: { warn(obj: unknown, msg?: string): void } | undefined;
 }): Promise<OpenedStore> {
   if (opts.databaseUrl?.startsWith("postgres")) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
+    // An idle connection that breaks (PostgreSQL restarts, an administrator or an idle timeout
+    // ends the session) is an 'error' event on the pool, which ends the process when nobody
+    // listens. The pool has already dropped that connection; the next query opens a new one.
+    const { logger } = opts;
+    pool.on("error", (err) => logger?.warn({ err }, "store connection lost while idle"));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     await migrate(db as Kysely<unknown>, "postgres");
     return createKyselyStore(db, "postgres", () => db.destroy());
