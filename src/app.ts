@@ -21,6 +21,7 @@ import { uploadRoutes } from "./http/upload-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
+import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Store } from "./store/types.ts";
 
@@ -31,6 +32,8 @@ export interface AppDeps {
   logger: Logger;
   tasks: TaskService;
   runner: ScriptRunner;
+  /** The sandboxed syntax check of uploads (the runner's). */
+  syntax: SyntaxChecker;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
   /** Cron schedules for GET /monitor/flows; absent: none shown. */
@@ -113,7 +116,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(
     async (script) => {
       await script.register(scriptRoutes, { config, tasks: deps.tasks });
-      await script.register(uploadRoutes, { config, store: deps.store, clock: deps.clock });
+      await script.register(uploadRoutes, {
+        config,
+        store: deps.store,
+        clock: deps.clock,
+        syntax: deps.syntax,
+      });
     },
     { prefix: config.scriptPrefix },
   );

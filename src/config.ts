@@ -48,6 +48,15 @@ export interface Config {
     bwrap: string;
     uidBase: number;
     uidCount: number;
+    /** The syntax check of uploaded and inline Python (docs/script-service.md, "Upload"). */
+    check: {
+      /** Largest .py file (or inline code) checked; larger is refused unread. */
+      fileBytes: number;
+      /** One check (one process, all the .py files of one upload item) is killed after this. */
+      timeoutMs: number;
+      /** Check processes at once; further checks wait in FIFO order. */
+      concurrency: number;
+    };
   };
   timeZone: string;
   /** `all`: API and worker in one process; `api`: HTTP only (plus in-process runs); `worker`: queue only. */
@@ -119,6 +128,13 @@ export function loadConfig(env: Env = process.env): Config {
     throw new Error(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
   }
   const maxRunS = int(env, "MAX_RUN_S", 3600);
+  const checkConcurrency = int(env, "SCRIPT_CHECK_CONCURRENCY", 2);
+  // Each concurrent check holds a sandbox uid of its own, taken from the runner's block of 256.
+  if (!Number.isInteger(checkConcurrency) || checkConcurrency < 1 || checkConcurrency > 64) {
+    throw new Error(
+      `config: SCRIPT_CHECK_CONCURRENCY must be an integer from 1 to 64, got "${checkConcurrency}"`,
+    );
+  }
   return {
     port: int(env, "PORT", 8080),
     host: env.HOST ?? "127.0.0.1",
@@ -163,6 +179,11 @@ export function loadConfig(env: Env = process.env): Config {
       bwrap,
       uidBase: int(env, "SCRIPT_UID_BASE", 200000),
       uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
+      check: {
+        fileBytes: int(env, "LIMIT_PY_FILE_BYTES", MiB),
+        timeoutMs: int(env, "SCRIPT_CHECK_TIMEOUT_MS", 10_000),
+        concurrency: checkConcurrency,
+      },
     },
     timeZone: env.TZ_RUN_NAMES ?? "UTC",
     role: role(env.SLUICE_ROLE),

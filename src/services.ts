@@ -17,6 +17,7 @@ import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
+import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import { type OpenedStore, openStore } from "./store/open-store.ts";
 import { withScriptCache } from "./store/script-cache.ts";
@@ -28,6 +29,8 @@ export interface Services {
   nodeId: string;
   store: OpenedStore;
   runner: ScriptRunner;
+  /** Syntax check of uploads and inline code, in the runner's sandbox. */
+  syntax: SyntaxChecker;
   events: RunEvents;
   queue: RunQueue;
   tasks: TaskService;
@@ -84,7 +87,7 @@ export async function createServices(opts: {
       : null;
 
   const tasks = createTaskService({ config, store, runner, queue, events, clock, logger, nodeId });
-  const lifecycle = createFlowLifecycle({ store, clock, config });
+  const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax });
   // Handlers start custom runs through `flows`, which calls the handlers: bound lazily.
   let flowRuns: FlowRuns | undefined;
   const fc = config.flowConfig;
@@ -169,6 +172,7 @@ export async function createServices(opts: {
     nodeId,
     store,
     runner,
+    syntax: runner.syntax,
     events,
     queue,
     tasks,

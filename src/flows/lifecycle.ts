@@ -1,9 +1,8 @@
 import type { Clock } from "../clock.ts";
-import type { Config } from "../config.ts";
 import { type Locator, locateElement, targetFolder } from "../elements/locator.ts";
 import { checkElementName } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
-import { checkPythonSyntax } from "../scripts/syntax-check.ts";
+import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
 import { validateFlow } from "./validator.ts";
@@ -38,7 +37,7 @@ export interface FlowLifecycle {
 export function createFlowLifecycle(deps: {
   store: Store;
   clock: Clock;
-  config: Config;
+  syntax: SyntaxChecker;
 }): FlowLifecycle {
   const { store, clock } = deps;
   const listeners: ((e: Element) => void)[] = [];
@@ -59,10 +58,14 @@ export function createFlowLifecycle(deps: {
       }
     },
     async checkPythonSyntax(code) {
-      const [problem] = await checkPythonSyntax(deps.config.python.executable, [
-        { name: "<inline>", source: code },
-      ]);
-      return problem ?? null;
+      // The bytes the script node will run (src/runs/script-node.ts), in the task sandbox.
+      const v = await deps.syntax.check([{ name: "<inline>", bytes: Buffer.from(code, "utf8") }]);
+      if (v.ok) return null;
+      if (v.reason === "syntax")
+        return v.line !== undefined
+          ? { line: v.line, message: v.message }
+          : { message: `Python cannot compile the code: ${v.message}` };
+      return { message: `Python code could not be checked: ${v.message}` };
     },
   });
 

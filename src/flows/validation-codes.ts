@@ -46,6 +46,10 @@ export interface ValidationContext {
     locator: import("./graph.ts").Locator,
     type: "PY" | "DPL",
   ): boolean | Promise<boolean>;
-  /** null when the code parses; else the first error, `line` 1-based in `code`. */
-  checkPythonSyntax(code: string): Promise<{ line: number; message: string } | null>;
+  /**
+   * null when the code parses; else the first error, `line` 1-based in `code`. Without `line`,
+   * `message` is the whole finding (the code does not compile for another reason, or could not
+   * be checked at all).
+   */
+  checkPythonSyntax(code: string): Promise<{ line?: number; message: string } | null>;
 }

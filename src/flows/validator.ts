@@ -79,7 +79,10 @@ export async function validateFlow(
     .filter((s) => s !== undefined);
   out.push(...(await validateConfigure(configure, inputSchemas, ctx)));
   if (preludeErr) {
-    const msg = `Python syntax error at line ${preludeErr.line}: ${preludeErr.message}`;
+    const msg =
+      preludeErr.line === undefined
+        ? preludeErr.message
+        : `Python syntax error at line ${preludeErr.line}: ${preludeErr.message}`;
     add(
       ValidationCode.PYTHON_SYNTAX_ERROR,
       "configure",
@@ -266,14 +269,11 @@ async function checkNodes(
       const err = await ctx.checkPythonSyntax(joined.code);
       if (err) {
         // Lines are counted in the user's code, not in the prelude + code that Python saw.
-        const line = Math.max(1, err.line - joined.lineOffset);
-        add(
-          ValidationCode.PYTHON_SYNTAX_ERROR,
-          id,
-          vertex.type,
-          [...base, "code"],
-          `Python syntax error at line ${line}: ${err.message}`,
-        );
+        const msg =
+          err.line === undefined
+            ? err.message
+            : `Python syntax error at line ${Math.max(1, err.line - joined.lineOffset)}: ${err.message}`;
+        add(ValidationCode.PYTHON_SYNTAX_ERROR, id, vertex.type, [...base, "code"], msg);
       }
     }
   }

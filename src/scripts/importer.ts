@@ -2,7 +2,7 @@ import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { checkElementName, joinPath } from "../elements/paths.ts";
 import type { Scope, Store } from "../store/types.ts";
-import { checkPythonSyntax } from "./syntax-check.ts";
+import type { CheckedFile, SyntaxChecker } from "./syntax-check.ts";
 import { inspectZip } from "./zip-inspect.ts";
 
 export interface UploadFile {
@@ -23,7 +23,7 @@ export interface UploadResult {
  * completely before one transaction stores it, so an item is all or nothing.
  */
 export async function importScripts(
-  deps: { store: Store; config: Config; clock: Clock },
+  deps: { store: Store; config: Config; clock: Clock; syntax: SyntaxChecker },
   scope: Scope,
   folder: { id: string; path: string },
   files: UploadFile[],
@@ -37,7 +37,7 @@ export async function importScripts(
 }
 
 async function importOne(
-  deps: { store: Store; config: Config; clock: Clock },
+  deps: { store: Store; config: Config; clock: Clock; syntax: SyntaxChecker },
   scope: Scope,
   folder: { id: string; path: string },
   file: UploadFile,
@@ -62,20 +62,31 @@ async function importOne(
   }
 
   const kind = match[2]?.toLowerCase() === "zip" ? "package" : "module";
-  let sources: { name: string; source: string }[];
+  // The bytes the task will load, and loaded the same way (docs/script-service.md, "Upload").
+  let sources: CheckedFile[];
   if (kind === "module") {
-    sources = [{ name: base, source: file.bytes.toString("utf8") }];
+    sources = [{ name: base, bytes: file.bytes }];
   } else {
     const verdict = await inspectZip(file.bytes, config.limits);
     if (!verdict.ok) return { filePath, status: verdict.status, message: verdict.message };
-    sources = verdict.pyFiles;
+    sources = verdict.pyFiles.map((f) => ({
+      name: f.name,
+      bytes: f.source,
+      decode: f.name === verdict.entry,
+    }));
   }
-  const problems = await checkPythonSyntax(config.python.executable, sources);
-  for (const [i, problem] of problems.entries()) {
-    if (problem)
+  const checked = await deps.syntax.check(sources);
+  if (!checked.ok) {
+    const where = checked.file ?? base;
+    if (checked.reason === "syntax")
       return reject(
-        `Python syntax error in ${sources[i]?.name} line ${problem.line}: ${problem.message}`,
+        checked.line !== undefined
+          ? `Python syntax error in ${where} line ${checked.line}: ${checked.message}`
+          : `Python cannot compile ${where}: ${checked.message}`,
       );
+    if (checked.reason === "limit")
+      return { filePath, status: 3, message: `${where}: ${checked.message}` };
+    return reject(`${where} could not be checked: ${checked.message}`);
   }
 
   const outcome = await deps.store.putScript(

@@ -56,12 +56,13 @@ function systemMounts(executable: string): string[] {
 export function bwrapArgs(o: {
   executable: string;
   zygoteDir: string;
-  tasksDir: string;
+  /** Absent: no writable directory at all (the upload syntax check needs none). */
+  tasksDir?: string;
   network: boolean;
 }): string[] {
   const args = systemMounts(o.executable);
   args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
-  args.push("--bind", o.tasksDir, IN_SANDBOX.tasks);
+  if (o.tasksDir !== undefined) args.push("--bind", o.tasksDir, IN_SANDBOX.tasks);
   if (!o.network) args.push("--unshare-net");
   args.push("--chdir", "/");
   return args;

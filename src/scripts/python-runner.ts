@@ -13,6 +13,7 @@ import { type KillReason, type RunningTask, runOnChild } from "./python-runner-t
 import { WorkDirs } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
+import { createSyntaxChecker, refusingSyntaxChecker, type SyntaxChecker } from "./syntax-check.ts";
 import { claimUidBlock } from "./uid-blocks.ts";
 
 export interface PythonRunnerDeps {
@@ -27,6 +28,8 @@ export interface PythonRunnerDeps {
 export interface PythonRunner extends ScriptRunner {
   /** Host pid of the zygote (for diagnostics and tests). */
   zygotePid(): number | undefined;
+  /** The upload and deploy syntax check, in the same sandbox as tasks (or refused with them). */
+  readonly syntax: SyntaxChecker;
 }
 
 const ZYGOTE_DIR = fileURLToPath(new URL("./python/", import.meta.url));
@@ -63,6 +66,7 @@ function refusingRunner(refusal: string): PythonRunner {
     sandbox: "refused",
     refusal,
     zygotePid: () => undefined,
+    syntax: refusingSyntaxChecker(refusal),
     run: async () => failure("SandboxUnavailable", refusal),
     kill: () => false,
     stats: () => ({ running: 0, idle: 0, queued: 0 }),
@@ -85,10 +89,21 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     sandbox !== "none"
       ? claimUidBlock(python, Math.max(256, python.concurrency * 4))
       : { base: python.uidBase, count: python.uidCount, release: () => {} };
+  // The last uids of the block are the syntax checks', one per concurrent check: never a task's.
+  const checkUids = python.check.concurrency;
+  const syntax = createSyntaxChecker({
+    python,
+    sandbox,
+    uids:
+      sandbox !== "none"
+        ? Array.from({ length: checkUids }, (_, i) => uids.base + uids.count - checkUids + i)
+        : undefined,
+    logger,
+  });
   const dirs = new WorkDirs({
     root: path.join(dataDir, "tasks"),
     uidBase: uids.base,
-    uidCount: uids.count,
+    uidCount: uids.count - (sandbox !== "none" ? checkUids : 0),
     switchUid: sandbox !== "none",
   });
   await dirs.init();
@@ -229,6 +244,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     sandbox,
     refusal: undefined,
     zygotePid: () => pool.zygotePid,
+    syntax,
 
     async run(spec: TaskSpec): Promise<TaskOutcome> {
       if (closed) return failure("RunnerClosed", "python runner is closed");
@@ -273,6 +289,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       const waiting = queue.splice(0);
       running += waiting.length; // each will release the slot it never really got
       for (const next of waiting) next();
+      await syntax.close();
       await pool.close();
       await dirs.settle();
       uids.release();

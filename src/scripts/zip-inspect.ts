@@ -1,7 +1,7 @@
 import yauzl from "yauzl";
 
 export type ZipVerdict =
-  | { ok: true; pyFiles: { name: string; source: string }[]; entry: string }
+  | { ok: true; pyFiles: { name: string; source: Buffer }[]; entry: string }
   | { ok: false; status: 2 | 3; message: string };
 
 const S_IFMT = 0o170000;
@@ -93,7 +93,7 @@ export async function inspectZip(
       };
   }
 
-  const pyFiles: { name: string; source: string }[] = [];
+  const pyFiles: { name: string; source: Buffer }[] = [];
   for (const e of files.filter((f) => f.fileName.endsWith(".py"))) {
     let bytes: Buffer;
     try {
@@ -104,7 +104,7 @@ export async function inspectZip(
       const text = err instanceof Error ? err.message : String(err);
       return { ok: false, status: 2, message: `corrupt zip: entry "${e.fileName}": ${text}` };
     }
-    pyFiles.push({ name: e.fileName, source: bytes.toString("utf8") });
+    pyFiles.push({ name: e.fileName, source: bytes });
   }
   zip.close();
   return { ok: true, pyFiles, entry };
