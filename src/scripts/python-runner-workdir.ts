@@ -219,8 +219,9 @@ export class WorkDirs {
       } else if (!keep) await removeDir(dir);
       else if (uid !== undefined) {
         // Root-owned 0700: a later task that gets this uid or group cannot read what we kept.
-        chownSync(dir, 0, 0);
+        // Mode first: once root owns it, it is already closed (what sees root sees 0700).
         chmodSync(dir, 0o700);
+        chownSync(dir, 0, 0);
       }
     })().finally(() => {
       if (uid !== undefined && !this.#quarantined.has(uid)) this.#inUse.delete(uid);
