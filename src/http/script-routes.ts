@@ -43,7 +43,7 @@ export async function scriptRoutes(
     },
     async (req, reply) => {
       const q = req.query;
-      const run = await tasks.runSync(
+      const { run, killedOnTimeout } = await tasks.runSync(
         {
           ...externalRequest(req, config),
           trigger: "SYNC",
@@ -51,7 +51,7 @@ export async function scriptRoutes(
         { timeoutS: q.timeout, terminateOnTimeout: q.terminateOnTimeout ?? false },
       );
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
-      assertSucceeded(run, q.terminateOnTimeout ?? false);
+      assertSucceeded(run, killedOnTimeout);
       // The stored result is already JSON text: send it as is, no parse and re-stringify.
       return reply.type("application/json").send(run.result ?? "null");
     },
@@ -86,7 +86,7 @@ export async function scriptRoutes(
     },
     async (req, reply) => {
       const b = req.body;
-      const run = await tasks.runSync(
+      const { run, killedOnTimeout } = await tasks.runSync(
         {
           ...internalRequest(req),
           trigger: "SYNC",
@@ -94,7 +94,7 @@ export async function scriptRoutes(
         { timeoutS: b.timeout, terminateOnTimeout: b.terminateOnTimeout ?? false },
       );
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
-      assertSucceeded(run, b.terminateOnTimeout ?? false);
+      assertSucceeded(run, killedOnTimeout);
       return sendResultEnvelope(reply, run.result);
     },
   );
@@ -220,9 +220,14 @@ function pyType(elementType: string | undefined): "PY" {
   return "PY";
 }
 
-/** Maps an unsuccessful task to its failure envelope (contract §3, §10). */
-function assertSucceeded(run: Run, terminateOnTimeout: boolean): void {
+/**
+ * Maps an unsuccessful task to its failure envelope (contract §3, §10). A task killed because the
+ * wait elapsed answers the timeout (28030002, docs/errors.md) with the status it ended in.
+ */
+function assertSucceeded(run: Run, killedOnTimeout: boolean): void {
   const headers = { "x-task-id": run.id, "x-task-status": run.status };
+  if (killedOnTimeout && run.status === "FAILURE")
+    throw new SluiceError(ErrorCode.SCRIPT_TIMEOUT, [run.id, "was killed"], headers);
   switch (run.status) {
     case "SUCCESS":
       return;
@@ -233,7 +238,7 @@ function assertSucceeded(run: Run, terminateOnTimeout: boolean): void {
     default:
       throw new SluiceError(
         ErrorCode.SCRIPT_TIMEOUT,
-        [run.id, terminateOnTimeout ? "was killed" : "goes on; fetch its result by task ID"],
+        [run.id, "goes on; fetch its result by task ID"],
         headers,
       );
   }

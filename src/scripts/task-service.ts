@@ -22,12 +22,19 @@ export interface TaskRequest {
   parentRunId?: string | null | undefined;
 }
 
+/** A run-sync's answer: the task as the store records it when the answer is made. */
+export interface SyncTask {
+  run: Run;
+  /** The wait elapsed with the task unfinished, and `terminateOnTimeout` killed it. */
+  killedOnTimeout: boolean;
+}
+
 export interface TaskService {
   /** Runs at once and waits up to `timeoutS` (undefined: the server's limit). */
   runSync(
     req: TaskRequest,
     wait: { timeoutS?: number | undefined; terminateOnTimeout: boolean },
-  ): Promise<Run>;
+  ): Promise<SyncTask>;
   /** Commits the task as QUEUED, queues it and returns its ID. */
   submit(req: TaskRequest): Promise<string>;
   /** Executes a queued task (the queue's worker side). */
@@ -161,16 +168,19 @@ export function createTaskService(deps: Deps): TaskService {
       const outcome = await Promise.race([done, elapsed]);
       clock.clearTimeout(grace);
       if (timer) clock.clearTimeout(timer);
-      if (outcome?.recorded) return endedRun(rec, outcome.end);
+      if (outcome?.recorded) return { run: endedRun(rec, outcome.end), killedOnTimeout: false };
       pending.inserted ??= store.insertRun(rec);
       await pending.inserted;
       const ended = await store.getRun(req.scope, rec.id);
       if (!ended) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [rec.id]);
-      if (!isTerminal(ended) && wait.terminateOnTimeout) {
-        runner.kill(rec.id, "timeout");
-        await done;
-      }
-      return ended;
+      if (isTerminal(ended) || !wait.terminateOnTimeout)
+        return { run: ended, killedOnTimeout: false };
+      runner.kill(rec.id, "timeout");
+      await done;
+      // The answer carries the status the kill ended in (docs/script-service.md), not STARTED.
+      const killed = await store.getRun(req.scope, rec.id);
+      if (!killed) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [rec.id]);
+      return { run: killed, killedOnTimeout: true };
     },
 
     async submit(req) {

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
 import { SYNC_WRITE_BEHIND_MS } from "../../src/runs/write-behind.ts";
@@ -19,17 +21,27 @@ const SCRIPTS = {
   noisy:
     "import sys\ndef main():\n    print('to out')\n    print('to err', file=sys.stderr)\n    return [1, 2]\n",
   named: "def main(a, b):\n    return a + b\n",
+  sized: "def main(n):\n    return 'x' * (n - 2)\n",
 };
+const FIXTURES = path.join(import.meta.dirname, "../fixtures/python");
+const RESULT_LIMIT = 65536;
 
 describe("script service runs", () => {
   let server: TestServer;
   const h = scopeHeaders();
   before(async () => {
-    server = await startServer({ LIMIT_BODY_BYTES: "65536" });
+    server = await startServer({
+      LIMIT_BODY_BYTES: "65536",
+      LIMIT_RESULT_BYTES: String(RESULT_LIMIT),
+    });
     const files = Object.entries(SCRIPTS).map(([name, content]) => ({
       name: `${name}.py`,
       content,
     }));
+    files.push({
+      name: "flood.py",
+      content: readFileSync(path.join(FIXTURES, "flood.py"), "utf8"),
+    });
     const r = await upload(server, files, { path: "/s" });
     assert.ok(
       r.body.data.every((i: { status: number }) => i.status === 0),
@@ -196,6 +208,9 @@ describe("script service runs", () => {
       { headers: h, body: { s: 30 } },
     );
     assert.equal(r.body.code, 28030002);
+    assert.match(r.body.message, /was killed/);
+    // The answer comes after the kill: it carries the status the store recorded, not STARTED.
+    assert.equal(r.headers.get("x-task-status"), "FAILURE");
     const taskId = r.headers.get("x-task-id");
     const life = await server.call("GET", `/script/script/lifespan/${taskId}?timeout=5`, {
       headers: h,
@@ -204,6 +219,52 @@ describe("script service runs", () => {
     assert.match(life.body.data.stdout, /started/);
     const run = await server.services.store.getRun(null, taskId ?? "");
     assert.equal(run?.status, "FAILURE");
+  });
+
+  it("a result at LIMIT_RESULT_BYTES is answered, one byte more is ResultTooLarge", async () => {
+    const at = await server.call("POST", "/script/external/sized/run-sync", {
+      headers: h,
+      body: RESULT_LIMIT,
+    });
+    assert.equal(at.headers.get("x-task-status"), "SUCCESS");
+    assert.equal((at.body as string).length, RESULT_LIMIT - 2);
+    const over = await server.call("POST", "/script/external/sized/run-sync", {
+      headers: h,
+      body: RESULT_LIMIT + 1,
+    });
+    assert.equal(over.body.code, 28030001);
+    assert.match(over.body.message, /ResultTooLarge: the return value is 65537 bytes/);
+  });
+
+  it("a task flooding its result pipe is killed with ResultTooLarge; the service answers on", async () => {
+    const t0 = Date.now();
+    const r = await server.call("POST", "/script/external/flood/run-sync", {
+      headers: h,
+      body: { to: "result", mb: 300 },
+    });
+    assert.equal(r.body.code, 28030001, JSON.stringify(r.body));
+    assert.match(r.body.message, /ResultTooLarge: .*over the 65536 byte limit.*was killed/);
+    assert.equal(r.headers.get("x-task-status"), "FAILURE");
+    assert.ok(Date.now() - t0 < 10_000);
+    const next = await server.call("POST", "/script/external/echo/run-sync?path=/s", {
+      headers: h,
+      body: { up: true },
+    });
+    assert.deepEqual(next.body, { up: true });
+  });
+
+  it("a task flooding stdout is killed with OutputTooLarge and keeps its capped output", async () => {
+    const r = await server.call("POST", "/script/external/flood/run", {
+      headers: h,
+      body: { to: "stdout", mb: 100 },
+    });
+    const life = await server.call("GET", `/script/script/lifespan/${r.body.data}?timeout=20`, {
+      headers: h,
+    });
+    assert.equal(life.body.data.success, false);
+    assert.match(life.body.data.stderr, /OutputTooLarge: stdout passed \d+ bytes/);
+    assert.match(life.body.data.stdout, /output truncated/);
+    assert.ok(life.body.data.stdout.length < 1024 * 1024 + 100);
   });
 
   it("external run answers a task ID; result and lifespan wait for it", async () => {

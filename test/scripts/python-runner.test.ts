@@ -12,6 +12,8 @@ import type { TaskOutcome, TaskSpec } from "../../src/scripts/runner-types.ts";
 
 const FIXTURES = path.join(import.meta.dirname, "../fixtures/python");
 const OUTPUT_CAP = 1000;
+const RESULT_CAP = 64 * 1024;
+const MiB = 1024 * 1024;
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
 let runner: PythonRunner;
@@ -66,7 +68,7 @@ before(async () => {
   runner = await createPythonRunner({
     config: {
       python: { ...cfg.python, prefork: 2, concurrency: 4, memoryBytes: 512 * 1024 * 1024 },
-      limits: { outputBytes: OUTPUT_CAP, maxRunS: 60 },
+      limits: { outputBytes: OUTPUT_CAP, resultBytes: RESULT_CAP, maxRunS: 60 },
       dataDir,
     },
     logger: quiet,
@@ -148,6 +150,98 @@ describe("output", () => {
       assert.ok(!text.includes(ch.repeat(OUTPUT_CAP + 1)));
       assert.match(text, /truncated: 4000 more bytes/);
     }
+  });
+});
+
+describe("floods: what a task sends is read within bounds (issue 12)", () => {
+  const rss = () => process.memoryUsage().rss;
+  /** Floods `to` with `mb` MiB; the service must answer fast, kill the task and not grow. */
+  async function flood(to: string, mb: number) {
+    const before = rss();
+    const t0 = Date.now();
+    const o = await run("flood", { to, mb });
+    return { o, ms: Date.now() - t0, grew: rss() - before };
+  }
+
+  test("a result line of 300 MiB without newline: killed, ResultTooLarge, no memory growth", async () => {
+    const { o, ms, grew } = await flood("result", 300);
+    assert.equal(o.status, "FAILURE", JSON.stringify(o));
+    assert.equal(o.error?.type, "ResultTooLarge");
+    assert.match(o.error?.message ?? "", /over the 65536 byte limit.*was killed/);
+    assert.ok(ms < 10_000, `took ${ms} ms`);
+    assert.ok(grew < 64 * MiB, `rss grew by ${grew} bytes`);
+    assertSuccess(await run("echo", "still up"), "still up");
+  });
+
+  for (const to of ["stdout", "stderr"] as const) {
+    test(`${to} flood of 300 MiB: kept output capped, killed past the drain cap, no growth`, async () => {
+      const { o, ms, grew } = await flood(to, 300);
+      assert.equal(o.status, "FAILURE", JSON.stringify(o.error));
+      assert.equal(o.error?.type, "OutputTooLarge");
+      assert.match(o.error?.message ?? "", new RegExp(`^${to} passed \\d+ bytes`));
+      const text = to === "stdout" ? o.stdout : o.stderr;
+      assert.ok(text.startsWith("x".repeat(OUTPUT_CAP)));
+      assert.ok(!text.includes("x".repeat(OUTPUT_CAP + 1)));
+      assert.match(text, /output truncated/);
+      assert.ok(ms < 15_000, `took ${ms} ms`);
+      assert.ok(grew < 64 * MiB, `rss grew by ${grew} bytes`);
+      assertSuccess(await run("echo", "still up"), "still up");
+    });
+  }
+
+  test("output past the cap but under the drain cap is still only truncated", async () => {
+    const o = await run("flood", { to: "stdout", mb: 2 });
+    assertSuccess(o, "the service read it all");
+    assert.match(o.stdout, new RegExp(`truncated: ${2 * MiB - OUTPUT_CAP} more bytes`));
+  });
+
+  test("a result at the limit works, non-ASCII text included (sent as UTF-8, not \\u escapes)", async () => {
+    // JSON text of exactly RESULT_CAP bytes; as \u escapes it would be past the margin.
+    const p = { json_bytes: RESULT_CAP, two_byte_chars: 20_000 };
+    const o = await run("sized_result", p);
+    assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
+    assert.equal(Buffer.byteLength(JSON.stringify(o.value)), RESULT_CAP);
+    assert.ok((o.value as string).startsWith("é".repeat(20_000)));
+  });
+
+  test("a lone surrogate still comes back (escaped on the wire)", async () => {
+    const o = await runner.run({
+      taskId: `t${++seq}`,
+      source: {
+        name: "lone",
+        kind: "module",
+        content: Buffer.from("def main():\n    return '\\ud800a'\n"),
+      },
+      parameter: null,
+    });
+    assertSuccess(o, "\ud800a");
+  });
+
+  test("a result line that is not a message, or a truncated one, fails as a protocol error", async () => {
+    const forged = (line: string) =>
+      runner.run({
+        taskId: `t${++seq}`,
+        source: {
+          name: "forged",
+          kind: "module",
+          content: Buffer.from(
+            "import os, stat\n" +
+              "def main(p):\n" +
+              "    fd = next(f for f in range(3, 256) if _fifo(f))\n" +
+              "    os.write(fd, p.encode())\n" +
+              "    os._exit(0)\n" +
+              "def _fifo(f):\n" +
+              "    try:\n" +
+              "        return stat.S_ISFIFO(os.fstat(f).st_mode)\n" +
+              "    except OSError:\n" +
+              "        return False\n",
+          ),
+        },
+        parameter: line,
+      });
+    for (const line of ["5\n", "null\n", '{"ok":false,"error":7}\n', "[1]\n", '{"ok":tr\n'])
+      assert.equal((await forged(line)).error?.type, "ProtocolError", line);
+    assertSuccess(await forged('{"ok":true,"value":"mine"}\n'), "mine");
   });
 });
 

@@ -31,7 +31,11 @@ after(() => rm(dataDir, { recursive: true, force: true }));
 function runnerWith(env: Record<string, string>, logger = recorder().logger) {
   const cfg = loadConfig({ SCRIPT_PREFORK: "1", ...env });
   return createPythonRunner({
-    config: { python: cfg.python, limits: { outputBytes: 1000, maxRunS: 30 }, dataDir },
+    config: {
+      python: cfg.python,
+      limits: { outputBytes: 1000, resultBytes: 65536, maxRunS: 30 },
+      dataDir,
+    },
     logger,
   });
 }

@@ -146,9 +146,27 @@ def execute(task):
     except BaseException as e:  # noqa: BLE001 - every failure is reported, never raised
         return error(e)
     try:
-        return json.dumps({"ok": True, "value": value}, default=to_json, allow_nan=False)
+        return result_line(value)
     except (TypeError, ValueError, RecursionError) as e:
         return error(e, with_tb=False)
+
+
+def result_line(value):
+    """The success message, spelled as Node measures the value (docs/script-service.md).
+
+    Node caps the line at the result limit plus a margin, and checks the value's JSON.stringify
+    size: no spaces after separators and UTF-8 text rather than \\u escapes, so a value under the
+    limit is never refused for its spelling on the wire.
+    """
+    text = json.dumps({"ok": True, "value": value}, default=to_json, allow_nan=False,
+                      separators=(",", ":"), ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:  # a lone surrogate: only an escape can carry it
+            text = json.dumps({"ok": True, "value": value}, default=to_json, allow_nan=False,
+                              separators=(",", ":"))
+    return text
 
 
 def exit_message(e):
