@@ -14,7 +14,7 @@ import { WorkDirs } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
 import { createSyntaxChecker, refusingSyntaxChecker, type SyntaxChecker } from "./syntax-check.ts";
-import { claimUidBlock } from "./uid-blocks.ts";
+import { claimUidBlock, killUidBlock } from "./uid-blocks.ts";
 
 export interface PythonRunnerDeps {
   config: {
@@ -89,6 +89,14 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     sandbox !== "none"
       ? claimUidBlock(python, Math.max(256, python.concurrency * 4))
       : { base: python.uidBase, count: python.uidCount, release: () => {} };
+  if (sandbox !== "none") {
+    const killed = killUidBlock(uids);
+    if (killed > 0)
+      logger.warn(
+        { killed, uidBase: uids.base },
+        "killed task processes left by an earlier run of this uid block",
+      );
+  }
   // The last uids of the block are the syntax checks', one per concurrent check: never a task's.
   const checkUids = python.check.concurrency;
   const syntax = createSyntaxChecker({
@@ -287,6 +295,8 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       await syntax.close();
       await pool.close();
       await dirs.settle();
+      // Leftovers must not outlive the service: they would run on with nobody to sweep them.
+      if (sandbox !== "none") killUidBlock(uids);
       uids.release();
     },
   };
