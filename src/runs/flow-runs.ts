@@ -13,7 +13,12 @@ import { createRunPreparer, type Release, type StartRequest } from "./flow-run-p
 import type { RunEvents } from "./run-events.ts";
 import { scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
-import { endedRun, type PendingRecord, SYNC_WRITE_BEHIND_MS } from "./write-behind.ts";
+import {
+  endedRun,
+  insertStarted,
+  type PendingRecord,
+  SYNC_WRITE_BEHIND_MS,
+} from "./write-behind.ts";
 
 export type { StartRequest } from "./flow-run-prepare.ts";
 
@@ -116,14 +121,21 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       if (sentinel) clock.clearTimeout(sentinel);
       active.delete(r.id);
     }
-    let recorded: boolean;
-    if (pending && !pending.inserted) {
-      pending.inserted = store.insertRun(pending.rec, end);
-      await pending.inserted;
-      recorded = true;
-    } else {
-      await pending?.inserted;
-      recorded = await store.endRun(r.id, end);
+    let recorded = false;
+    try {
+      if (pending && !pending.inserted) {
+        pending.inserted = store.insertRun(pending.rec, end);
+        await pending.inserted;
+        recorded = true;
+      } else {
+        await pending?.inserted;
+        recorded = await store.endRun(r.id, end);
+      }
+    } catch (err) {
+      // The store failed (e.g. its database went away): the run keeps its last recorded status.
+      // Not thrown: an in-process run has nobody awaiting it, and an unhandled rejection ends the
+      // process (docs/errors.md, "Bad input"). A run-sync still sees the failed insert it awaits.
+      deps.logger.error({ err, runId: r.id, status: end.status }, "could not record a run's end");
     }
     events.notify(r.id);
     if (recorded && rel) deps.hooks?.ended(r.id, rel.configure, end.status);
@@ -156,9 +168,14 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       parentRunId: parent.id,
       trigger: "API",
     });
-    const onAbort = async () => {
-      const child = await store.getRun(parent.scope, childId);
-      if (child) await api.terminate(child);
+    // An event listener's promise is dropped: its failure must be caught here, or it ends the process.
+    const onAbort = () => {
+      store
+        .getRun(parent.scope, childId)
+        .then((child) => (child ? api.terminate(child) : false))
+        .catch((err: unknown) =>
+          deps.logger.error({ err, runId: childId }, "could not terminate a sub-flow run"),
+        );
     };
     signal.addEventListener("abort", onAbort, { once: true });
     try {
@@ -221,9 +238,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       // within the grace is written once, at its end. A longer one is inserted as STARTED when
       // the grace elapses, so monitoring shows it and a timed-out wait can name a durable run.
       const pending: PendingRecord = { rec, inserted: null };
-      const grace = clock.setTimeout(() => {
-        pending.inserted ??= store.insertRun(rec);
-      }, SYNC_WRITE_BEHIND_MS);
+      const grace = clock.setTimeout(() => insertStarted(store, pending), SYNC_WRITE_BEHIND_MS);
       const done = run(rec, req.parameter, pending);
       const waitMs =
         Math.min(

@@ -1,4 +1,4 @@
-import type { NewRun, Run, RunEnd } from "../store/types.ts";
+import type { NewRun, Run, RunEnd, Store } from "../store/types.ts";
 
 /**
  * Write-behind for run-sync (flows and script tasks): no caller knows a sync run's ID before it is
@@ -15,6 +15,18 @@ export interface PendingRecord {
   rec: NewRun;
   /** The insert once it started: the STARTED record (grace elapsed) or the final one. */
   inserted: Promise<void> | null;
+}
+
+/**
+ * The grace elapsed: inserts the STARTED record. Its failure reaches whoever awaits
+ * `pending.inserted` next (the run's end, or the answer), maybe minutes later; until then the
+ * rejection must not count as unhandled, which would end the process (docs/errors.md, "Bad input").
+ */
+export function insertStarted(store: Pick<Store, "insertRun">, pending: PendingRecord): void {
+  if (pending.inserted) return;
+  const inserted = store.insertRun(pending.rec);
+  inserted.catch(() => {});
+  pending.inserted = inserted;
 }
 
 /** The run as stored by `insertRun(rec, end)`, without reading it back. */

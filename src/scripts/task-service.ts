@@ -7,7 +7,12 @@ import { newId } from "../ids.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents } from "../runs/run-events.ts";
 import { waitForRunEnd } from "../runs/wait.ts";
-import { endedRun, type PendingRecord, SYNC_WRITE_BEHIND_MS } from "../runs/write-behind.ts";
+import {
+  endedRun,
+  insertStarted,
+  type PendingRecord,
+  SYNC_WRITE_BEHIND_MS,
+} from "../runs/write-behind.ts";
 import type { Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
@@ -117,14 +122,23 @@ export function createTaskService(deps: Deps): TaskService {
       const message = err instanceof Error ? err.message : String(err);
       end = { status: "FAILURE", endTime: clock.now(), summary: message, error: message };
     }
-    let recorded: boolean;
-    if (pending && !pending.inserted) {
-      pending.inserted = store.insertRun(pending.rec, end);
-      await pending.inserted;
-      recorded = true;
-    } else {
-      await pending?.inserted;
-      recorded = await store.endRun(runId, end);
+    let recorded = false;
+    try {
+      if (pending && !pending.inserted) {
+        pending.inserted = store.insertRun(pending.rec, end);
+        await pending.inserted;
+        recorded = true;
+      } else {
+        await pending?.inserted;
+        recorded = await store.endRun(runId, end);
+      }
+    } catch (err) {
+      // The store failed: the task keeps its last recorded status. A run-sync still sees the
+      // failed insert it awaits; a queued task's failure is logged here, not swallowed by the queue.
+      deps.logger.error(
+        { err, taskId: runId, status: end.status },
+        "could not record a task's end",
+      );
     }
     events.notify(runId);
     return { end, recorded };
@@ -150,9 +164,7 @@ export function createTaskService(deps: Deps): TaskService {
       // Write-behind as in flow run-sync: no caller knows the ID yet, so a task that ends within
       // the grace is written once; a longer one is inserted STARTED when the grace elapses.
       const pending: PendingRecord = { rec, inserted: null };
-      const grace = clock.setTimeout(() => {
-        pending.inserted ??= store.insertRun(rec);
-      }, SYNC_WRITE_BEHIND_MS);
+      const grace = clock.setTimeout(() => insertStarted(store, pending), SYNC_WRITE_BEHIND_MS);
       const done = runTask(rec.id, req.scope, rec.elementId, req.parameter, pending);
       const waitS =
         wait.timeoutS && wait.timeoutS > 0

@@ -1,0 +1,147 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, it } from "node:test";
+import type { Store } from "../../src/store/types.ts";
+import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+
+/**
+ * The store failing under a run (its database gone) must fail that run's answer or be logged; it
+ * must never be an unhandled rejection, which ends the process.
+ */
+describe("a store that fails under running work does not end the process", () => {
+  let server: TestServer;
+  let slow: http.Server;
+  const h = scopeHeaders();
+  const restore: (() => void)[] = [];
+  // Either would end the service's process (an event listener's rejected promise is rethrown as
+  // an uncaught exception); here each test names what it caused.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+
+  /** Makes one store method reject (for the run IDs `which` picks) until the test ends. */
+  function breakStore(method: "insertRun" | "endRun" | "getRun", which = (_id: string) => true) {
+    const store = server.services.store as unknown as Record<string, unknown>;
+    const original = store[method] as (...args: unknown[]) => Promise<unknown>;
+    store[method] = (...args: unknown[]) => {
+      const arg = args[method === "getRun" ? 1 : 0];
+      const id = typeof arg === "string" ? arg : (arg as { id: string }).id;
+      return which(id)
+        ? Promise.reject(new Error(`store down (${method})`))
+        : original.apply(server.services.store, args);
+    };
+    restore.push(() => {
+      store[method] = original;
+    });
+  }
+
+  const healthy = async () => {
+    for (const f of restore.splice(0)) f();
+    assert.deepEqual(unhandled.splice(0).map(String), [], "unhandled rejections and exceptions");
+    assert.equal((await server.call("GET", "/health")).status, 200);
+  };
+
+  before(async () => {
+    process.on("unhandledRejection", onUnhandled);
+    process.on("uncaughtException", onUnhandled);
+    // Answers after `?ms=N` milliseconds: flows that outlast the run-sync write-behind grace.
+    slow = http.createServer((req, res) => {
+      const ms = Number(new URL(req.url ?? "/", "http://x").searchParams.get("ms") ?? 0);
+      setTimeout(() => res.end('{"ok":true}'), ms);
+    });
+    await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
+    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+    server = await startServer();
+    const httpFlow = (ms: number) => ({
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "call", type: "http", config: { url: `${slowUrl}/?ms=${ms}` } },
+      ],
+      edges: [{ source: "in", target: "call" }],
+    });
+    await deployAndActivate(server, "quick", httpFlow(0));
+    await deployAndActivate(server, "slow", httpFlow(300));
+    await deployAndActivate(server, "child", httpFlow(3000));
+    await deployAndActivate(server, "parent", {
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "sub",
+          type: "subflow",
+          config: { element: { elementName: "child", path: "/flows" } },
+        },
+      ],
+      edges: [{ source: "in", target: "sub" }],
+    });
+    const up = await upload(
+      server,
+      [
+        {
+          name: "nap.py",
+          content: "import time\ndef main(p):\n    time.sleep(0.3)\n    return 1\n",
+        },
+      ],
+      { path: "/" },
+    );
+    assert.equal(up.body.data[0].status, 0);
+  });
+  after(async () => {
+    process.off("unhandledRejection", onUnhandled);
+    process.off("uncaughtException", onUnhandled);
+    for (const f of restore.splice(0)) f();
+    await server?.close();
+    slow?.close();
+  });
+
+  it("an in-process run whose end cannot be recorded", async () => {
+    breakStore("endRun");
+    const r = await server.call("POST", `${DF}/run`, {
+      headers: h,
+      body: { elementName: "quick", inProcess: true },
+    });
+    assert.equal(r.body.status, true, r.text);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the run ends meanwhile
+    await healthy();
+  });
+
+  it("a flow run-sync whose STARTED insert fails after the grace answers an error", async () => {
+    breakStore("insertRun");
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: h,
+      body: { elementName: "slow" },
+    });
+    assert.deepEqual([r.status, r.body.status, r.body.code], [200, false, 999999]);
+    await healthy();
+  });
+
+  it("a script run-sync whose STARTED insert fails after the grace answers an error", async () => {
+    breakStore("insertRun");
+    const r = await server.call("POST", "/script/external/nap/run-sync", { headers: h, body: {} });
+    assert.deepEqual([r.status, r.body.status, r.body.code], [200, false, 999999]);
+    await healthy();
+  });
+
+  it("terminating a parent whose sub-flow run cannot be read", async () => {
+    const started = await server.call("POST", `${DF}/run`, {
+      headers: h,
+      body: { elementName: "parent" },
+    });
+    const parentId = started.body.data as string;
+    const store = server.services.store as Store;
+    let childId: string | undefined;
+    for (let i = 0; i < 100 && !childId; i++) {
+      childId = (await store.childRuns(parentId))[0]?.id;
+      if (!childId) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.ok(childId, "the sub-flow run started");
+    breakStore("getRun", (id) => id === childId);
+    const t = await server.call("POST", `${DF}/run/terminate`, {
+      headers: h,
+      body: { runIds: [parentId] },
+    });
+    assert.deepEqual(t.body.data, { [parentId]: true });
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the abort listener's read fails
+    await healthy();
+  });
+});
