@@ -13,6 +13,7 @@ ${CLIENT_USAGE}`;
 
 export async function runCli(argv: string[]): Promise<void> {
   const [command = "serve", ...rest] = argv;
+  if (command !== "serve" && command !== "worker") quietWhenOutputCloses();
   switch (command) {
     case "serve": {
       const { serve } = await import("./main.ts");
@@ -40,6 +41,19 @@ export async function runCli(argv: string[]): Promise<void> {
       process.stderr.write(`${USAGE}\n`);
       process.exitCode = 2;
     }
+  }
+}
+
+/**
+ * A reader that goes away early (`sluice logs <id> | head`) makes the next write fail with EPIPE,
+ * an 'error' event on stdout or stderr that would end the command with a stack trace. The rest
+ * of the output is dropped instead and the command ends with its own exit code (docs/cli.md).
+ */
+function quietWhenOutputCloses(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE" && err.code !== "ERR_STREAM_DESTROYED") throw err;
+    });
   }
 }
 
