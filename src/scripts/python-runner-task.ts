@@ -18,6 +18,8 @@ export interface RunningTask {
  */
 class Bytes {
   #buf: Buffer | undefined;
+  /** Until a second chunk comes, the first is kept as it came: most tasks send one. */
+  #only: Buffer | undefined;
   #len = 0;
   readonly cap: number;
   constructor(cap: number) {
@@ -30,6 +32,15 @@ class Bytes {
   append(b: Buffer): number {
     const n = Math.min(b.length, this.cap - this.#len);
     if (n <= 0) return 0;
+    if (this.#len === 0) {
+      this.#only = n === b.length ? b : b.subarray(0, n);
+      this.#len = n;
+      return n;
+    }
+    if (this.#only) {
+      this.#buf = this.#only;
+      this.#only = undefined;
+    }
     const need = this.#len + n;
     if (!this.#buf || this.#buf.length < need) {
       const grown = Buffer.allocUnsafe(
@@ -43,7 +54,7 @@ class Bytes {
     return n;
   }
   bytes(): Buffer {
-    return this.#buf ? this.#buf.subarray(0, this.#len) : Buffer.alloc(0);
+    return this.#only ?? this.#buf?.subarray(0, this.#len) ?? Buffer.alloc(0);
   }
 }
 

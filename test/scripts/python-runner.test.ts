@@ -217,6 +217,34 @@ describe("floods: what a task sends is read within bounds (issue 12)", () => {
     assertSuccess(o, "\ud800a");
   });
 
+  test("output and a result line sent one byte at a time are put together", async () => {
+    const source =
+      "import os, stat, time\n" +
+      "def main():\n" +
+      "    for _ in range(3000):\n" +
+      "        os.write(1, b'x')\n" +
+      "    fd = next(f for f in range(3, 256) if _fifo(f))\n" +
+      '    for c in \'{"ok":true,"value":"bytewise é"}\\n\'.encode():\n' +
+      "        os.write(fd, bytes([c]))\n" +
+      "        time.sleep(0.0005)\n" +
+      "    os._exit(0)\n" +
+      "def _fifo(f):\n" +
+      "    try:\n" +
+      "        return stat.S_ISFIFO(os.fstat(f).st_mode)\n" +
+      "    except OSError:\n" +
+      "        return False\n";
+    const o = await runner.run({
+      taskId: `t${++seq}`,
+      source: { name: "bytewise", kind: "module", content: Buffer.from(source) },
+      parameter: null,
+    });
+    assertSuccess(o, "bytewise é");
+    assert.equal(
+      o.stdout,
+      `${"x".repeat(OUTPUT_CAP)}\n[output truncated: 2000 more bytes discarded]\n`,
+    );
+  });
+
   test("a result line that is not a message, or a truncated one, fails as a protocol error", async () => {
     const forged = (line: string) =>
       runner.run({
