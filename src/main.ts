@@ -37,11 +37,23 @@ export async function serve(role?: Config["role"]): Promise<void> {
     // Last resort if something hangs past the deadline: exit non-zero so supervisors notice.
     setTimeout(() => process.exit(1), (graceS + 15) * 1000).unref();
     app.draining = true;
-    const closed = app.close();
-    await drain(services, graceS * 1000);
+    // A step that fails (the database gone, say) is logged and the later ones still run, so task
+    // processes are killed and files closed; the exit status then says that something failed.
+    // Unguarded, the rejection became an uncaught exception that skipped them all.
+    let failed = false;
+    const step = async (what: string, work: () => Promise<unknown>) => {
+      try {
+        await work();
+      } catch (err) {
+        failed = true;
+        logger.error({ err }, `shutdown: ${what} failed`);
+      }
+    };
+    const closed = step("closing the HTTP server", () => app.close());
+    await step("ending this node's runs", () => drain(services, graceS * 1000));
     await closed;
-    await services.close();
-    process.exit(0);
+    await step("closing the services", () => services.close());
+    process.exit(failed ? 1 : 0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
@@ -65,8 +77,18 @@ export async function serve(role?: Config["role"]): Promise<void> {
  * at the next start, or by another node in cluster mode).
  */
 async function drain(services: Services, graceMs: number): Promise<void> {
-  const { store, queue, clock, events, runner, nodeId, logger } = services;
-  const stopped = queue.stop();
+  // Both settle before either failure is thrown, so neither is left unheard.
+  const settled = await Promise.allSettled([
+    failUnfinished(services, graceMs),
+    services.queue.stop(),
+  ]);
+  const failures: unknown[] = settled.flatMap((r) => (r.status === "rejected" ? [r.reason] : []));
+  if (failures.length > 1) throw new AggregateError(failures, "ending runs and stopping the queue");
+  if (failures.length === 1) throw failures[0];
+}
+
+async function failUnfinished(services: Services, graceMs: number): Promise<void> {
+  const { store, clock, events, runner, nodeId, logger } = services;
   const deadline = Date.now() + graceMs;
   let left = await store.unfinishedRuns(["STARTED"], nodeId);
   while (left.length > 0 && Date.now() < deadline) {
@@ -89,7 +111,6 @@ async function drain(services: Services, graceMs: number): Promise<void> {
   if (left.length > 0) {
     logger.warn({ failed: left.length }, "failed runs unfinished at the deadline");
   }
-  await stopped;
 }
 
 if (import.meta.main) {

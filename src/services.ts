@@ -183,13 +183,24 @@ export async function createServices(opts: {
     errorHandlers,
     fileSweeper,
     async close() {
-      schedules.stop();
-      await fileSweeper.stop();
-      await recovery.stop();
-      await queue.stop();
-      await bridge?.close();
-      await runner.close();
-      await store.close();
+      // Every part is closed even when one fails (a queue whose database is gone must not keep
+      // the runner's processes alive); the first failure is thrown at the end.
+      const failures: unknown[] = [];
+      const close = async (work: () => Promise<void> | void) => {
+        try {
+          await work();
+        } catch (err) {
+          failures.push(err);
+        }
+      };
+      await close(() => schedules.stop());
+      await close(() => fileSweeper.stop());
+      await close(() => recovery.stop());
+      await close(() => queue.stop());
+      await close(() => bridge?.close());
+      await close(() => runner.close());
+      await close(() => store.close());
+      if (failures.length > 0) throw failures[0];
     },
   };
 }
