@@ -100,6 +100,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
         runScript: scriptNodeRunner({ store, runner: deps.runner, scope: r.scope, runId: r.id }),
         runSubflow: (req) => subflow(r, req.element, req.parameter, req.signal),
         fetch: globalThis.fetch,
+        responseBytes: config.limits.resultBytes,
         now: () => clock.now(),
       };
       const out = await executeFlow({

@@ -31,6 +31,7 @@ function fakeDeps(
       return { ok: true, value: { child: req.parameter } };
     },
     fetch,
+    responseBytes: 64 * 1024,
     now: Date.now,
   };
 }

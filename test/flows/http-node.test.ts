@@ -16,6 +16,16 @@ const server = createServer((req, res) => {
     seen.push({ method: req.method, url: req.url, headers: req.headers, body });
     if (req.url?.startsWith("/fail")) {
       res.writeHead(503, { "content-type": "application/json" }).end('{"error":"down"}');
+    } else if (req.url?.startsWith("/endless")) {
+      // Streams until the client goes away: the node must stop reading at its limit.
+      res.writeHead(200, { "content-type": "text/plain" });
+      const chunk = Buffer.alloc(16 * 1024, 0x61);
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once("drain", pump);
+      };
+      res.on("close", () => res.destroy());
+      pump();
     } else if (req.url?.startsWith("/text")) {
       res.writeHead(200, { "content-type": "text/plain" }).end("plain words");
     } else {
@@ -36,6 +46,7 @@ const deps = {
   runScript: async () => ({ ok: false as const, error: "unused", stdout: "", stderr: "" }),
   runSubflow: async () => ({ ok: false as const, error: "unused" }),
   fetch,
+  responseBytes: 64 * 1024,
   now: Date.now,
 };
 const run = (config: object, parameter: unknown) => {
@@ -89,5 +100,10 @@ describe("http node", () => {
     assert.equal(res.failedNodeId, "h");
     assert.match(res.error ?? "", /HTTP 503/);
     assert.match(res.error ?? "", /down/);
+  });
+  it("stops reading a response past its limit and fails the node", async () => {
+    const out = await run({ url: `${base}/endless` }, {});
+    assert.equal(out.status, "FAILURE");
+    assert.match(JSON.stringify(out), /larger than 65536 bytes/);
   });
 });

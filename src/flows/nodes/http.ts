@@ -5,6 +5,7 @@
  * when it parses, else returned as text; a non-2xx status fails the node.
  */
 import { Type } from "typebox";
+import { BodyTooLarge, readBody } from "../../fetch-body.ts";
 import { renderDeep, renderTemplate } from "../expr.ts";
 import type { ConfigExpression, NodeDef } from "./types.ts";
 
@@ -75,7 +76,14 @@ export const httpNode: NodeDef = {
       ...(body !== undefined ? { body } : {}),
       signal: AbortSignal.any(signals),
     });
-    const parsed = parseBody(await res.text());
+    let text: string;
+    try {
+      text = await readBody(res, ctx.deps.responseBytes);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) throw new Error(`${method} ${url}: ${err.message}`);
+      throw err;
+    }
+    const parsed = parseBody(text);
     if (!res.ok) {
       const detail = typeof parsed === "string" ? parsed : JSON.stringify(parsed);
       throw new Error(`HTTP ${res.status} from ${method} ${url}: ${detail.slice(0, 500)}`);

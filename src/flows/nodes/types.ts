@@ -23,6 +23,8 @@ export interface FlowDeps {
     signal: AbortSignal;
   }): Promise<{ ok: true; value: unknown } | { ok: false; error: string }>;
   fetch: typeof fetch;
+  /** Largest response body an http node reads; past it the node fails (docs/flow-graph.md). */
+  responseBytes: number;
   now(): number;
 }
 

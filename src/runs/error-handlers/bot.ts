@@ -1,6 +1,7 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import type { Language } from "../../errors.ts";
+import { readBody } from "../../fetch-body.ts";
 import { describe, t, title } from "./messages.ts";
 import { type FailureEvent, type Handler, PermanentHandlerError } from "./types.ts";
 
@@ -82,7 +83,8 @@ export function botHandler(
           signal: AbortSignal.timeout(opts.timeoutMs),
           redirect: "error",
         });
-        body = (await res.text()).slice(0, 500);
+        // Only the head is ever shown; an endless answer must not be buffered whole.
+        body = (await readBody(res, 64 * 1024, { truncate: true })).slice(0, 500);
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
         throw new Error(t(language, "unreachable", { reason }));
