@@ -1,6 +1,6 @@
 import path from "node:path";
 
-/** Every knob of the service, read once from the environment (contract §1, §11). */
+/** Every knob of the service, read once from the environment (README, configuration table). */
 export interface Config {
   port: number;
   host: string;
@@ -63,7 +63,7 @@ export interface Config {
   role: "all" | "api" | "worker";
   heartbeatMs: number;
   heartbeatTimeoutMs: number;
-  /** Cron and configure (§7): error handlers, file retention, schedule resync. */
+  /** Cron and configure (docs/flow-graph.md): error handlers, file retention, schedule resync. */
   flowConfig: {
     smtpFrom: string;
     /** Language of handler notifications and the handler errors recorded on runs. */

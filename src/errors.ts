@@ -1,5 +1,5 @@
 /**
- * The error catalog of contract §3, in one place. Everything the service answers as a failure is a
+ * The error catalog of docs/errors.md, in one place. Everything the service answers as a failure is a
  * SluiceError; the HTTP error handler turns it into the envelope.
  */
 export const ErrorCode = {

@@ -8,7 +8,7 @@ const pool = Buffer.alloc(4096);
 let used = pool.length;
 
 /**
- * Unique, time-ordered IDs (contract §8): 9 base-36 chars of milliseconds, 3 of a per-ms
+ * Unique, time-ordered IDs (docs/dataflow-service.md): 9 base-36 chars of milliseconds, 3 of a per-ms
  * sequence (so IDs made in one millisecond still sort in creation order), 8 random.
  */
 export function newId(now: number = Date.now()): string {

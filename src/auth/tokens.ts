@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 
-/** Token and session-cookie formats of contract §2. Pure: the clock is passed in. */
+/** Token and session-cookie formats of docs/auth.md. Pure: the clock is passed in. */
 
 export interface Identity {
   app: string;

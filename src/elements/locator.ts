@@ -12,7 +12,7 @@ export interface Locator {
 }
 
 /**
- * The one lookup every endpoint uses (contract §4): elementId wins; otherwise name and type, in
+ * The one lookup every endpoint uses (docs/dataflow-service.md): elementId wins; otherwise name and type, in
  * the folder given by path or folderId, or across the scope when neither is given.
  */
 export async function locateElement(

@@ -1,4 +1,4 @@
-/** Folder path and element name rules (contract §4). Pure. */
+/** Folder path and element name rules (docs/dataflow-service.md). Pure. */
 
 /** `/` or `/seg/seg`: no trailing slash, no empty, `.` or `..` segments. Returns an error text or null. */
 export function checkFolderPath(path: string): string | null {

@@ -1,5 +1,5 @@
 /**
- * Runs one flow graph (§6): Promise-based scheduling, a node starts as soon as all its upstream
+ * Runs one flow graph (docs/flow-graph.md): Promise-based scheduling, a node starts as soon as all its upstream
  * nodes are settled and at least one incoming edge was taken; otherwise it is skipped, which
  * propagates. Effects (scripts, subflows, fetch, clock) come in through FlowDeps.
  */
@@ -293,7 +293,7 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
   return { status: "SUCCESS", result: resultOf(plan, status, outputs), nodes: logs };
 }
 
-/** §6: the output node's input; else the single sink's output; else an object keyed by sink id. */
+/** docs/flow-graph.md: the output node's input; else the single sink's output; else an object keyed by sink id. */
 function resultOf(plan: Plan, status: readonly string[], outputs: readonly unknown[]): unknown {
   const ok = (i: number) => status[i] === "SUCCESS";
   if (plan.outputIndex >= 0) return ok(plan.outputIndex) ? outputs[plan.outputIndex] : null;

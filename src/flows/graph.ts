@@ -1,11 +1,11 @@
 /**
- * The flow graph and `configure` of contract §6–7 as TypeBox schemas. The schemas are the single
+ * The flow graph and `configure` of docs/flow-graph.md–7 as TypeBox schemas. The schemas are the single
  * source of truth for shapes: the validator checks requests against them, the executor relies on
  * the types they induce.
  */
 import { type Static, Type } from "typebox";
 
-/** Locator of an element (§4): elementId wins; otherwise name + type, optionally in a folder. */
+/** Locator of an element (docs/dataflow-service.md): elementId wins; otherwise name + type, optionally in a folder. */
 export const Locator = Type.Object({
   elementName: Type.String({ minLength: 1 }),
   elementType: Type.Optional(Type.Union([Type.Literal("PY"), Type.Literal("DPL")])),
@@ -57,7 +57,7 @@ export const Graph = Type.Object({
 });
 export type Graph = Static<typeof Graph>;
 
-// ---- configure (§7) ----
+// ---- configure (docs/flow-graph.md) ----
 
 export const ManualTrigger = Type.Object({
   type: Type.Literal("manual"),
@@ -157,7 +157,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
- * Apply the §7 defaults to a `configure` that passed validation. Missing or null fields get their
+ * Apply the documented defaults (docs/flow-graph.md) to a `configure` that passed validation. Missing or null fields get their
  * default; bot `kind` defaults to generic, cron `timezone` to UTC, so callers never re-derive them.
  */
 export function normalizeConfigure(raw: unknown): Configure {

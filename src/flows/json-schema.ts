@@ -44,7 +44,7 @@ export function describeIssues(issues: readonly SchemaIssue[]): string {
 }
 
 /**
- * The run-request check of §6: the parameter against every input node's `config.schema`. Empty
+ * The run-request check (docs/flow-graph.md): the parameter against every input node's `config.schema`. Empty
  * when it conforms; otherwise the caller answers 400 and creates no run.
  */
 export function runParameterIssues(

@@ -33,7 +33,7 @@ export interface FlowLifecycle {
   onChange(listener: (element: Element) => void): void;
 }
 
-/** Deploy, revisions and DRAFT/APPROVED/OBSOLETE exactly as contract §5. */
+/** Deploy, revisions and DRAFT/APPROVED/OBSOLETE exactly as docs/dataflow-service.md. */
 export function createFlowLifecycle(deps: {
   store: Store;
   clock: Clock;
@@ -88,7 +88,7 @@ export function createFlowLifecycle(deps: {
     return { el, from, next };
   }
 
-  // Contract §4: a response describing a found element gives its elementId, folderId and path.
+  // docs/dataflow-service.md: a response describing a found element gives its elementId, folderId and path.
   const describe = (loc: ElementInfo, el?: Element): ElementInfo =>
     el
       ? {

@@ -1,5 +1,5 @@
 /**
- * Run names from `configure.runNameTemplate` (§7). Placeholders: ${elementName} ${runId}
+ * Run names from `configure.runNameTemplate` (docs/flow-graph.md). Placeholders: ${elementName} ${runId}
  * ${version} ${triggerType} ${user} ${date} ${date:FORMAT} ${param.a.b}. FORMAT tokens are yyyy MM
  * dd HH mm ss SSS; any other character is literal. `${date}` alone means `${date:yyyyMMddHHmmss}`.
  */

@@ -1,4 +1,4 @@
-/** Deploy-time checks of `configure` (§7). Findings use nodeId and nodeType `configure`. */
+/** Deploy-time checks of `configure` (docs/flow-graph.md). Findings use nodeId and nodeType `configure`. */
 import { Cron } from "croner";
 import type { TSchema } from "typebox";
 import {

@@ -1,5 +1,5 @@
 /**
- * errorCode values of deploy ValidationResult items (§6). Documented in docs/flow-graph.md; the
+ * errorCode values of deploy ValidationResult items (docs/flow-graph.md). Documented in docs/flow-graph.md; the
  * numbers are part of the API, so never renumber, only add.
  */
 export const ValidationCode = {

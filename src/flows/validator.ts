@@ -1,5 +1,5 @@
 /**
- * Deploy-time validation of a flow (§6) and its configure (§7). Pure apart from the two lookups in
+ * Deploy-time validation of a flow (docs/flow-graph.md) and its configure (docs/flow-graph.md). Pure apart from the two lookups in
  * ValidationContext. Returns every finding (not just the first), each with a JSON path into the
  * deploy request body so that an editor can point at the offending field.
  */

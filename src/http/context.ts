@@ -11,7 +11,7 @@ import { badRequest, ErrorCode, type Language, languageOf, SluiceError } from ".
 import type { Scope } from "../store/types.ts";
 
 /**
- * Who may call a route and where its scope comes from (contract §2):
+ * Who may call a route and where its scope comes from (docs/auth.md):
  * - `context`: app/space/user required (from headers or a valid session cookie).
  * - `contextEnv`: required in signature mode; optional in off mode (then lookups are unscoped).
  * - `list`: headers, else the session cookie; in off mode with neither, every scope.

@@ -1,6 +1,6 @@
 import { type TSchema, Type } from "typebox";
 
-/** RespGenericModel: every envelope answer, success or failure (contract §3). */
+/** RespGenericModel: every envelope answer, success or failure (docs/errors.md). */
 export const Envelope = <T extends TSchema>(data: T) =>
   Type.Object({
     status: Type.Boolean(),

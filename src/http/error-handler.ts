@@ -13,7 +13,7 @@ import { type DiscardLimits, discardUnreadBody } from "./discard-body.ts";
 import { fail } from "./envelope.ts";
 
 /**
- * The one place errors become envelopes. Every answer is HTTP 200 (contract §3); internals of an
+ * The one place errors become envelopes. Every answer is HTTP 200 (docs/errors.md); internals of an
  * unexpected error are logged, never sent.
  */
 export function installErrorHandler(

@@ -1,6 +1,6 @@
 import { Type } from "typebox";
 
-/** TypeBox schemas of the data-flow service (interface.md endpoints 1–5, 9–13). */
+/** TypeBox schemas of the data-flow service (docs/dataflow-service.md). */
 
 const Str = Type.String();
 const ElementId = Type.Union([Type.String(), Type.Integer()]);

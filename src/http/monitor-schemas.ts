@@ -1,7 +1,7 @@
 import { Type } from "typebox";
 import { Description } from "./flow-schemas.ts";
 
-/** TypeBox schemas of the monitoring endpoints (interface.md 6–8 and 14). */
+/** TypeBox schemas of the monitoring endpoints (docs/monitoring.md). */
 
 const Str = Type.String();
 const Int = Type.Integer();

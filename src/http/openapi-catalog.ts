@@ -2,7 +2,7 @@ import { ErrorCode, type ErrorCodeValue } from "../errors.ts";
 import type { Access } from "./context.ts";
 
 /**
- * Words the route schemas cannot carry: per-operation summaries (numbered as in interface.md), the
+ * Words the route schemas cannot carry: per-operation summaries (numbered as in the API pages of docs/), the
  * context headers each access kind takes, response headers, and the error code catalog. The
  * shapes themselves always come from the TypeBox schemas on the routes.
  */
@@ -78,7 +78,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
 
 const str = { type: "string" } as const;
 
-/** Header parameters by access kind (contract §2). `required` reflects a request without a session cookie. */
+/** Header parameters by access kind (docs/auth.md). `required` reflects a request without a session cookie. */
 export function contextHeaders(
   access: Access | undefined,
   signature: boolean,
@@ -108,7 +108,7 @@ export function contextHeaders(
           : "Signature mode: `<unixSeconds>.<hex HMAC-SHA256(appSecret, app\\nspace\\nuser\\nunixSeconds)>`.",
     },
   };
-  // "required" as interface.md says it; the session-cookie alternative is in the descriptions.
+  // "required" as the API pages of docs/ say it; the session-cookie alternative is in the descriptions.
   const required = !needed
     ? []
     : access === "context"
@@ -117,7 +117,7 @@ export function contextHeaders(
   return { schema: { type: "object", properties, required }, cookie: access !== "internal" };
 }
 
-/** Response headers by operation (contract §3). */
+/** Response headers by operation (docs/errors.md). */
 export function responseHeaders(key: string): Record<string, unknown> {
   const runId = {
     "x-run-id": { ...str, description: "ID of the run this response starts or concerns." },

@@ -221,7 +221,7 @@ function pyType(elementType: string | undefined): "PY" {
 }
 
 /**
- * Maps an unsuccessful task to its failure envelope (contract §3, §10). A task killed because the
+ * Maps an unsuccessful task to its failure envelope (docs/errors.md, docs/script-service.md). A task killed because the
  * wait elapsed answers the timeout (28030002, docs/errors.md) with the status it ended in.
  */
 function assertSucceeded(run: Run, killedOnTimeout: boolean): void {
@@ -250,7 +250,7 @@ function sendResultEnvelope(reply: FastifyReply, resultJson: string | null): Fas
     .send(`{"status":true,"code":0,"message":"success","data":${resultJson ?? "null"}}`);
 }
 
-/** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (contract §10). */
+/** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (docs/script-service.md). */
 export function decodeParameter(body: unknown, compressed: boolean, limitBytes: number): unknown {
   if (!compressed) return body ?? {};
   if (typeof body !== "string")

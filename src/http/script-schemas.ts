@@ -1,6 +1,6 @@
 import { Type } from "typebox";
 
-/** TypeBox schemas of the script service (interface.md endpoints 15–21). */
+/** TypeBox schemas of the script service (docs/script-service.md). */
 
 const Str = Type.String();
 const Timeout = Type.Integer({ minimum: 0, description: "seconds" });

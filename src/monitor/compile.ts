@@ -110,7 +110,7 @@ function colFilter(eb: Runs, dialect: Dialect, f: ColFilter): Expression<SqlBool
 
 /**
  * Every filter of the query ANDed together; `withStatus` false leaves out runStatusFilter, which
- * the five status counts ignore (contract §9). The caller adds scope and element.
+ * the five status counts ignore (docs/monitoring.md). The caller adds scope and element.
  */
 export function runFilters(
   eb: Runs,

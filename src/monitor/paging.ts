@@ -2,7 +2,7 @@ import { badRequest } from "../errors.ts";
 
 export const MAX_PAGE_SIZE = 100;
 
-/** pageNo counts from 0; pageSize is 1..100 (contract §11). Out of range is a 400. */
+/** pageNo counts from 0; pageSize is 1..100 (docs/operations.md). Out of range is a 400. */
 export function pageWindow(pageNo: number, pageSize: number): { limit: number; offset: number } {
   if (!Number.isInteger(pageNo) || pageNo < 0) throw badRequest("pageNo must be an integer ≥ 0");
   if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {

@@ -1,7 +1,7 @@
 import type { Element } from "../store/types.ts";
 import type { FlowListRow, FlowOverviewRow, RunRecord } from "./types.ts";
 
-/** Wire shapes of interface.md (RunInfo, RunDisplayResp, FlowOverviewRecord, …) from store rows. */
+/** Wire shapes of the API (docs/monitoring.md: RunInfo, RunDisplayResp, FlowOverviewRecord, …) from store rows. */
 
 export interface ScheduleOverview {
   name: string;
@@ -32,7 +32,7 @@ export interface RunDisplay extends RunInfo {
   folderId?: string;
 }
 
-/** Sets `key` only when the value is there: optional fields are absent, never null (contract §9). */
+/** Sets `key` only when the value is there: optional fields are absent, never null (docs/monitoring.md). */
 function put<T extends object, K extends keyof T>(
   out: T,
   key: K,

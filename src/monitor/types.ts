@@ -1,6 +1,6 @@
 import type { Element, Run, RunStatus, TriggerType } from "../store/types.ts";
 
-/** Fields of RunOrderInfo.name (contract §9). */
+/** Fields of RunOrderInfo.name (docs/monitoring.md). */
 export type SortField = "runId" | "createTime" | "startTime" | "endTime" | "duration" | "runStatus";
 export type StringColumn = "runId" | "runName" | "initiator" | "version";
 export type IntervalColumn = "startTime" | "endTime" | "createTime" | "duration";

@@ -1,5 +1,5 @@
 /**
- * `fileCleanup` (contract §7): each flow run's working directory is `<DATA_DIR>/tasks/<runId>`,
+ * `fileCleanup` (docs/flow-graph.md): each flow run's working directory is `<DATA_DIR>/tasks/<runId>`,
  * shared by its script nodes. `afterRun` deletes it as the run ends; `default` and `days` leave it
  * to the background sweeper, which deletes it once the retention since the run's end has passed;
  * `keep` keeps it. The sweeper also removes directories whose run was deleted (after the default

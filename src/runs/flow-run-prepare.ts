@@ -25,7 +25,7 @@ export interface Release {
 }
 
 /**
- * Everything a run request is checked against before its record exists (contract §§5, 6, 8):
+ * Everything a run request is checked against before its record exists (docs/dataflow-service.md, docs/flow-graph.md):
  * the element, its approved release, the input schema, the run name.
  */
 export function createRunPreparer(deps: {

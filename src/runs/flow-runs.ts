@@ -50,7 +50,7 @@ interface Deps {
   hooks?: RunHooks | undefined;
 }
 
-/** Flow runs: the status machine and trigger types of contract §8 around the pure executor. */
+/** Flow runs: the status machine and trigger types of docs/dataflow-service.md around the pure executor. */
 export function createFlowRuns(deps: Deps): FlowRuns {
   const { store, clock, config, events } = deps;
   const { prepare, release, forget } = createRunPreparer({
@@ -75,7 +75,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
   ): Promise<{ end: RunEnd; recorded: boolean }> {
     const ctl = new AbortController();
     active.set(r.id, ctl);
-    // The system limit ends the run as FAILURE (§7 runTimeout system); the executor sees a cancel.
+    // The system limit ends the run as FAILURE (docs/flow-graph.md, runTimeout `system`); the executor sees a cancel.
     const limitMessage = `run timed out: it exceeded the system limit of ${config.limits.maxRunS}s`;
     let limitHit = false;
     const limit = clock.setTimeout(() => {
@@ -89,7 +89,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
       rel = await release(r.elementId, Number(r.version));
       const rt = rel.configure.runTimeout;
       if (rt.type === "sentinel") {
-        // The run goes on; the handlers are told once (§7 runTimeout sentinel).
+        // The run goes on; the handlers are told once (docs/flow-graph.md runTimeout sentinel).
         const configure = rel.configure;
         sentinel = clock.setTimeout(
           () => deps.hooks?.sentinel(r.id, configure, rt.seconds),

@@ -5,7 +5,7 @@ import type { Store } from "../store/types.ts";
 import type { RunEvents } from "./run-events.ts";
 
 /**
- * Nothing accepted is lost (contract §8). Embedded mode: at start, runs left STARTED by the
+ * Nothing accepted is lost (docs/dataflow-service.md). Embedded mode: at start, runs left STARTED by the
  * previous process end FAILURE and QUEUED ones are queued again. Cluster mode: every node beats;
  * any live node fails the STARTED runs of a node that stopped beating; QUEUED runs stay in the
  * PostgreSQL queue and need nothing.

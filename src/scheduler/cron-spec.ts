@@ -1,5 +1,5 @@
 /**
- * Crontab + time zone → tick times (contract §7). Pure: croner is used only as a calculator
+ * Crontab + time zone → tick times (docs/flow-graph.md). Pure: croner is used only as a calculator
  * (`paused`, no callback), so the scheduler owns all timing and tests can fake the clock.
  */
 import { createHash } from "node:crypto";
@@ -113,7 +113,7 @@ export function previousTick(spec: CronSpec, beforeMs: number): number | null {
 
 /**
  * Stable id of a flow's cron trigger: derived from the element and the trigger name only, so a
- * redeploy that changes the crontab keeps it (§7), and no table is needed to look it up.
+ * redeploy that changes the crontab keeps it (docs/flow-graph.md), and no table is needed to look it up.
  * 20 lowercase base-36 characters, the same shape as run ids.
  */
 export function scheduleIdFor(elementId: string, triggerName: string): string {

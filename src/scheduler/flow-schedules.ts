@@ -1,5 +1,5 @@
 /**
- * Wires the cron scheduler core to flows (contract §7): APPROVED flows' cron triggers become
+ * Wires the cron scheduler core to flows (docs/flow-graph.md): APPROVED flows' cron triggers become
  * schedules, deploys and status changes take effect at once, and every fire starts a SCHEDULED
  * run with the trigger's parameter. Each tick is claimed in the database before the run starts,
  * so a cluster of processes sharing one PostgreSQL starts one run per tick.

@@ -1,5 +1,5 @@
 /**
- * Cron scheduler (contract §7). One timer for all schedules: a min-heap keyed by each schedule's
+ * Cron scheduler (docs/flow-graph.md). One timer for all schedules: a min-heap keyed by each schedule's
  * next tick, and the timer is set (through the injected Clock) for the earliest one only, so
  * 10,000 schedules cost one timer and O(log n) per fire. Behaviour is described in
  * docs/scheduler.md; in short:
@@ -73,7 +73,7 @@ export interface Scheduler {
   removeFlow(elementId: string): void;
   /** The flow's schedules in trigger order; [] for an unknown flow. */
   schedules(elementId: string): ScheduleOverview[];
-  /** The schedule that fires next; while not approved, the first one (§7 `/monitor/flows`). */
+  /** The schedule that fires next; while not approved, the first one (docs/monitoring.md, `/monitor/flows`). */
   nextSchedule(elementId: string): ScheduleOverview | undefined;
   /**
    * Load lastRunAt from the store and arm every approved schedule, catching up missed ticks once.

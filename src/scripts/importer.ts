@@ -19,7 +19,7 @@ export interface UploadResult {
 }
 
 /**
- * Imports `.py` modules and `.zip` packages as PY elements (contract §10). Each item is checked
+ * Imports `.py` modules and `.zip` packages as PY elements (docs/script-service.md). Each item is checked
  * completely before one transaction stores it, so an item is all or nothing.
  */
 export async function importScripts(

@@ -3,7 +3,7 @@
 export interface ScriptSource {
   /** Module name the script is registered under in `sys.modules` (the element name). */
   name: string;
-  /** `module`: `content` is UTF-8 Python text. `package`: `content` is zip bytes (contract §10). */
+  /** `module`: `content` is UTF-8 Python text. `package`: `content` is zip bytes (docs/script-service.md). */
   kind: "module" | "package";
   content: Uint8Array;
 }
@@ -11,7 +11,7 @@ export interface ScriptSource {
 export interface TaskSpec {
   taskId: string;
   source: ScriptSource;
-  /** Passed to `main` per contract §10. Must be JSON-serialisable. */
+  /** Passed to `main` per docs/script-service.md. Must be JSON-serialisable. */
   parameter: unknown;
   /**
    * Name of the working directory under the runner's tasks root. Tasks that share a name (the

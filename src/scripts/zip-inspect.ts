@@ -8,7 +8,7 @@ const S_IFMT = 0o170000;
 const S_IFLNK = 0o120000;
 
 /**
- * Checks a package zip before import (contract §10): no `../`, absolute paths or links, entry
+ * Checks a package zip before import (docs/script-service.md): no `../`, absolute paths or links, entry
  * count and uncompressed size within limits, `main.py` at the root or inside a single top folder.
  * Returns the .py sources for the syntax check.
  */

@@ -4,7 +4,7 @@ import type { Element, FlowRevision, FlowStatus, NewFlowDeploy, Store } from "./
 
 type FlowMethods = Pick<Store, "deployFlow" | "renameRevision" | "setFlowStatus" | "flowRevision">;
 
-/** Flow revisions and release state (contract §5), over Kysely for both dialects. */
+/** Flow revisions and release state (docs/dataflow-service.md), over Kysely for both dialects. */
 export function flowMethods(
   db: Kysely<Database>,
   elementById: (id: number) => Promise<Element>,

@@ -73,7 +73,7 @@ export async function countRun(tx: Transaction<Database>, elementId: string): Pr
     .execute();
 }
 
-/** Monitoring reads (contract §9) over Kysely for both dialects. */
+/** Monitoring reads (docs/monitoring.md) over Kysely for both dialects. */
 export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorMethods {
   const mdb = db.withTables<MonitorTables>();
 

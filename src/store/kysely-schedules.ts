@@ -14,7 +14,7 @@ type ScheduleMethods = Pick<
   | "pruneErrorHandlerResults"
 >;
 
-/** Cron state and error-handler outcomes (contract §7), over Kysely for both dialects. */
+/** Cron state and error-handler outcomes (docs/flow-graph.md), over Kysely for both dialects. */
 export function scheduleMethods(db: Kysely<Database>): ScheduleMethods {
   return {
     async flowReleases() {

@@ -7,7 +7,7 @@ export interface Scope {
   space: string;
 }
 
-/** A lookup by ID in auth mode `off` without headers is not limited to a scope (contract §2). */
+/** A lookup by ID in auth mode `off` without headers is not limited to a scope (docs/auth.md). */
 export type ScopeFilter = Scope | null;
 
 export type ElementType = "DPL" | "PY";
@@ -146,7 +146,7 @@ export interface FlowRelease {
   configureJson: string;
 }
 
-/** One error handler's outcome on one run (contract §7 `errorHandlerResults`). */
+/** One error handler's outcome on one run (docs/flow-graph.md `errorHandlerResults`). */
 export interface ErrorHandlerResult {
   kind: "email" | "bot" | "custom";
   ok: boolean;
@@ -206,7 +206,7 @@ export interface Store {
   /** STARTED runs whose node has not beaten since `cutoff` (or never registered). */
   orphanedRuns(cutoff: number): Promise<Run[]>;
 
-  /** One page of an element's runs with the five status counts (contract §9). */
+  /** One page of an element's runs with the five status counts (docs/monitoring.md). */
   monitorRuns(scope: Scope, elementId: string, query: RunQuery): Promise<RunPage>;
   /** Every DPL element of the scope with its release name, run counter and newest run. */
   monitorFlows(scope: Scope): Promise<FlowOverviewRow[]>;

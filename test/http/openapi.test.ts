@@ -54,7 +54,7 @@ describe("OpenAPI document", () => {
     }
   });
 
-  it("has all 21 endpoints of interface.md and the root endpoints", () => {
+  it("has all 21 endpoints of the API and the root endpoints", () => {
     const expected = [
       "post /dataflow-3-0/run",
       "get /dataflow-3-0/run/{runId}/result",

@@ -8,7 +8,7 @@ import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import type { RunStatus, Scope, TriggerType } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
 
-/** The monitoring queries of the Store, the same in both dialects (contract §1, §9). */
+/** The monitoring queries of the Store, the same in both dialects (docs/operations.md, docs/monitoring.md). */
 
 const SCOPE: Scope = { app: "app1", space: "space1" };
 const OTHER: Scope = { app: "app1", space: "space2" };

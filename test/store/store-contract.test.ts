@@ -8,7 +8,7 @@ import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import type { NewRun, RunStatus, Scope } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
 
-/** The same behaviour is required of the Store in both dialects (contract §1: both modes pass one suite). */
+/** The same behaviour is required of the Store in both dialects (docs/operations.md: both modes pass one suite). */
 
 const SCOPE: Scope = { app: "app1", space: "space1" };
 const OTHER: Scope = { app: "app1", space: "space2" };

@@ -17,7 +17,7 @@ export const subflowNode: NodeDef = {
       nodeId: ctx.vertex.id,
       element: ctx.config.element as Locator,
       parameter: ctx.input,
-      // The child is tied to this signal: terminating the parent terminates the child (§6).
+      // The child is tied to this signal: terminating the parent terminates the child (docs/flow-graph.md).
       signal: ctx.signal,
     });
     if (!result.ok) throw new Error(result.error);

@@ -12,7 +12,7 @@ export interface BotHandlerConfig {
   kind?: BotKind | undefined;
 }
 
-/** The body each kind of incoming webhook expects (contract §7). */
+/** The body each kind of incoming webhook expects (docs/flow-graph.md). */
 export function botPayload(kind: BotKind, event: FailureEvent, language: Language): unknown {
   const text = `${title(event, language)}\n${describe(event, language)}`;
   switch (kind) {

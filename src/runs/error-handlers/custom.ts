@@ -35,7 +35,7 @@ const PERMANENT = new Set<number>([
 ]);
 
 /**
- * Runs a PY or DPL element with the event as its parameter (contract §7): trigger API, parentRunId
+ * Runs a PY or DPL element with the event as its parameter (docs/flow-graph.md): trigger API, parentRunId
  * the failed run. The attempt succeeds when that run ends SUCCESS.
  */
 export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps): Handler {

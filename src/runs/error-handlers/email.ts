@@ -19,7 +19,7 @@ function transportFor(smtpUrl: string): Transporter {
   return tr;
 }
 
-/** E-mail to every address through SMTP_URL (contract §7); the subject defaults to the event title. */
+/** E-mail to every address through SMTP_URL (docs/flow-graph.md); the subject defaults to the event title. */
 export function emailHandler(
   cfg: EmailHandlerConfig,
   smtp: { url: string | undefined; from: string },

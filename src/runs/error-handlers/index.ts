@@ -1,5 +1,5 @@
 /**
- * Error handlers (contract §7): on a run's FAILURE, and once when a sentinel timeout passes, every
+ * Error handlers (docs/flow-graph.md): on a run's FAILURE, and once when a sentinel timeout passes, every
  * configured handler is invoked independently, retried with backoff, and its outcome recorded on
  * the run. Nothing here can change or lose the run: every failure becomes a recorded result.
  */

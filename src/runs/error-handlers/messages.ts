@@ -1,6 +1,6 @@
 /**
  * Texts of handler notifications and of the handler errors recorded on runs, in the two message
- * languages of contract §3. Kept apart from src/errors.ts: these are not response error codes.
+ * languages of docs/errors.md. Kept apart from src/errors.ts: these are not response error codes.
  */
 import type { Language } from "../../errors.ts";
 import type { FailureEvent } from "./types.ts";

@@ -1,6 +1,6 @@
 import { Type } from "typebox";
 
-/** `errorHandlerResults` items of GET /monitor/run (beyond the interface, contract §7). */
+/** `errorHandlerResults` items of GET /monitor/run (beyond the interface, docs/flow-graph.md). */
 export const ErrorHandlerResultSchema = Type.Object({
   kind: Type.String(),
   ok: Type.Boolean(),

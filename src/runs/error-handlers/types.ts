@@ -3,7 +3,7 @@ import type { ErrorHandlerResult, Run } from "../../store/types.ts";
 
 export type HandlerEventType = "run.failure" | "run.timeout";
 
-/** The event every handler is given (contract §7); times are epoch ms, null when not reached. */
+/** The event every handler is given (docs/flow-graph.md); times are epoch ms, null when not reached. */
 export interface FailureEvent {
   event: HandlerEventType;
   runId: string;

@@ -1,4 +1,4 @@
-"""Runs one Sluice script task inside a freshly forked child (contract §10).
+"""Runs one Sluice script task inside a freshly forked child (docs/script-service.md).
 
 Loaded by zygote.py before it forks, so children inherit it warm.
 """
@@ -19,7 +19,7 @@ HARNESS_FILES = {__file__}
 
 
 def to_json(obj):
-    # contract §10: datetime/date become ISO 8601 text; tuples are lists already.
+    # docs/script-service.md: datetime/date become ISO 8601 text; tuples are lists already.
     if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
         return obj.isoformat()
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")

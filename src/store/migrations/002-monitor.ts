@@ -1,7 +1,7 @@
 import { type Kysely, sql } from "kysely";
 
 /**
- * Monitoring (contract §9): a per-element run counter, so `totalRuns` never counts rows, and one
+ * Monitoring (docs/monitoring.md): a per-element run counter, so `totalRuns` never counts rows, and one
  * index per sort order of POST /monitor/runs. Every index leads with (app, space, element_id) — a
  * listing is always of one element in one scope — and ends with id, the tie-break, so that a
  * page is read in index order (no sort) in either direction and stays covered for the id-only

@@ -1,7 +1,7 @@
 import type { Kysely } from "kysely";
 
 /**
- * Cron state and error-handler outcomes (contract §7).
+ * Cron state and error-handler outcomes (docs/flow-graph.md).
  * - `schedule_fires`: the cluster-wide claim of a tick. A node starts a scheduled run only when its
  *   insert of (schedule_id, tick) lands; every other node firing the same tick hits the primary
  *   key and starts nothing. Each tick is claimed on its own row, so claims of consecutive ticks
