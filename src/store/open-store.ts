@@ -33,8 +33,17 @@ export async function openStore(opts: {
   }
   fs.mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(opts.dataDir, "sluice.db");
-  const { db: sqlite } = openSqlite(file);
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-  await migrate(db as Kysely<unknown>, "sqlite");
-  return createKyselyStore(db, "sqlite", () => db.destroy());
+  const sqlite = openSqlite(file);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite.db }) });
+  try {
+    await migrate(db as Kysely<unknown>, "sqlite");
+  } catch (err) {
+    await sqlite.close();
+    throw err;
+  }
+  // Resolves only once no connection to the file is left, so a store opened next never meets one.
+  return createKyselyStore(db, "sqlite", async () => {
+    await db.destroy();
+    await sqlite.close();
+  });
 }

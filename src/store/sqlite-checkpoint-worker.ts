@@ -16,8 +16,10 @@ setInterval(() => {
     checkpoint.get();
   } catch (err) {
     // Busy now and then is expected; anything else means the main thread must take over.
-    if (!String(err).includes("SQLITE_BUSY")) {
+    // node:sqlite reports it as errcode 5 (or an extended BUSY code), "database is locked".
+    if (((err as { errcode?: number }).errcode ?? 0) % 256 !== 5) {
       parentPort?.postMessage({ failed: String(err) });
+      db.close(); // the file must not stay open past the worker, whatever the reason it ends
       process.exit(1);
     }
   }

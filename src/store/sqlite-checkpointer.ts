@@ -13,24 +13,38 @@ export function startCheckpointer(
   raw: DatabaseSync,
   file: string,
   intervalMs = 100,
-): { stop(): void } {
+): { stop(): Promise<void> } {
   raw.exec("PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = 67108864;");
   const worker = new Worker(new URL("./sqlite-checkpoint-worker.ts", import.meta.url), {
     workerData: { file, intervalMs },
   });
-  worker.unref(); // never what keeps the process alive
+  worker.unref(); // never what keeps a running process alive (stop() refs it until it ends)
   let stopped = false;
+  let exited = false;
+  const exit = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
   const fallBack = () => {
     if (!stopped && raw.isOpen) raw.exec("PRAGMA wal_autocheckpoint = 1000;");
   };
   worker.on("error", fallBack);
-  worker.on("exit", fallBack);
+  worker.on("exit", () => {
+    exited = true;
+    fallBack();
+  });
   return {
-    /** The worker closes its connection shortly after; SQLite copes with either closing first. */
+    /**
+     * Resolves once the worker has closed its connection and ended. Until then the file is still
+     * open: not waiting for this let the worker's connection, closing last, run SQLite's
+     * close-time checkpoint under an exclusive lock while a restarted store opened the same file,
+     * whose first statement then failed with "database is locked".
+     */
     stop() {
-      if (stopped) return;
+      if (!stopped && !exited) {
+        // Ref'd while stopping so that a process shutting down waits for the connection to close.
+        worker.ref();
+        worker.postMessage({ stop: true });
+      }
       stopped = true;
-      worker.postMessage({ stop: true });
+      return exit; // already resolved if the worker had ended by itself
     },
   };
 }

@@ -7,11 +7,17 @@ import { startCheckpointer } from "./sqlite-checkpointer.ts";
  * Database that Kysely's SqliteDialect needs. Statements are cached by SQL text because Kysely
  * compiles the same few hot queries over and over.
  */
-export function openSqlite(file: string): { db: SqliteDatabase; raw: DatabaseSync } {
+export function openSqlite(file: string): {
+  db: SqliteDatabase;
+  raw: DatabaseSync;
+  /** Closes this connection and the checkpoint worker's; resolves when the file is closed. */
+  close(): Promise<void>;
+} {
   const raw = new DatabaseSync(file);
+  // First, so that no statement of this connection meets a lock without waiting for it.
+  raw.exec("PRAGMA busy_timeout = 5000;");
   // WAL + NORMAL: a commit survives a process crash (not a power cut) at a few µs per commit.
   raw.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-  raw.exec("PRAGMA busy_timeout = 5000;");
   // Monitoring reads scattered run rows (text filters scan one flow's runs): a 64 MiB page cache
   // and memory-mapped reads keep a million-run database's hot part out of read() calls.
   raw.exec(
@@ -19,12 +25,19 @@ export function openSqlite(file: string): { db: SqliteDatabase; raw: DatabaseSyn
   );
   const checkpointer = startCheckpointer(raw, file);
   const cache = new Map<string, SqliteStatement>();
+  let closing: Promise<void> | undefined;
+  // This connection closes at once, as Kysely's destroy() expects; the worker's closes last, which
+  // makes SQLite checkpoint the WAL into the database file and remove the -wal and -shm files.
+  // Only then is the file closed, and only then does close() resolve.
+  const close = () => {
+    if (raw.isOpen) raw.close();
+    closing ??= checkpointer.stop();
+    return closing;
+  };
 
   const db: SqliteDatabase = {
-    close: () => {
-      checkpointer.stop();
-      raw.close();
-    },
+    // Kysely's destroy() does not await this; openStore awaits close() itself.
+    close: () => void close(),
     prepare(sql: string): SqliteStatement {
       let stmt = cache.get(sql);
       if (!stmt) {
@@ -35,7 +48,7 @@ export function openSqlite(file: string): { db: SqliteDatabase; raw: DatabaseSyn
       return stmt;
     },
   };
-  return { db, raw };
+  return { db, raw, close };
 }
 
 function toParam(value: unknown): SQLInputValue {

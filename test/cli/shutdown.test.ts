@@ -60,12 +60,15 @@ async function shutdownDuring(graceS: number, sleepS: number) {
   proc.child.kill("SIGTERM");
   const code = await exited(proc.child);
   const took = Date.now() - t0;
+  // A clean exit closes every connection; the last to close (the checkpoint worker's) checkpoints
+  // the WAL into the database file and removes it.
+  const walLeft = fs.existsSync(path.join(dataDir, "sluice.db-wal"));
   const server = await startServer({}, { dataDir });
   try {
     const r = await server.call("GET", `${DF}/monitor/run?runId=${runId}`, {
       headers: { ...SCOPE },
     });
-    return { code, took, run: r.body.data, output: proc.output() };
+    return { code, took, walLeft, run: r.body.data, output: proc.output() };
   } finally {
     await server.close();
   }
@@ -73,14 +76,16 @@ async function shutdownDuring(graceS: number, sleepS: number) {
 
 describe("graceful shutdown (SIGTERM)", () => {
   it("lets a running task finish within the grace period", async () => {
-    const { code, run, output } = await shutdownDuring(20, 1);
+    const { code, walLeft, run, output } = await shutdownDuring(20, 1);
     assert.equal(code, 0, output);
+    assert.equal(walLeft, false, "the WAL outlived the process: a connection was never closed");
     assert.equal(run.runStatus, "SUCCESS", JSON.stringify(run));
   });
 
   it("fails what is still running at the deadline, with a message, and exits", async () => {
-    const { code, took, run, output } = await shutdownDuring(1, 60);
+    const { code, took, walLeft, run, output } = await shutdownDuring(1, 60);
     assert.equal(code, 0, output);
+    assert.equal(walLeft, false, "the WAL outlived the process: a connection was never closed");
     assert.ok(took < 10_000, `took ${took} ms`);
     assert.equal(run.runStatus, "FAILURE");
     assert.match(run.summary, /shut down before this run ended/);

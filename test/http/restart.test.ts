@@ -3,6 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
+import { openFilesUnder } from "../helpers/open-files.ts";
 import { scopeHeaders, startServer, TEST_MODE, upload } from "../helpers/server.ts";
 
 // Embedded mode re-queues from the runs table at start; in cluster mode queued jobs live in pg-boss
@@ -47,6 +48,11 @@ describe("restart recovery", { skip: embeddedOnly }, () => {
     });
     await first.services.store.insertRun({ ...base, id: "crashed-queued", status: "QUEUED" });
     await first.close();
+    // Closed means closed, the checkpoint worker's connection included: one still closing held an
+    // exclusive lock under the second server's first statement ("database is locked").
+    const file = path.join(dataDir, "sluice.db");
+    if (fs.existsSync("/proc/self/fd")) assert.deepEqual(openFilesUnder(file), []);
+    assert.equal(fs.existsSync(`${file}-wal`), false, "the WAL outlived close()");
 
     const second = await startServer({}, { dataDir });
     try {
