@@ -229,39 +229,50 @@ def fork_child():
     return pid, node_ends
 
 
+SWEEP_ROUNDS = 20
+
+
 def sweep_uid(uid):
-    """Forks a process that kills everything `uid` owns until nothing is left; returns its pid
-    (0: nothing to do). Exit status 0 means confirmed: kill(-1) found no process to signal."""
+    """Forks a process that kills everything `uid` owns; returns its pid (0: not possible).
+    kill(-1) cannot say whether it found anything (it succeeds whenever any other process
+    exists), so the zygote looks again once the sweeper is gone (`leftovers`)."""
     if os.getuid() != 0 or uid == 0:
         return 0
     pid = os.fork()
     if pid == 0:
-        code = 1
         try:
             os.setresuid(uid, uid, uid)
-            # A leftover may fork while we kill; a killed one stays a zombie (still "found")
-            # until the zygote reaps it, which it does every few ms while a sweep runs.
-            for _ in range(5000):
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    code = 0
-                    break
-                time.sleep(0.001)
+            for _ in range(3):  # a leftover may fork while it is being killed
+                os.kill(-1, signal.SIGKILL)
         except OSError:
-            code = 2
-        os._exit(code)
+            pass
+        os._exit(0)
     return pid
 
 
-def orphans(pidfds):
-    """Our children that we did not fork: processes tasks left behind, reparented to us."""
+def leftovers(uid, child, pidfds):
+    """Whether anything of `uid` may still run. Every process of a task descends from its child,
+    and we are their subreaper: once the child is gone, the top of whatever it left is a child
+    of ours that we did not fork, running as `uid` (it cannot change uid). Reading our children
+    costs no fork, so a task that left nothing is confirmed at once."""
+    if child in pidfds.values():
+        return True
     try:
         with open(f"/proc/self/task/{os.getpid()}/children") as f:
             children = {int(p) for p in f.read().split()}
     except OSError:
         return True  # cannot tell: assume the worst
-    return bool(children - set(pidfds.values()))
+    for pid in children - set(pidfds.values()):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            return True
+                        break
+        except OSError:
+            pass  # gone (reaped) meanwhile
+    return False
 
 
 def warm_up():
@@ -303,15 +314,20 @@ def main():
         poll.register(fd, select.POLLIN)
         return pid
 
-    sweeps = []  # (sweeper pid, uid) of sweeps under way
+    sweeps = {}  # sweeper pid -> (uid, task child, round) of sweeps under way
     deferred = {}  # task child pid -> (uid, deadline): `k` arrived before the child was reaped
 
-    def check(uid, child):
-        done = check_uid(uid, child, pidfds, sweeps)
-        if done is None:
-            track(sweeps[-1][0])
-        else:
-            report(f"w {uid} {done}\n")
+    def check(uid, child, round_=0):
+        """Confirms `uid` clean (`w UID 0`), or starts a sweeper and looks again once it is
+        gone; after SWEEP_ROUNDS sweeps that left something, gives up (`w UID 1`)."""
+        if not leftovers(uid, child, pidfds):
+            report(f"w {uid} 0\n")
+            return
+        pid = sweep_uid(uid) if round_ < SWEEP_ROUNDS else 0
+        if not pid:
+            report(f"w {uid} 1\n")
+            return
+        sweeps[track(pid)] = (uid, child, round_ + 1)
 
     report(f"ready {os.getpid()}\n")
     pending = b""
@@ -347,30 +363,20 @@ def main():
             if forked:
                 report("".join(f"c {pid} {' '.join(map(str, fds))}\n" for pid, fds in forked))
         if exited or sweeps:
-            report(reap(poll, pidfds, sweeps))
+            text, gone = reap(poll, pidfds)
+            report(text)
+            for pid in gone:
+                if pid in sweeps:
+                    check(*sweeps.pop(pid))
         now = time.monotonic()
         for child, (uid, deadline) in list(deferred.items()):
             if child not in pidfds.values() or now > deadline:
                 del deferred[child]
-                check(uid, child if now <= deadline else 0)
+                check(uid, child)
 
 
-def check_uid(uid, child, pidfds, sweeps):
-    """Answers `k` at once when nothing of `uid` can be left (returns the status), else starts
-    a sweeper (returns None). Every process of a task descends from its child; once the child
-    is reaped, whatever it left is reparented to us (the subreaper), so no child of ours that
-    we did not fork means nothing of the uid is left, without a fork to look."""
-    if child and child not in pidfds.values() and not orphans(pidfds):
-        return 0
-    pid = sweep_uid(uid)
-    if not pid:
-        return 0 if os.getuid() != 0 else 2
-    sweeps.append((pid, uid))
-    return None
-
-
-def reap(poll, pidfds, sweeps):
-    """Reaps every exited process, ours and orphans alike; returns their reports."""
+def reap(poll, pidfds):
+    """Reaps every exited process, ours and orphans alike; returns their reports and pids."""
     gone = {pid: fd for fd, pid in pidfds.items()}
     reaped = []
     while True:
@@ -385,14 +391,8 @@ def reap(poll, pidfds, sweeps):
             poll.unregister(fd)
             os.close(fd)
             del pidfds[fd]
-        code = os.waitstatus_to_exitcode(status)
-        reaped.append(f"x {pid} {code}\n")
-        for i, (sweeper, uid) in enumerate(sweeps):
-            if sweeper == pid:
-                del sweeps[i]
-                reaped.append(f"w {uid} {code}\n")
-                break
-    return "".join(reaped)
+        reaped.append((pid, f"x {pid} {os.waitstatus_to_exitcode(status)}\n"))
+    return "".join(r for _, r in reaped), [pid for pid, _ in reaped]
 
 
 if __name__ == "__main__":
