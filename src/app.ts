@@ -93,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(healthRoutes, {
     sandbox: deps.runner.sandbox,
+    cgroup: deps.runner.cgroup,
     refusal: deps.runner.refusal,
     mode: config.mode,
   });

@@ -46,6 +46,13 @@ export interface Config {
     sandbox: "auto" | "bwrap" | "none";
     /** The bubblewrap executable (absolute path). */
     bwrap: string;
+    /**
+     * `auto`: a cgroup per task, or refuse tasks without one; `required`: without one the service
+     * does not start; `off`: per-process rlimits only (docs/security.md).
+     */
+    cgroup: "auto" | "required" | "off";
+    /** Where the cgroup file systems are mounted (the runner uses those at or under it). */
+    cgroupRoot: string;
     uidBase: number;
     uidCount: number;
     /** The syntax check of uploaded and inline Python (docs/script-service.md, "Upload"). */
@@ -127,6 +134,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (!path.isAbsolute(bwrap)) {
     throw new Error(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
   }
+  const cgroup = env.SCRIPT_CGROUP || "auto";
+  if (cgroup !== "auto" && cgroup !== "required" && cgroup !== "off") {
+    throw new Error(`config: SCRIPT_CGROUP must be auto, required or off, got "${cgroup}"`);
+  }
+  const cgroupRoot = env.SCRIPT_CGROUP_ROOT || "/sys/fs/cgroup";
+  if (!path.isAbsolute(cgroupRoot)) {
+    throw new Error(`config: SCRIPT_CGROUP_ROOT must be an absolute path, got "${cgroupRoot}"`);
+  }
   const maxRunS = int(env, "MAX_RUN_S", 3600);
   const checkConcurrency = int(env, "SCRIPT_CHECK_CONCURRENCY", 2);
   // Each concurrent check holds a sandbox uid of its own, taken from the runner's block of 256.
@@ -177,6 +192,8 @@ export function loadConfig(env: Env = process.env): Config {
       network: bool(env, "SCRIPT_NETWORK", false),
       sandbox,
       bwrap,
+      cgroup,
+      cgroupRoot,
       uidBase: int(env, "SCRIPT_UID_BASE", 200000),
       uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
       check: {

@@ -65,6 +65,7 @@ export async function serve(role?: Config["role"]): Promise<void> {
       role: config.role,
       node: services.nodeId,
       sandbox: services.runner.sandbox,
+      cgroup: services.runner.cgroup,
       dataDir: config.dataDir,
     },
     "sluice is ready",

@@ -4,7 +4,7 @@ import { Type } from "typebox";
 /** Root endpoints: outside both services, never behind auth. */
 export async function healthRoutes(
   app: FastifyInstance,
-  opts: { sandbox: string; refusal: string | undefined; mode: string },
+  opts: { sandbox: string; cgroup: string; refusal: string | undefined; mode: string },
 ): Promise<void> {
   app.get(
     "/health",
@@ -15,7 +15,9 @@ export async function healthRoutes(
             status: Type.String(),
             mode: Type.String(),
             sandbox: Type.String(),
-            // With sandbox `refused`: why this node runs no script task and how to fix it.
+            // Each task's cgroup: v2, v1, off (accepted), or refused (docs/security.md).
+            cgroup: Type.String(),
+            // With sandbox or cgroup `refused`: why this node runs no script task, and the fix.
             problem: Type.Optional(Type.String()),
           }),
         },
@@ -25,6 +27,7 @@ export async function healthRoutes(
       status: "ok",
       mode: opts.mode,
       sandbox: opts.sandbox,
+      cgroup: opts.cgroup,
       ...(opts.refusal !== undefined ? { problem: opts.refusal } : {}),
     }),
   );

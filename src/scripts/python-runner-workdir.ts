@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, mkdirSync, readdirSync, rmdirSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
 import { chmod, chown, lchown, lstat, mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 
@@ -239,5 +239,22 @@ export class WorkDirs {
   /** Waits for background clean-ups (for close()). */
   async settle(): Promise<void> {
     await Promise.allSettled([...this.#cleaning.values()]);
+  }
+}
+
+/** Without bwrap, task uids reach their dir through the real path: every ancestor needs o+x. */
+export function warnIfUntraversable(
+  dir: string,
+  logger: { warn(obj: unknown, msg?: string): void },
+): void {
+  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) {
+      logger.warn(
+        { dir: d },
+        "task uids cannot traverse this directory: scripts see their cwd but absolute paths into it fail",
+      );
+      return;
+    }
+    if (d === path.dirname(d)) return;
   }
 }

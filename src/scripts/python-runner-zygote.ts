@@ -60,6 +60,10 @@ export interface ZygoteOptions {
   env: Record<string, string>;
   prefork: number;
   logger: Logger;
+  /** A new child, still idle (the runner puts it in its cgroup). */
+  onChild?: (pid: number) => void;
+  /** An idle child that will never get a task is gone (or going: its group was killed). */
+  onIdleGone?: (pid: number) => void;
 }
 
 const killGroup = (pid: number): void => {
@@ -144,14 +148,16 @@ export class ZygotePool {
     if (kind === "c") {
       this.#requested = Math.max(0, this.#requested - 1);
       const child = openChild(pid, [b, ...rest].map(Number));
-      if (child) this.#offer(child);
-      else this.#topUp();
+      if (child) {
+        this.#o.onChild?.(pid);
+        this.#offer(child);
+      } else this.#topUp();
     } else if (kind === "x") {
       const status = Number(b);
       const idleAt = this.#idle.findIndex((c) => c.pid === pid);
       if (idleAt >= 0) {
         const [c] = this.#idle.splice(idleAt, 1);
-        if (c) destroy(c);
+        if (c) this.#dropIdle(c, false); // reaped: its pid (and group id) may be reused
       }
       const busy = this.#busy.get(pid);
       if (busy) settle(busy, status);
@@ -159,6 +165,19 @@ export class ZygotePool {
     } else if (kind === "w") {
       this.#swept(pid, Number(b) === 0);
     }
+  }
+
+  #dropIdle(c: Child, kill = true): void {
+    destroy(c);
+    if (kill) killGroup(c.pid);
+    this.#o.onIdleGone?.(c.pid);
+  }
+
+  /** A taken child that will not get its task after all: it is killed. */
+  discard(c: Child): void {
+    destroy(c);
+    killGroup(c.pid);
+    this.#busy.delete(c.pid);
   }
 
   #offer(c: Child): void {
@@ -254,10 +273,7 @@ export class ZygotePool {
     this.#zygotePid = undefined;
     // Children forked but not reported yet die with the zygote (their parent-death signal).
     this.#requested = 0;
-    for (const c of this.#idle.splice(0)) {
-      destroy(c);
-      killGroup(c.pid);
-    }
+    for (const c of this.#idle.splice(0)) this.#dropIdle(c);
     // Running tasks lose their reaper: kill them and tell their waiters why.
     for (const [pid, busy] of this.#busy) {
       killGroup(pid);
@@ -278,10 +294,7 @@ export class ZygotePool {
   async close(): Promise<void> {
     this.#closing = true;
     const proc = this.#proc;
-    for (const c of this.#idle.splice(0)) {
-      destroy(c);
-      killGroup(c.pid);
-    }
+    for (const c of this.#idle.splice(0)) this.#dropIdle(c);
     for (const pid of this.#busy.keys()) killGroup(pid);
     if (proc && proc.exitCode === null && proc.signalCode === null) {
       const exited = new Promise((r) => proc.once("exit", r));

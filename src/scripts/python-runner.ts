@@ -1,7 +1,13 @@
-import { statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Config } from "../config.ts";
+import { chooseCgroups } from "./cgroup-choice.ts";
+import {
+  canceledBeforeStart,
+  failure,
+  overMemory,
+  refusingRunner,
+} from "./python-runner-outcomes.ts";
 import {
   bwrapArgs,
   detectSandbox,
@@ -10,10 +16,11 @@ import {
   type SandboxKind,
 } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
-import { WorkDirs } from "./python-runner-workdir.ts";
+import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
-import { createSyntaxChecker, refusingSyntaxChecker, type SyntaxChecker } from "./syntax-check.ts";
+import { createSyntaxChecker, type SyntaxChecker } from "./syntax-check.ts";
+import { createTaskCgroups, type TaskCgroup } from "./task-cgroups.ts";
 import { claimUidBlock, killUidBlock } from "./uid-blocks.ts";
 
 export interface PythonRunnerDeps {
@@ -39,41 +46,6 @@ interface TaskState {
   running?: RunningTask;
 }
 
-/** Without bwrap, task uids reach their dir through the real path: every ancestor needs o+x. */
-function warnIfUntraversable(dir: string, logger: Logger): void {
-  for (let d = path.dirname(dir); ; d = path.dirname(d)) {
-    if ((statSync(d).mode & 0o001) === 0) {
-      logger.warn(
-        { dir: d },
-        "task uids cannot traverse this directory: scripts see their cwd but absolute paths into it fail",
-      );
-      return;
-    }
-    if (d === path.dirname(d)) return;
-  }
-}
-
-function failure(type: string, message: string, durationMs = 0): TaskOutcome {
-  return { status: "FAILURE", error: { type, message }, stdout: "", stderr: "", durationMs };
-}
-
-/**
- * No isolation layer and none accepted explicitly (docs/script-service.md): every task fails at
- * once with the reason and the fix, and no Python process is ever started.
- */
-function refusingRunner(refusal: string): PythonRunner {
-  return {
-    sandbox: "refused",
-    refusal,
-    zygotePid: () => undefined,
-    syntax: refusingSyntaxChecker(refusal),
-    run: async () => failure("SandboxUnavailable", refusal),
-    kill: () => false,
-    stats: () => ({ running: 0, idle: 0, queued: 0 }),
-    close: async () => {},
-  };
-}
-
 export async function createPythonRunner(deps: PythonRunnerDeps): Promise<PythonRunner> {
   const { python, limits, dataDir } = deps.config;
   const { logger } = deps;
@@ -81,8 +53,11 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     throw new Error(`python executable must be an absolute path, got "${python.executable}"`);
   }
   const choice = detectSandbox(python, logger);
-  if (choice.kind === "refused")
-    return refusingRunner(choice.refusal ?? "script tasks are refused");
+  const cgroup = chooseCgroups(python, logger);
+  if (choice.kind === "refused" || cgroup.kind === "refused") {
+    const refusal = [choice.refusal, cgroup.refusal].filter(Boolean).join("; ");
+    return refusingRunner(refusal || "script tasks are refused", choice.kind, cgroup.kind);
+  }
   const sandbox: SandboxKind = choice.kind;
   // Uids of this process only, so that other Sluice processes on the host never share them.
   const uids =
@@ -116,6 +91,20 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   });
   await dirs.init();
   if (sandbox === "uid") warnIfUntraversable(dirs.root, logger);
+  // Named after the uid block, which no other service process holds (docs/security.md).
+  const cgroups =
+    cgroup.kind === "off"
+      ? undefined
+      : await createTaskCgroups({
+          mountRoot: python.cgroupRoot,
+          block: sandbox !== "none" ? String(uids.base) : `p${process.pid}-${Date.now()}`,
+          limits: python,
+          logger,
+        }).catch(async (err: unknown) => {
+          await syntax.close();
+          uids.release();
+          throw err;
+        });
   const env = { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }; // never our secrets
   const pyArgs = ["-I", "-B"]; // -B: never write .pyc next to our sources
   const inBwrap = sandbox === "bwrap";
@@ -137,14 +126,20 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     env,
     prefork: Math.max(1, python.prefork),
     logger,
+    onChild: cgroups && ((pid) => cgroups.bind(pid)),
+    onIdleGone: cgroups && ((pid) => void cgroups.take(pid).release()),
   });
   try {
     await pool.start();
   } catch (err) {
     await pool.close().catch(() => {});
+    await cgroups?.close();
     throw err;
   }
-  logger.info({ sandbox, zygotePid: pool.zygotePid, prefork: python.prefork }, "python runner up");
+  logger.info(
+    { sandbox, cgroup: cgroup.kind, zygotePid: pool.zygotePid, prefork: python.prefork },
+    "python runner up",
+  );
 
   const tasks = new Map<string, TaskState>();
   const queue: Array<() => void> = [];
@@ -198,11 +193,17 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     const name = spec.workDirName ?? spec.taskId;
     const wd = await dirs.acquire(name, spec.workDirName === undefined);
     let childPid = 0;
+    let cg: TaskCgroup | undefined;
     try {
       if (state.killReason) return canceledBeforeStart(state.killReason);
 
       const child = await pool.take();
       childPid = child.pid;
+      cg = cgroups?.take(child.pid);
+      if (cg && !(await cg.ready)) {
+        pool.discard(child);
+        return failure("CgroupUnavailable", "the task could not be put in a cgroup of its own");
+      }
 
       const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
       const rt = runOnChild(pool, child, message(spec, cwd, wd.uid, wd.gid, wd.privateUid), limits);
@@ -211,40 +212,37 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, limits.maxRunS * 1000);
       const timer = setTimeout(() => rt.kill("timeout"), limitMs);
       try {
-        return (await rt.done).outcome;
+        const { outcome } = await rt.done;
+        return cg?.oomKilled() ? overMemory(outcome, python.memoryBytes) : outcome;
       } finally {
         clearTimeout(timer);
       }
     } finally {
       // The outcome does not wait for the clean-up; the next task with this name or uid does.
-      // Whatever the task reported, its uid is swept from outside it (docs/security.md).
-      const sweep = async (uid: number) => {
+      // Whatever the task reported, its uid is swept and its cgroup emptied from outside it
+      // (docs/security.md): the zygote confirms its child is reaped, then Node kills what is left.
+      const taskCg = cg;
+      const sweep = async (uid: number | undefined) => {
         if (childPid === 0) return true; // nothing ever ran as this uid
-        const confirmed = await pool.sweep(uid, childPid);
-        if (!confirmed)
-          logger.error({ uid, workDir: name }, "task leftovers not confirmed dead: uid retired");
-        return confirmed;
+        const swept = uid === undefined || (await pool.sweep(uid, childPid));
+        const emptied = (await taskCg?.release()) ?? true;
+        if (!swept || !emptied)
+          logger.error(
+            { uid, workDir: name, swept, emptied },
+            "task leftovers not confirmed dead: uid retired",
+          );
+        return swept && emptied;
       };
+      if (wd.uid === undefined) void sweep(undefined); // no uid for the work dir to wait for
       dirs.release(wd, spec.keepWorkDir === true, sweep).catch((err: unknown) => {
         logger.warn({ err, workDir: name }, "could not clean task working directory");
       });
     }
   }
 
-  function canceledBeforeStart(reason: KillReason): TaskOutcome {
-    return reason === "terminate"
-      ? {
-          status: "CANCELED",
-          error: { type: "Canceled", message: "task terminated" },
-          stdout: "",
-          stderr: "",
-          durationMs: 0,
-        }
-      : failure("Timeout", "task timed out before it started");
-  }
-
   return {
     sandbox,
+    cgroup: cgroup.kind,
     refusal: undefined,
     zygotePid: () => pool.zygotePid,
     syntax,
@@ -295,6 +293,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       await syntax.close();
       await pool.close();
       await dirs.settle();
+      await cgroups?.close();
       // Leftovers must not outlive the service: they would run on with nobody to sweep them.
       if (sandbox !== "none") killUidBlock(uids);
       uids.release();

@@ -43,7 +43,12 @@ export interface ScriptRunner {
    * root), or `refused`: no isolation layer works and none was accepted, so every task fails.
    */
   readonly sandbox: "bwrap" | "uid" | "none" | "refused";
-  /** With `refused`: why no task runs and how to fix it (also the error of every task). */
+  /**
+   * The cgroup of each task: `v2` or `v1`; `off` (none, accepted with SCRIPT_CGROUP=off);
+   * `refused`: none can be created and none was accepted, so every task fails.
+   */
+  readonly cgroup: "v2" | "v1" | "off" | "refused";
+  /** When tasks are refused: why no task runs and how to fix it (also the error of every task). */
   readonly refusal: string | undefined;
   run(spec: TaskSpec): Promise<TaskOutcome>;
   /** Kill a running task's whole process group. `terminate` → CANCELED, `timeout` → FAILURE. */

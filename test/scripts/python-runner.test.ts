@@ -426,7 +426,10 @@ describe("sandbox", () => {
     assert.equal(await readFile(path.join(dir, "secret.txt"), "utf8"), "s3cret");
     if (process.getuid?.() === 0) {
       // Handed back to root in the background, so a later task reusing the uid cannot read it.
-      for (let i = 0; i < 50 && statSync(dir).uid !== 0; i++) await sleep(20);
+      // A shared directory is root-owned from the start (group = the tasks' gid): wait for the
+      // hand-back itself, which comes after the uid sweep is confirmed.
+      const handedBack = () => statSync(dir).uid === 0 && statSync(dir).gid === 0;
+      for (let i = 0; i < 250 && !handedBack(); i++) await sleep(20);
       assert.equal(statSync(dir).uid, 0);
       assert.equal(statSync(dir).mode & 0o777, 0o700);
     }
