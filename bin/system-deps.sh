@@ -2,7 +2,8 @@
 # The Debian packages Sluice needs outside node_modules (docs/operations.md, "System packages").
 # Run by npm itself: `postinstall` (mode `install`) and `pretest` (mode `test`).
 #
-#   runtime:  python3 (the task interpreter), bubblewrap (the script sandbox)
+#   runtime:  python3 (the task interpreter), bubblewrap (the script sandbox), python3-seccomp
+#             (libseccomp's Python binding: the zygote's filter that denies tasks user namespaces)
 #   tests:    postgresql (server binaries for the throwaway test clusters), chromium (console tests)
 #
 # When something is missing and this runs as root on Debian, it installs it with apt-get and says
@@ -72,6 +73,15 @@ check() {
       missing_what+=("$python")
     else
       say "PYTHON=$python does not exist; Debian's python3 cannot provide it"
+    fi
+  fi
+  # Imported by the interpreter that runs tasks, so asked of that interpreter.
+  if [ ! -x "$python" ] || ! "$python" -I -c "import seccomp" >/dev/null 2>&1; then
+    if [ "$python" = /usr/bin/python3 ]; then
+      missing_pkgs+=(python3-seccomp)
+      missing_what+=("libseccomp's Python binding (import seccomp)")
+    elif [ -x "$python" ]; then
+      say "PYTHON=$python cannot import seccomp; Debian's python3-seccomp serves /usr/bin/python3 only: install libseccomp's Python binding for it"
     fi
   fi
   if [ ! -x "$bwrap" ]; then

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Config } from "../config.ts";
 
 /** `refused`: no isolation layer and none accepted explicitly, so no task runs at all. */
@@ -15,6 +16,9 @@ export interface Logger {
 
 /** Where things appear inside the bubblewrap sandbox. */
 export const IN_SANDBOX = { tasks: "/tasks", zygote: "/opt/sluice" };
+
+/** zygote.py, for the start-up probe. */
+const ZYGOTE_DIR = fileURLToPath(new URL("./python/", import.meta.url));
 
 const isRoot = (): boolean => process.getuid?.() === 0;
 
@@ -44,9 +48,20 @@ function systemMounts(executable: string): string[] {
   }
   args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
   args.push("--unshare-ipc", "--unshare-uts", "--hostname", "sluice", "--die-with-parent");
-  // Root inside bwrap has no capabilities by default; children need these to drop to their uid.
-  if (isRoot()) args.push("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID");
+  // Started by root, bubblewrap keeps every capability unless told otherwise: keep only what the
+  // process inside needs to switch to its task uid (which then clears them all).
+  if (isRoot())
+    args.push("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID");
   return args;
+}
+
+/**
+ * The namespaces each task gets of its own (zygote.py `--ns`): IPC always, the network unless
+ * tasks may use it (they then share the zygote's). Only root can create them (docs/security.md).
+ */
+export function taskNamespaces(network: boolean): string[] {
+  if (!isRoot()) return [];
+  return network ? ["ipc"] : ["ipc", "net"];
 }
 
 /**
@@ -59,8 +74,18 @@ export function bwrapArgs(o: {
   /** Absent: no writable directory at all (the upload syntax check needs none). */
   tasksDir?: string;
   network: boolean;
+  /**
+   * The zygote: its children unshare the namespaces of `taskNamespaces` (CAP_SYS_ADMIN) and bring
+   * up their own loopback (CAP_NET_ADMIN). It runs no tenant code, and a child loses every
+   * capability when it switches to its task uid, before it reads its task.
+   */
+  zygote?: boolean;
 }): string[] {
   const args = systemMounts(o.executable);
+  if (o.zygote && isRoot()) {
+    args.push("--cap-add", "CAP_SYS_ADMIN");
+    if (!o.network) args.push("--cap-add", "CAP_NET_ADMIN");
+  }
   args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
   if (o.tasksDir !== undefined) args.push("--bind", o.tasksDir, IN_SANDBOX.tasks);
   if (!o.network) args.push("--unshare-net");
@@ -68,11 +93,29 @@ export function bwrapArgs(o: {
   return args;
 }
 
-function bwrapWorks(bwrap: string, executable: string): string | undefined {
+/** The zygote's arguments after zygote.py (docs/security.md, "Layers"). */
+export function zygoteArgs(network: boolean, strict: boolean): string[] {
+  return [`--ns=${taskNamespaces(network).join(",")}`, ...(strict ? ["--strict"] : [])];
+}
+
+/**
+ * Starts the zygote in bubblewrap as the runner will, but with `--probe`: it checks that its
+ * children can have namespaces of their own and that user namespaces can be denied to them.
+ */
+function bwrapWorks(python: Config["python"]): string | undefined {
+  const { bwrap, executable, network } = python;
   if (!existsSync(bwrap)) return `${bwrap} not found`;
   const r = spawnSync(
     bwrap,
-    [...systemMounts(executable), "--unshare-net", executable, "-I", "-c", "pass"],
+    [
+      ...bwrapArgs({ executable, zygoteDir: ZYGOTE_DIR, network, zygote: true }),
+      executable,
+      "-I",
+      "-B",
+      `${IN_SANDBOX.zygote}/zygote.py`,
+      ...zygoteArgs(network, true),
+      "--probe",
+    ],
     { encoding: "utf8", timeout: 10_000, env: { PATH: "/usr/bin:/bin" } },
   );
   if (r.status === 0) return undefined;
@@ -93,7 +136,7 @@ export interface SandboxChoice {
  */
 export function detectSandbox(python: Config["python"], logger: Logger): SandboxChoice {
   if (python.sandbox !== "none") {
-    const problem = bwrapWorks(python.bwrap, python.executable);
+    const problem = bwrapWorks(python);
     if (!problem) {
       logger.info({ sandbox: "bwrap" }, "python tasks run inside bubblewrap");
       return { kind: "bwrap" };
@@ -103,8 +146,8 @@ export function detectSandbox(python: Config["python"], logger: Logger): Sandbox
     }
     const refusal =
       `script tasks are refused: bubblewrap, the script sandbox, does not work on this node (${problem}). ` +
-      "Install it (as root: `apt-get install bubblewrap`; in a container, also allow it to create " +
-      "namespaces) and restart, or set SCRIPT_SANDBOX=none " +
+      "Install it (as root: `apt-get install bubblewrap python3-seccomp`; in a container, also allow " +
+      "it to create namespaces) and restart, or set SCRIPT_SANDBOX=none " +
       "to accept running scripts isolated by a per-task uid and rlimits only";
     logger.error({ sandbox: "refused", problem }, refusal);
     return { kind: "refused", refusal };

@@ -14,6 +14,7 @@ import {
   IN_SANDBOX,
   type Logger,
   type SandboxKind,
+  zygoteArgs,
 } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
@@ -117,12 +118,16 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
             zygoteDir: ZYGOTE_DIR,
             tasksDir: dirs.root,
             network: python.network,
+            zygote: true,
           }),
           python.executable,
           ...pyArgs,
           `${IN_SANDBOX.zygote}/zygote.py`,
+          // The probe at start-up checked these layers: the sandbox without them is no sandbox.
+          ...zygoteArgs(python.network, true),
         ]
-      : [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py")],
+      : // SCRIPT_SANDBOX=none is the operator's acceptance of less: a missing layer is a warning.
+        [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py"), ...zygoteArgs(python.network, false)],
     env,
     prefork: Math.max(1, python.prefork),
     logger,

@@ -14,13 +14,23 @@ and reads reports from stdout, one per line:
 The end of a task is decided here and in Node, never by code the task can change: whatever the
 child reported, `k` checks for leftovers of its uid and kills them (docs/security.md).
 
+Arguments: `--ns=ipc,net` names the namespaces each child gets of its own (a network namespace no
+other task is in at the same time), entered as soon as it is forked, before its task arrives
+(`--ns=ipc` when tasks may use the network, `--ns=` for none);
+`--strict` makes a missing isolation layer (those namespaces, or the seccomp filter that denies
+user namespaces) fatal instead of a warning on stderr; `--probe` checks both and exits, 0 when
+they work (docs/security.md, "Layers").
+
 Each child gets four pipes from the zygote: its task (Node writes), its result (Node reads), its
 stdout and its stderr. Node cannot receive descriptors over a pipe, so it opens its ends through
 /proc/PID/fd; the child holds them until its task arrives, by when Node has them. A child runs
 exactly one task and exits, so every run starts from the same clean, never-used state.
 """
 
+import _socket
 import base64
+import ctypes
+import fcntl
 import gc
 import io
 import json
@@ -29,6 +39,7 @@ import os
 import resource
 import select
 import signal
+import struct
 import sys
 import traceback
 
@@ -78,16 +89,22 @@ def read_line(fd):
             return bytes(buf)
 
 
-def _load_prctl():
+def _load_libc():
     try:
-        import ctypes
-        return ctypes.CDLL(None).prctl
+        return ctypes.CDLL(None, use_errno=True)
     except Exception:  # noqa: BLE001 - not Linux: nothing to do
         return None
 
 
 # Resolved once here: a dlopen per task costs each child ~90 copy-on-write faults.
-_prctl = _load_prctl()
+_libc = _load_libc()
+_prctl = _libc.prctl if _libc is not None else None
+
+CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWUSER = 0x08000000, 0x40000000, 0x10000000
+NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET}
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+# Set by main from --ns: the namespaces every child enters before its task arrives.
+task_namespaces = None
 
 
 def die_with_parent():
@@ -95,6 +112,217 @@ def die_with_parent():
     (Node, then the zygote) never leaves user scripts running on the host."""
     if _prctl is not None:
         _prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def deny_user_namespaces():
+    """Loads a seccomp filter into the zygote, which every child (and so every task) inherits.
+
+    A new user namespace gives its creator every capability inside it, and with them the parts of
+    the kernel that only root could reach (docs/security.md). Other namespaces need
+    CAP_SYS_ADMIN, which a task never has. clone3 passes its flags in memory, which seccomp cannot
+    read, so it answers ENOSYS: glibc then falls back to clone, whose flags it can check.
+    libseccomp sets no_new_privs and kills a system call made through another architecture's
+    entry (int 0x80 on x86_64), so the filter cannot be sidestepped that way.
+    """
+    import errno
+
+    import seccomp  # Debian's python3-seccomp; dropped again below, tasks need not see it warm
+
+    f = seccomp.SyscallFilter(seccomp.ALLOW)
+    eperm = seccomp.ERRNO(errno.EPERM)
+    new_user = seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    f.add_rule(eperm, "unshare", new_user)
+    f.add_rule(eperm, "clone", new_user)
+    # Children enter their network namespace with setns; entering any namespace takes
+    # CAP_SYS_ADMIN, which a task never has.
+    f.add_rule(eperm, "setns", seccomp.Arg(1, seccomp.NE, CLONE_NEWNET))
+    f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    f.load()
+    del f
+    sys.modules.pop("seccomp", None)
+
+
+def loopback_up():
+    """A new network namespace has only a loopback, and it is down."""
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        ifr = bytearray(struct.pack("16s24x", b"lo"))  # struct ifreq
+        fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr)
+        struct.pack_into("H", ifr, 16, struct.unpack_from("H", ifr, 16)[0] | IFF_UP)
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, ifr)
+    finally:
+        s.close()
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what} failed: {os.strerror(err)}")
+
+
+class TaskNamespaces:
+    """The namespaces each child enters as soon as it is forked, while it is still root (with
+    CAP_SYS_ADMIN and CAP_NET_ADMIN) and runs no tenant code, so a task never waits for them.
+
+    IPC: a new namespace per child (unshare), gone with the task's last process, and with it every
+    SysV object the task left. Network: creating a namespace and tearing it down costs about 2 ms
+    of CPU, a third of a whole task's, so the zygote keeps the namespaces it created, each with
+    its loopback up, and gives each child one that no process is in: a new one, or the one of a
+    task whose uid was confirmed clean (`k`), so that no process of that task is left in it
+    (docs/security.md, "Layers").
+    """
+
+    def __init__(self, flags):
+        self.ipc = bool(flags & CLONE_NEWIPC)
+        self.net = bool(flags & CLONE_NEWNET)
+        self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY) if self.net else -1
+        self.free = []  # network namespaces no process is in (fds)
+        self.given = {}  # child pid -> the network namespace it entered, until `k` confirms it
+        self.unclaimed = {}  # reaped child pid -> until when its `k` may still come
+
+    def _new_net(self):
+        """Creates a network namespace with its loopback up (the zygote steps in and back out)."""
+        _check(_libc.unshare(CLONE_NEWNET), "unshare(net)")
+        try:
+            loopback_up()
+            # No TIME_WAIT: a task's closed connections must not outlive it in a namespace the
+            # next task gets (they would show in its /proc/net/tcp). On loopback nothing needs it.
+            with open("/proc/sys/net/ipv4/tcp_max_tw_buckets", "w") as f:
+                f.write("0")
+            return os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        finally:
+            # Never stay in it: that would be the namespace of every later child.
+            _check(_libc.setns(self.home, CLONE_NEWNET), "setns back to the zygote's network")
+
+    def for_child(self):
+        """The network namespace fd for the next child (-1: none)."""
+        if not self.net:
+            return -1
+        return self.free.pop() if self.free else self._new_net()
+
+    def enter(self, net_fd):
+        """In the child, right after the fork."""
+        if net_fd >= 0:
+            _check(_libc.setns(net_fd, CLONE_NEWNET), "setns(net)")
+        if self.ipc:
+            _check(_libc.unshare(CLONE_NEWIPC), "unshare(ipc)")
+
+    def forked(self, pid, net_fd):
+        if net_fd >= 0:
+            self.given[pid] = net_fd
+
+    def confirmed(self, pid, clean):
+        """Node's `k` for the task of child `pid` was answered: with `clean`, nothing of the task
+        is left, so its network namespace has no process and is free again."""
+        fd = self.given.pop(pid, None)
+        self.unclaimed.pop(pid, None)
+        if fd is not None:
+            if clean:
+                self.free.append(fd)
+            else:
+                os.close(fd)  # the kernel frees it once its last process is gone
+
+    def reaped(self, pid, now):
+        if pid in self.given:
+            self.unclaimed[pid] = now + 60.0
+
+    def expire(self, now):
+        """A child whose `k` never came (it died before it had a task): drop its namespace."""
+        for pid, deadline in list(self.unclaimed.items()):
+            if now > deadline:
+                self.confirmed(pid, False)
+
+
+def isolation_problem(spaces):
+    """Why a child could not enter the namespaces of `spaces` (None: it can), checked with a
+    throwaway child, whose network namespace is then the first free one."""
+    try:
+        net_fd = spaces.for_child()
+    except OSError as e:
+        return str(e)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(r)
+            spaces.enter(net_fd)
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            os.write(w, str(e).encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        text = f.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if net_fd >= 0:
+        spaces.free.append(net_fd)  # its only process is gone
+    if os.waitstatus_to_exitcode(status) != 0:
+        return text or f"the check exited with status {os.waitstatus_to_exitcode(status)}"
+    return None
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def clear_inheritable():
+    """Empties the zygote's inheritable (and so ambient) capability set, which bubblewrap fills
+    with what it was told to keep: the uid switch clears a child's effective, permitted and
+    ambient sets but not its inheritable one, and no task needs it."""
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget failed")
+    if data[0].inheritable or data[1].inheritable:
+        data[0].inheritable = data[1].inheritable = 0
+        if _libc.capset(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def confine_children(flags, strict):
+    """Sets up the layers every child gets from the zygote: the user-namespace filter, loaded
+    here once, and the namespaces `flags`, checked with a throwaway child. Returns the
+    TaskNamespaces children enter (None when there are none, or they cannot be had and not
+    `strict`: warned about on stderr)."""
+    problems = []
+    try:
+        clear_inheritable()
+    except OSError as e:
+        problems.append(f"the inheritable capabilities cannot be cleared: {e}")
+    try:
+        deny_user_namespaces()
+    except ImportError:
+        problems.append("user namespaces cannot be denied to tasks: the python3-seccomp "
+                        "package (libseccomp's Python binding) is not installed")
+    except OSError as e:
+        problems.append(f"user namespaces cannot be denied to tasks: {e}")
+    spaces = None
+    if flags:
+        try:
+            spaces = TaskNamespaces(flags)
+            problem = isolation_problem(spaces)
+        except OSError as e:
+            problem = str(e)
+        if problem:
+            problems.append(f"tasks cannot have namespaces of their own: {problem}")
+            spaces = None
+    if problems:
+        text = "; ".join(problems)
+        if strict:
+            sys.stderr.write(f"{text}\n")
+            sys.exit(1)
+        sys.stderr.write(f"sluice zygote: tasks run with less isolation: {text}\n")
+    return spaces
+
+
+def task_error(type_, message):
+    return json.dumps({"ok": False, "error": {"type": type_, "message": message, "traceback": ""}})
 
 
 def run_task(task, result_w, devnull):
@@ -151,6 +379,10 @@ def run_task(task, result_w, devnull):
             msg = json.dumps(msg)
         except (TypeError, ValueError):
             msg = json.dumps(error(RuntimeError("unreportable error")))
+    write_result(result_w, msg)
+
+
+def write_result(result_w, msg):
     data = memoryview(msg.encode() + b"\n")
     while data:
         data = data[os.write(result_w, data):]
@@ -180,10 +412,16 @@ def close_all_but(keep):
     os.closerange(low, MAX_FD)
 
 
-def child_main(task_r, result_w, out_w, err_w, node_ends):
+def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
     # Signal dispositions need no reset: the zygote installs no handlers (see main).
     os.setpgid(0, 0)  # own process group, which Node kills; the zygote sets it too (a race)
     die_with_parent()  # cleared by fork: a pre-forked child must not outlive the zygote
+    problem = None
+    if task_namespaces is not None:
+        try:
+            task_namespaces.enter(net_fd)
+        except OSError as e:
+            problem = str(e)  # checked at start-up, so rare: this task fails, no fork loop
     devnull = os.open("/dev/null", os.O_RDWR)
     os.dup2(devnull, 0)  # never read the zygote's command pipe
     os.dup2(out_w, 1)  # sys.stdout and sys.stderr already write to fds 1 and 2
@@ -197,6 +435,10 @@ def child_main(task_r, result_w, out_w, err_w, node_ends):
         return
     for fd in (task_r, *node_ends):  # Node opened its ends before it sent the task
         os.close(fd)
+    if problem is not None:
+        write_result(result_w, task_error(
+            "SandboxUnavailable", f"the task's own namespaces could not be created: {problem}"))
+        return
     run_task(json.loads(line), result_w, devnull)
 
 
@@ -207,11 +449,17 @@ def fork_child():
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     node_ends = (task_w, result_r, out_r, err_r)
-    pid = os.fork()
+    net_fd = task_namespaces.for_child() if task_namespaces is not None else -1
+    try:
+        pid = os.fork()
+    except OSError:
+        if net_fd >= 0:
+            task_namespaces.free.append(net_fd)  # nobody entered it
+        raise
     if pid == 0:
         code = 0
         try:
-            child_main(task_r, result_w, out_w, err_w, node_ends)
+            child_main(task_r, result_w, out_w, err_w, node_ends, net_fd)
         except BaseException:  # noqa: BLE001
             traceback.print_exc()
             code = 70
@@ -226,6 +474,8 @@ def fork_child():
         pass  # the child got there first, or is already gone
     for fd in (task_r, task_w, result_r, result_w, out_r, out_w, err_r, err_w):
         os.close(fd)
+    if task_namespaces is not None:
+        task_namespaces.forked(pid, net_fd)
     return pid, node_ends
 
 
@@ -287,7 +537,27 @@ def warm_up():
     linecache.cache.pop("__sluice_warm__.py", None)
 
 
+def parse_args(argv):
+    flags, strict, probe = 0, False, False
+    for arg in argv:
+        if arg.startswith("--ns="):
+            for name in filter(None, arg[len("--ns="):].split(",")):
+                flags |= NAMESPACES[name]
+        elif arg == "--strict":
+            strict = True
+        elif arg == "--probe":
+            probe = True
+        else:
+            sys.exit(f"zygote.py: unknown argument {arg}")
+    return flags, strict, probe
+
+
 def main():
+    global task_namespaces
+    flags, strict, probe = parse_args(sys.argv[1:])
+    task_namespaces = confine_children(flags, strict)
+    if probe:
+        return
     # No signal handlers here, so children inherit Python's defaults and reset nothing:
     # Node starts us in a session of our own (Ctrl-C is Node's to handle), and child exits
     # arrive through pidfds, not SIGCHLD.
@@ -322,10 +592,14 @@ def main():
         gone; after SWEEP_ROUNDS sweeps that left something, gives up (`w UID 1`)."""
         if not leftovers(uid, child, pidfds):
             report(f"w {uid} 0\n")
+            if task_namespaces is not None:
+                task_namespaces.confirmed(child, True)
             return
         pid = sweep_uid(uid) if round_ < SWEEP_ROUNDS else 0
         if not pid:
             report(f"w {uid} 1\n")
+            if task_namespaces is not None:
+                task_namespaces.confirmed(child, False)
             return
         sweeps[track(pid)] = (uid, child, round_ + 1)
 
@@ -362,13 +636,17 @@ def main():
                 track(pid)
             if forked:
                 report("".join(f"c {pid} {' '.join(map(str, fds))}\n" for pid, fds in forked))
+        now = time.monotonic()
         if exited or sweeps:
             text, gone = reap(poll, pidfds)
             report(text)
             for pid in gone:
+                if task_namespaces is not None:
+                    task_namespaces.reaped(pid, now)
                 if pid in sweeps:
                     check(*sweeps.pop(pid))
-        now = time.monotonic()
+        if task_namespaces is not None:
+            task_namespaces.expire(now)
         for child, (uid, deadline) in list(deferred.items()):
             if child not in pidfds.values() or now > deadline:
                 del deferred[child]
