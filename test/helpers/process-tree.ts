@@ -28,3 +28,18 @@ export function pythonDescendants(): string[] {
   }
   return out;
 }
+
+/** Pids of the live (not zombie) processes whose real uid is `uid`. */
+export function processesOf(uid: number): number[] {
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .filter((n) => {
+      try {
+        const status = readFileSync(`/proc/${n}/status`, "latin1");
+        return Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) === uid && !/^State:\s+Z/m.test(status);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import { after, before, describe, it } from "node:test";
+import { processesOf } from "../helpers/process-tree.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
 /**
@@ -40,20 +40,6 @@ def main(p=None):
         f.write("tenant two's secret")
     return {"uid": os.getuid(), "files": sorted(os.listdir("."))}
 `;
-
-const processesOf = (uid: number): number[] =>
-  fs
-    .readdirSync("/proc")
-    .filter((n) => /^\d+$/.test(n))
-    .filter((n) => {
-      try {
-        const status = fs.readFileSync(`/proc/${n}/status`, "latin1");
-        return Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) === uid && !/^State:\s+Z/m.test(status);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 
 /** Waits for a condition that the service makes true by itself: a record, not a fixed sleep. */
 async function until(what: string, test: () => boolean, ms = 5000): Promise<void> {

@@ -5,6 +5,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { PythonRunner } from "../../src/scripts/python-runner.ts";
+import { processesOf } from "../helpers/process-tree.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
 /**
@@ -157,22 +158,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** Host pids of the live processes of `uid`. */
-function processesOf(uid: number): number[] {
-  return fs
-    .readdirSync("/proc")
-    .filter((n) => /^\d+$/.test(n))
-    .filter((n) => {
-      try {
-        const status = fs.readFileSync(`/proc/${n}/status`, "latin1");
-        return Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]) === uid && !/^State:\s+Z/m.test(status);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 /**
