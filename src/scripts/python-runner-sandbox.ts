@@ -76,14 +76,17 @@ export function bwrapArgs(o: {
   network: boolean;
   /**
    * The zygote: its children unshare the namespaces of `taskNamespaces` (CAP_SYS_ADMIN) and bring
-   * up their own loopback (CAP_NET_ADMIN). It runs no tenant code, and a child loses every
+   * up their own loopback (CAP_NET_ADMIN); its death kills them (CAP_KILL). It runs no tenant code, and a child loses every
    * capability when it switches to its task uid, before it reads its task.
    */
   zygote?: boolean;
 }): string[] {
   const args = systemMounts(o.executable);
   if (o.zygote && isRoot()) {
-    args.push("--cap-add", "CAP_SYS_ADMIN");
+    // CAP_KILL: the parent-death signal that ends a task when the zygote dies (a crashed
+    // service) is sent with the dying zygote's rights; without it the kernel drops the signal
+    // for a task of another uid and the task outlives the service (docs/security.md).
+    args.push("--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_KILL");
     if (!o.network) args.push("--cap-add", "CAP_NET_ADMIN");
   }
   args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
