@@ -17,6 +17,7 @@ import {
   endedRun,
   insertStarted,
   type PendingRecord,
+  recordEnd,
   SYNC_WRITE_BEHIND_MS,
 } from "./write-behind.ts";
 
@@ -124,14 +125,7 @@ export function createFlowRuns(deps: Deps): FlowRuns {
     }
     let recorded = false;
     try {
-      if (pending && !pending.inserted) {
-        pending.inserted = store.insertRun(pending.rec, end);
-        await pending.inserted;
-        recorded = true;
-      } else {
-        await pending?.inserted;
-        recorded = await store.endRun(r.id, end);
-      }
+      recorded = await recordEnd(store, pending, r.id, end);
     } catch (err) {
       // The store failed (e.g. its database went away): the run keeps its last recorded status.
       // Not thrown: an in-process run has nobody awaiting it, and an unhandled rejection ends the

@@ -29,6 +29,26 @@ export function insertStarted(store: Pick<Store, "insertRun">, pending: PendingR
   pending.inserted = inserted;
 }
 
+/**
+ * Records a run's end: one insert of the ended run while the grace has not elapsed, else the
+ * update of the STARTED record (once its insert is done). True when this call recorded the end;
+ * a store failure is thrown for the caller to log or answer.
+ */
+export async function recordEnd(
+  store: Pick<Store, "insertRun" | "endRun">,
+  pending: PendingRecord | undefined,
+  id: string,
+  end: RunEnd,
+): Promise<boolean> {
+  if (pending && !pending.inserted) {
+    pending.inserted = store.insertRun(pending.rec, end);
+    await pending.inserted;
+    return true;
+  }
+  await pending?.inserted;
+  return store.endRun(id, end);
+}
+
 /** The run as stored by `insertRun(rec, end)`, without reading it back. */
 export function endedRun(rec: NewRun, end: RunEnd): Run {
   const startTime = rec.startTime ?? rec.createTime;

@@ -11,6 +11,7 @@ import {
   endedRun,
   insertStarted,
   type PendingRecord,
+  recordEnd,
   SYNC_WRITE_BEHIND_MS,
 } from "../runs/write-behind.ts";
 import type { Run, RunEnd, Scope, ScopeFilter, Store, TriggerType } from "../store/types.ts";
@@ -124,14 +125,7 @@ export function createTaskService(deps: Deps): TaskService {
     }
     let recorded = false;
     try {
-      if (pending && !pending.inserted) {
-        pending.inserted = store.insertRun(pending.rec, end);
-        await pending.inserted;
-        recorded = true;
-      } else {
-        await pending?.inserted;
-        recorded = await store.endRun(runId, end);
-      }
+      recorded = await recordEnd(store, pending, runId, end);
     } catch (err) {
       // The store failed: the task keeps its last recorded status. A run-sync still sees the
       // failed insert it awaits; a queued task's failure is logged here, not swallowed by the queue.
