@@ -21,19 +21,30 @@ describe("a store that fails under running work does not end the process", () =>
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
 
   /** Makes one store method reject (for the run IDs `which` picks) until the test ends. */
-  function breakStore(method: "insertRun" | "endRun" | "getRun", which = (_id: string) => true) {
+  /** Breaks one store method; resolves once the service has called it and seen it fail. */
+  function breakStore(
+    method: "insertRun" | "endRun" | "getRun",
+    which = (_id: string) => true,
+  ): Promise<void> {
     const store = server.services.store as unknown as Record<string, unknown>;
     const original = store[method] as (...args: unknown[]) => Promise<unknown>;
+    let failed!: () => void;
+    const called = new Promise<void>((resolve) => {
+      failed = resolve;
+    });
     store[method] = (...args: unknown[]) => {
       const arg = args[method === "getRun" ? 1 : 0];
       const id = typeof arg === "string" ? arg : (arg as { id: string }).id;
-      return which(id)
-        ? Promise.reject(new Error(`store down (${method})`))
-        : original.apply(server.services.store, args);
+      if (!which(id)) return original.apply(server.services.store, args);
+      const rejected = Promise.reject(new Error(`store down (${method})`));
+      // After the caller's reactions to the rejection: an unhandled one is reported by then.
+      rejected.catch(() => setImmediate(failed));
+      return rejected;
     };
     restore.push(() => {
       store[method] = original;
     });
+    return called;
   }
 
   const healthy = async () => {
@@ -95,13 +106,13 @@ describe("a store that fails under running work does not end the process", () =>
   });
 
   it("an in-process run whose end cannot be recorded", async () => {
-    breakStore("endRun");
+    const failed = breakStore("endRun");
     const r = await server.call("POST", `${DF}/run`, {
       headers: h,
       body: { elementName: "quick", inProcess: true },
     });
     assert.equal(r.body.status, true, r.text);
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the run ends meanwhile
+    await failed; // the run ended and could not be recorded
     await healthy();
   });
 
@@ -135,13 +146,13 @@ describe("a store that fails under running work does not end the process", () =>
       if (!childId) await new Promise((resolve) => setTimeout(resolve, 20));
     }
     assert.ok(childId, "the sub-flow run started");
-    breakStore("getRun", (id) => id === childId);
+    const failed = breakStore("getRun", (id) => id === childId);
     const t = await server.call("POST", `${DF}/run/terminate`, {
       headers: h,
       body: { runIds: [parentId] },
     });
     assert.deepEqual(t.body.data, { [parentId]: true });
-    await new Promise((resolve) => setTimeout(resolve, 100)); // the abort listener's read fails
+    await failed; // the abort listener's read of the sub-flow run failed
     await healthy();
   });
 });
