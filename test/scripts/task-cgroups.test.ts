@@ -124,7 +124,7 @@ describe("task cgroups", { skip: !root && "cgroups need root" }, () => {
     assert.equal(await task.ready, true);
     const where = cgroupOf(pid);
     runaway.go();
-    await sleep(200);
+    await until("the runaway forked on to new pids", () => !alive(pid));
     assert.equal(await task.release(), true);
     const procs = fs.readFileSync(
       path.join("/sys/fs/cgroup/freezer", where, "cgroup.procs"),
@@ -227,7 +227,7 @@ describe("cgroup v2 kill", {
     const runaway = python(RUNAWAY);
     fs.writeFileSync(v2.joinFiles("t0")[0] as string, String(runaway.proc.pid));
     runaway.go();
-    await sleep(100);
+    await until("the runaway forked on to new pids", () => !alive(runaway.proc.pid as number));
     try {
       assert.equal(await v2.killAll("t0"), true);
       assert.deepEqual(v2.pids("t0"), []);
