@@ -13,6 +13,7 @@ import { installBodyDecoding } from "./http/gzip-body.ts";
 import { healthRoutes } from "./http/health-routes.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { monitorRoutes } from "./http/monitor-routes.ts";
+import { installNulCheck } from "./http/no-nul.ts";
 import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
@@ -79,6 +80,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     discard: { maxBytes: config.limits.discardBytes, idleMs: config.limits.discardIdleMs },
   });
   installBodyDecoding(app);
+  installNulCheck(app);
   app.addHook("onRequest", async (req) => {
     if (req.raw.httpVersion === "1.1" && !req.headers.host)
       throw badRequest("the Host header is required in HTTP/1.1");

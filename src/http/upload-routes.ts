@@ -48,6 +48,14 @@ export async function uploadRoutes(
       } catch (err) {
         throw formError(err);
       }
+      // As for every other request (docs/errors.md): PostgreSQL cannot keep U+0000.
+      const nul = Object.keys(fields).find((k) => `${k}${fields[k]}`.includes("\0"));
+      if (nul !== undefined)
+        throw badRequest(
+          `form field ${JSON.stringify(nul)} must not contain the NUL character (U+0000)`,
+        );
+      if (files.some((f) => f.filename.includes("\0")))
+        throw badRequest("batchFile file names must not contain the NUL character (U+0000)");
       if (files.length === 0) throw badRequest("batchFile is required");
       const overwrite = parseBool(fields.overwrite, "overwrite");
       const folder = await targetFolder(

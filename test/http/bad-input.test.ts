@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { deflateSync, gzipSync } from "node:zlib";
 import { type RawAnswer, rawRequest } from "../helpers/raw-http.ts";
-import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
 describe("bad input gets a clear envelope", () => {
   let server: TestServer;
@@ -162,6 +162,36 @@ describe("bad input gets a clear envelope", () => {
       10_000,
     );
     expectEnvelope(envelopeOf(noHost), 400, /Host/);
+  });
+});
+
+describe("U+0000 in a field (PostgreSQL cannot keep it)", () => {
+  it("is a 400 naming the field, in a path, a query string, a body and a form", async () => {
+    const server = await startServer();
+    try {
+      const h = scopeHeaders();
+      const expect400 = (r: { body: { code: number; message: string } }, field: RegExp) => {
+        assert.equal(r.body.code, 400);
+        assert.match(r.body.message, field);
+        assert.match(r.body.message, /NUL/);
+      };
+      expect400(await server.call("GET", "/script/script/lifespan/%00", { headers: h }), /params/);
+      expect400(
+        await server.call("GET", "/dataflow-3-0/monitor/run?runId=a%00b", { headers: h }),
+        /querystring/,
+      );
+      expect400(
+        await server.call("POST", "/script/script/run", {
+          headers: h,
+          body: { elementName: "x", parameter: { note: "a\u0000b" } },
+        }),
+        /body\.parameter\.note/,
+      );
+      const r = await upload(server, [{ name: "a.py", content: "x = 1\n" }], { path: "/a\u0000" });
+      expect400(r, /path/);
+    } finally {
+      await server.close();
+    }
   });
 });
 
