@@ -18,6 +18,8 @@ const isRoot = process.getuid?.() === 0;
 
 /** `a=1` lines: about 400 bytes of compiler memory per source byte. */
 const assignments = (bytes: number): string => "a=1\n".repeat(Math.floor(bytes / 4));
+const comparisonChain = (bytes: number): string =>
+  `x=${Array(Math.floor(bytes / 2)).fill("a").join("<")}\n`;
 const VALID = "def main(p):\n    return p\n";
 
 interface Item {
@@ -189,16 +191,17 @@ describe("upload syntax check: bounded, sandboxed, and judging the bytes that wi
 describe("the upload check compiles exactly the bytes a task runs", () => {
   let server: TestServer;
   before(async () => {
-    server = await startServer({ SCRIPT_CHECK_TIMEOUT_MS: "1000" });
+    server = await startServer({ SCRIPT_CHECK_TIMEOUT_MS: "500" });
   });
   after(() => server.close());
 
   it("a check that outlives SCRIPT_CHECK_TIMEOUT_MS is killed: status 3 naming the time limit", async () => {
-    // ~1 MB of `a=1` takes about 2 s to compile (and ~400 MB, within the default 1 GiB).
+    // A 1 MB comparison chain takes ~2 s to compile here (and ~600 MB, within the default
+    // 1 GiB): four times the limit, where 1 MB of `a=1` (under 1 s) left too thin a margin.
     const r = await upload(
       server,
       [
-        { name: "slow.py", content: assignments(1000 * 1000) },
+        { name: "slow.py", content: comparisonChain(1000 * 1000) },
         { name: "fine.py", content: VALID },
       ],
       { path: "/slow" },
@@ -211,7 +214,7 @@ describe("the upload check compiles exactly the bytes a task runs", () => {
     );
     assert.equal(
       items[0]?.message,
-      "slow.py: checking it took longer than 1000 ms (SCRIPT_CHECK_TIMEOUT_MS)",
+      "slow.py: checking it took longer than 500 ms (SCRIPT_CHECK_TIMEOUT_MS)",
     );
     assert.deepEqual(liveCheckers(), [], "the killed check left no process");
   });
