@@ -25,7 +25,11 @@ export function createRecovery(deps: {
   clock: Clock;
   logger: Logger;
   nodeId: string;
-  mode: "embedded" | "cluster";
+  /**
+   * Other processes share the database (the topology says so, services.ts): their STARTED runs
+   * are theirs at start, and each sweep fails those of nodes that stopped beating.
+   */
+  sharedDatabase: boolean;
   heartbeatMs: number;
   heartbeatTimeoutMs: number;
   /** Embedded: re-queue waiting runs (their in-memory queue died with the process). */
@@ -37,20 +41,22 @@ export function createRecovery(deps: {
   let stopped = false;
 
   async function fail(runId: string, message: string): Promise<boolean> {
-    const ended = await store.endRun(runId, {
-      status: "FAILURE",
+    const end = {
+      status: "FAILURE" as const,
       endTime: clock.now(),
       summary: message,
       error: message,
-    });
-    if (ended) events.notify(runId);
+    };
+    const ended = await store.endRun(runId, end);
+    // Published like any other end: waiters wake, metrics count it, error handlers are called.
+    if (ended) events.publish({ type: "ended", runId, end });
     return ended;
   }
 
   async function sweep(): Promise<number> {
     const now = clock.now();
     await store.heartbeat(deps.nodeId, now);
-    if (deps.mode !== "cluster") return 0;
+    if (!deps.sharedDatabase) return 0;
     let failed = 0;
     for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
       if (run.nodeId === deps.nodeId) continue;
@@ -74,7 +80,7 @@ export function createRecovery(deps: {
   return {
     async recoverAtStart() {
       await store.heartbeat(deps.nodeId, clock.now());
-      if (deps.mode === "cluster") return { failed: 0, requeued: 0 };
+      if (deps.sharedDatabase) return { failed: 0, requeued: 0 };
       let failed = 0;
       for (const run of await store.unfinishedRuns(["STARTED"])) {
         const what = run.elementType === "PY" ? "task" : "run";
