@@ -24,6 +24,7 @@ import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
+import type { Topology } from "./services.ts";
 import type { Store } from "./store/types.ts";
 
 export interface AppDeps {
@@ -39,8 +40,10 @@ export interface AppDeps {
   flows: FlowRuns;
   /** Cron schedules for GET /monitor/flows; absent: none shown. */
   schedules?: Pick<FlowSchedules, "schedules"> | undefined;
-  /** From createServices (instrumented store and runner); a bare one otherwise. */
+  /** From createServices (fed by the run events); a bare one otherwise. */
   metrics?: Metrics;
+  /** Where this process stands (services.ts): what /health shows, whether the API is served. */
+  topology: Pick<Topology, "mode" | "servesApi">;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -97,10 +100,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     sandbox: deps.runner.sandbox,
     cgroup: deps.runner.cgroup,
     refusal: deps.runner.refusal,
-    mode: config.mode,
+    mode: deps.topology.mode,
   });
   // A worker process answers only the root endpoints (health for orchestration).
-  if (config.role === "worker") return app;
+  if (!deps.topology.servesApi) return app;
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, {

@@ -61,7 +61,7 @@ export async function serve(role?: Config["role"]): Promise<void> {
   await app.listen({ port: config.port, host: config.host });
   logger.info(
     {
-      mode: config.mode,
+      mode: services.topology.mode,
       role: config.role,
       node: services.nodeId,
       sandbox: services.runner.sandbox,
@@ -112,9 +112,4 @@ async function failUnfinished(services: Services, graceMs: number): Promise<void
   if (left.length > 0) {
     logger.warn({ failed: left.length }, "failed runs unfinished at the deadline");
   }
-}
-
-if (import.meta.main) {
-  const { runCli } = await import("./cli.ts");
-  await runCli(process.argv.slice(2));
 }

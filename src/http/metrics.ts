@@ -1,7 +1,8 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { RunQueue } from "../queue/types.ts";
+import type { RunEvents, RunFacts } from "../runs/run-events.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
-import type { Run, RunEnd, Store } from "../store/types.ts";
+import type { RunEnd, Store } from "../store/types.ts";
 
 /**
  * Prometheus metrics of one service instance. Each instance has its own registry, so several
@@ -10,8 +11,10 @@ import type { Run, RunEnd, Store } from "../store/types.ts";
 export interface Metrics {
   registry: Registry;
   httpDuration: Histogram<"method" | "route" | "status">;
-  /** Wraps the store and runner so every run start/end and every script execution is counted. */
-  instrument(store: Store, runner: ScriptRunner): void;
+  /** Counts runs from the lifecycle's events (docs/architecture.md, "Run events"). */
+  observe(events: RunEvents, store: Pick<Store, "getRun">): void;
+  /** One Python execution ended (a script task or a flow's script node). */
+  timeScript(outcome: Pick<TaskOutcome, "status" | "durationMs">): void;
   /** Gauges read at scrape time (queue depth, pool sizes). */
   watch(queue: RunQueue, runner: ScriptRunner): void;
 }
@@ -55,73 +58,47 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
-  // What endRun cannot tell: trigger and times. Kept from insert/start, dropped at end.
-  const pending = new Map<
-    string,
-    Pick<Run, "elementType" | "triggerType" | "createTime" | "startTime">
-  >();
+  // Facts an `ended` event from recovery or shutdown lacks: kept from `created`, dropped at the end.
+  const known = new Map<string, RunFacts>();
+
+  function ended(facts: RunFacts, end: RunEnd): void {
+    runsEnded.inc({ type: facts.elementType, status: end.status, trigger: facts.triggerType });
+    const from = facts.startTime ?? facts.createTime;
+    runDuration.observe(
+      { type: facts.elementType, status: end.status },
+      Math.max(0, end.endTime - from) / 1000,
+    );
+  }
 
   return {
     registry,
     httpDuration,
-    instrument(store, runner) {
-      const insertRun = store.insertRun.bind(store);
-      const startRun = store.startRun.bind(store);
-      const endRun = store.endRun.bind(store);
-      const getRun = store.getRun.bind(store);
-      store.insertRun = async (run, end) => {
-        await insertRun(run, end);
-        runsStarted.inc({ type: run.elementType, trigger: run.triggerType });
-        if (end) {
-          // A fast run-sync is written once, already ended (see flow-runs.ts runSync).
-          runsEnded.inc({ type: run.elementType, status: end.status, trigger: run.triggerType });
-          const from = run.startTime ?? run.createTime;
-          runDuration.observe(
-            { type: run.elementType, status: end.status },
-            Math.max(0, end.endTime - from) / 1000,
-          );
-          return;
+    observe(events, store) {
+      events.subscribe((e) => {
+        if (e.type === "created") {
+          runsStarted.inc({ type: e.run.elementType, trigger: e.run.triggerType });
+          const { id, elementType, triggerType, createTime, startTime } = e.run;
+          if (known.size < 100_000)
+            known.set(id, { id, elementType, triggerType, createTime, startTime });
+        } else if (e.type === "started") {
+          const facts = known.get(e.runId);
+          if (facts) facts.startTime = e.startTime;
+        } else if (e.type === "ended") {
+          const facts = known.get(e.runId) ?? e.run;
+          known.delete(e.runId);
+          if (facts) ended(facts, e.end);
+          else {
+            // A run accepted by another node (cluster) is looked up once, at its end.
+            void store
+              .getRun(null, e.runId)
+              .then((run) => run && ended(run, e.end))
+              .catch(() => {});
+          }
         }
-        if (pending.size < 100_000)
-          pending.set(run.id, {
-            elementType: run.elementType,
-            triggerType: run.triggerType,
-            createTime: run.createTime,
-            startTime: run.startTime ?? null,
-          });
-      };
-      store.startRun = async (id, startTime, nodeId) => {
-        const started = await startRun(id, startTime, nodeId);
-        const known = pending.get(id);
-        if (started && known) known.startTime = startTime;
-        return started;
-      };
-      store.endRun = async (id, end: RunEnd) => {
-        const ended = await endRun(id, end);
-        if (!ended) return ended;
-        // A run accepted by another node (cluster) is looked up once, at its end.
-        const known = pending.get(id) ?? (await getRun(null, id).catch(() => undefined));
-        pending.delete(id);
-        if (known) {
-          runsEnded.inc({
-            type: known.elementType,
-            status: end.status,
-            trigger: known.triggerType,
-          });
-          const from = known.startTime ?? known.createTime;
-          runDuration.observe(
-            { type: known.elementType, status: end.status },
-            Math.max(0, end.endTime - from) / 1000,
-          );
-        }
-        return ended;
-      };
-      const run = runner.run.bind(runner);
-      runner.run = async (spec) => {
-        const out: TaskOutcome = await run(spec);
-        scriptDuration.observe({ status: out.status }, out.durationMs / 1000);
-        return out;
-      };
+      });
+    },
+    timeScript(outcome) {
+      scriptDuration.observe({ status: outcome.status }, outcome.durationMs / 1000);
     },
     watch(queue, runner) {
       new Gauge({

@@ -30,9 +30,11 @@ export interface Release {
  */
 export function createRunPreparer(deps: {
   store: Store;
-  config: Config;
+  config: Pick<Config, "timeZone">;
   clock: Clock;
   nodeId: string;
+  /** Every change of a flow element happens in this process and calls `forget()`. */
+  cacheLocators: boolean;
 }) {
   const { store, config, clock } = deps;
   // Revisions never change once stored, so a parsed release is cached by element and version.
@@ -54,13 +56,13 @@ export function createRunPreparer(deps: {
     return rel;
   }
 
-  // Embedded mode: every change of a flow element (deploy, activate, deactivate) happens in this
-  // process and calls `forget()`, so resolved locators can be kept until then. In cluster mode
-  // another node may change an element at any time: every run looks it up.
+  // When every change of a flow element (deploy, activate, deactivate) happens in this process
+  // (the topology says so), resolved locators are kept until `forget()`. Otherwise another node
+  // may change an element at any time: every run looks it up.
   const located = new Map<string, Element>();
 
   async function locateFlow(scope: Scope, loc: Locator): Promise<Element> {
-    if (config.mode !== "embedded") return locateElement(store, scope, loc, "DPL");
+    if (!deps.cacheLocators) return locateElement(store, scope, loc, "DPL");
     const key = `${scope.app}\n${scope.space}\n${loc.elementId ?? ""}\n${loc.elementName ?? ""}\n${loc.elementType ?? ""}\n${loc.folderId ?? "\u0000"}\n${loc.path ?? "\u0000"}`;
     const hit = located.get(key);
     if (hit) return hit;

@@ -1,6 +1,6 @@
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
-import type { ScriptRunner, ScriptSource } from "../scripts/runner-types.ts";
+import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
 import type { Scope, Store } from "../store/types.ts";
 
 /**
@@ -12,6 +12,8 @@ export function scriptNodeRunner(deps: {
   runner: ScriptRunner;
   scope: Scope;
   runId: string;
+  /** Told of every Python execution's outcome (metrics). */
+  onScript?: ((o: TaskOutcome) => void) | undefined;
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
@@ -29,6 +31,7 @@ export function scriptNodeRunner(deps: {
         keepWorkDir: true,
         ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
       });
+      deps.onScript?.(o);
       const result: ScriptResult =
         o.status === "SUCCESS"
           ? { ok: true, value: o.value, stdout: o.stdout, stderr: o.stderr }

@@ -1,8 +1,6 @@
 import type { Clock } from "../clock.ts";
-import type { Run, ScopeFilter, Store } from "../store/types.ts";
+import { type Run, type ScopeFilter, type Store, TERMINAL } from "../store/types.ts";
 import type { RunEvents } from "./run-events.ts";
-
-const TERMINAL = new Set(["SUCCESS", "FAILURE", "CANCELED"]);
 
 /**
  * Reads the run, and while it is unfinished waits for its end event (no polling), up to `ms`.

@@ -15,6 +15,8 @@ export interface PendingRecord {
   rec: NewRun;
   /** The insert once it started: the STARTED record (grace elapsed) or the final one. */
   inserted: Promise<void> | null;
+  /** The record was first written already ended (the run ended within the grace). */
+  wroteEnded: boolean;
 }
 
 /**
@@ -42,6 +44,7 @@ export async function recordEnd(
 ): Promise<boolean> {
   if (pending && !pending.inserted) {
     pending.inserted = store.insertRun(pending.rec, end);
+    pending.wroteEnded = true;
     await pending.inserted;
     return true;
   }

@@ -5,10 +5,11 @@
  */
 import type { Clock } from "../../clock.ts";
 import type { Language } from "../../errors.ts";
-import type { Configure } from "../../flows/graph.ts";
+import { type Configure, normalizeConfigure } from "../../flows/graph.ts";
 import type { TaskService } from "../../scripts/task-service.ts";
-import type { ErrorHandlerResult, Run, RunStatus, Store } from "../../store/types.ts";
+import type { ErrorHandlerResult, Run, RunEnd, Store } from "../../store/types.ts";
 import type { FlowRuns } from "../flow-runs.ts";
+import type { RunEvent, RunEvents, RunFacts } from "../run-events.ts";
 import { botHandler } from "./bot.ts";
 import { customHandler, HandlerRunError } from "./custom.ts";
 import { emailHandler } from "./email.ts";
@@ -36,9 +37,10 @@ export interface ErrorHandlerConfig {
 
 export interface ErrorHandlerDeps {
   store: Store;
-  /** Lazy: flow runs are built after the handlers they call. */
-  flows: () => Pick<FlowRuns, "start" | "waitForEnd">;
+  flows: Pick<FlowRuns, "start" | "waitForEnd">;
   tasks: Pick<TaskService, "submit">;
+  /** The lifecycle's events: a recorded FAILURE and a sentinel call the handlers. */
+  events: Pick<RunEvents, "subscribe">;
   clock: Clock;
   logger: { error(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
   config: ErrorHandlerConfig;
@@ -46,15 +48,7 @@ export interface ErrorHandlerDeps {
   sleep?: (ms: number) => Promise<void>;
 }
 
-/** What flow runs call; both return at once and never throw. */
-export interface RunHooks {
-  /** The run ended and is recorded. */
-  ended(runId: string, configure: Configure, status: RunStatus): void;
-  /** The run passed its sentinel limit and goes on. */
-  sentinel(runId: string, configure: Configure, seconds: number): void;
-}
-
-export interface ErrorHandlers extends RunHooks {
+export interface ErrorHandlers {
   /** Invokes every configured handler for the event; resolves with the recorded outcomes. */
   notify(
     run: Run,
@@ -104,11 +98,10 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
         }),
       );
     if (h.custom) {
-      const flows = deps.flows();
       out.push(
         customHandler(h.custom, {
           store,
-          flows,
+          flows: deps.flows,
           tasks: deps.tasks,
           waitS: config.customWaitS,
           started: (id) => handlerRuns.add(id),
@@ -198,33 +191,48 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
   const hasHandlers = (c: Configure) =>
     Boolean(c.errorHandlers.email || c.errorHandlers.bot || c.errorHandlers.custom);
 
+  /** A flow run's configuration when the event does not carry it (recovery, shutdown). */
+  async function configureOf(run: Run): Promise<Configure | undefined> {
+    if (run.elementType !== "DPL" || run.version === null) return undefined;
+    const rev = await store.flowRevision(run.elementId, Number(run.version));
+    return rev ? normalizeConfigure(rev.configure) : undefined;
+  }
+
+  /** `facts` absent: ended by recovery, which knows neither the kind nor the configuration. */
+  function ended(runId: string, end: RunEnd, facts: RunFacts | undefined, given?: Configure): void {
+    const byHandler = handlerRuns.delete(runId);
+    if (end.status !== "FAILURE" || byHandler) return;
+    // An executed run without a configuration never reached its release: no handlers known.
+    if (facts && (facts.elementType !== "DPL" || !given || !hasHandlers(given))) return;
+    track(
+      (async () => {
+        const run = await store.getRun(null, runId);
+        if (run?.elementType !== "DPL") return;
+        const configure = given ?? (await configureOf(run));
+        if (configure && hasHandlers(configure)) await notify(run, configure, "run.failure");
+      })(),
+    );
+  }
+
+  function sentinel(runId: string, configure: Configure, seconds: number): void {
+    if (handlerRuns.has(runId) || !hasHandlers(configure)) return;
+    track(
+      (async () => {
+        const run = await store.getRun(null, runId);
+        if (!run || run.endTime !== null) return; // ended first: its own outcome is what matters
+        const error = t(config.language, "sentinel", { runId, seconds });
+        await notify(run, configure, "run.timeout", error);
+      })(),
+    );
+  }
+
+  deps.events.subscribe((e: RunEvent) => {
+    if (e.type === "ended") ended(e.runId, e.end, e.run, e.configure);
+    else if (e.type === "sentinel") sentinel(e.runId, e.configure, e.seconds);
+  });
+
   return {
     notify,
-    ended(runId, configure, status) {
-      const byHandler = handlerRuns.delete(runId);
-      if (status !== "FAILURE" || byHandler || !hasHandlers(configure)) return;
-      track(
-        (async () => {
-          const run = await store.getRun(null, runId);
-          if (run) await notify(run, configure, "run.failure");
-        })(),
-      );
-    },
-    sentinel(runId, configure, seconds) {
-      if (handlerRuns.has(runId) || !hasHandlers(configure)) return;
-      track(
-        (async () => {
-          const run = await store.getRun(null, runId);
-          if (!run || run.endTime !== null) return; // ended first: its own outcome is what matters
-          await notify(
-            run,
-            configure,
-            "run.timeout",
-            t(config.language, "sentinel", { runId, seconds }),
-          );
-        })(),
-      );
-    },
     async idle() {
       while (inFlight.size > 0) await Promise.all(inFlight);
     },

@@ -1,0 +1,65 @@
+import type { Configure } from "../flows/graph.ts";
+import type { RunEnd } from "../store/types.ts";
+
+/** How an executor's work ended, before the lifecycle applies the limits and records it. */
+export interface Outcome {
+  status: RunEnd["status"];
+  /** SUCCESS: the value, serialised and checked against the result limit by the lifecycle. */
+  value?: unknown;
+  /** FAILURE or CANCELED: what went wrong; its first line is the summary. */
+  error?: string | undefined;
+  /** SUCCESS: what the run did ("3 nodes"); the lifecycle adds the result's size. */
+  summary?: string | undefined;
+  /** FAILURE: a prefix of the summary (the failed node). */
+  summaryPrefix?: string | undefined;
+  stdout?: string | undefined;
+  stderr?: string | undefined;
+  detail?: Record<string, unknown> | undefined;
+}
+
+/** What executing one run gave: its outcome and, for a flow, its release's configuration. */
+export interface Execution {
+  outcome: Outcome;
+  configure?: Configure | undefined;
+  /** Called once the end is recorded (or its recording failed): the run's files may go then. */
+  afterEnd?: (() => void) | undefined;
+}
+
+/** Why the lifecycle stopped a run early; the executor's signal aborts with one of these. */
+export class RunStop extends Error {
+  readonly reason: "terminate" | "timeout" | "limit";
+  constructor(reason: RunStop["reason"], message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+export function limitMessage(maxRunS: number): string {
+  return `run timed out: it exceeded the system limit of ${maxRunS}s`;
+}
+
+/**
+ * The recorded end of an outcome (docs/architecture.md, "Limits"): a SUCCESS whose serialised
+ * result is over `resultBytes` ends FAILURE with ResultTooLarge, the same for flows and tasks.
+ */
+export function toEnd(o: Outcome, endTime: number, resultBytes: number): RunEnd {
+  const base = {
+    endTime,
+    ...(o.stdout !== undefined ? { stdout: o.stdout } : {}),
+    ...(o.stderr !== undefined ? { stderr: o.stderr } : {}),
+    ...(o.detail !== undefined ? { detail: o.detail } : {}),
+  };
+  if (o.status === "SUCCESS") {
+    const result = JSON.stringify(o.value ?? null);
+    const size = Buffer.byteLength(result);
+    if (size > resultBytes) {
+      const error = `ResultTooLarge: the return value is ${size} bytes, over the ${resultBytes} byte limit`;
+      return { ...base, status: "FAILURE", summary: error, error };
+    }
+    const summary = `${o.summary ? `${o.summary}, ` : ""}result ${size} bytes`;
+    return { ...base, status: "SUCCESS", result, summary };
+  }
+  const error = o.error ?? (o.status === "CANCELED" ? "canceled" : "failed");
+  const summary = `${o.summaryPrefix ?? ""}${error}`.split("\n")[0] ?? error;
+  return { ...base, status: o.status, summary, error };
+}
