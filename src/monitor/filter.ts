@@ -1,15 +1,16 @@
 import { badRequest } from "../errors.ts";
-import type { RunStatus, TriggerType } from "../store/types.ts";
-import { pageWindow } from "./paging.ts";
 import type {
   ColFilter,
   IntervalColumn,
   RunQuery,
+  RunStatus,
   SortField,
   SortKey,
   StringColumn,
   StringOp,
-} from "./types.ts";
+  TriggerType,
+} from "../store/types.ts";
+import { pageWindow } from "./paging.ts";
 
 /** PagedRunsFilter as the HTTP schema lets it through (types checked, meaning not yet). */
 export interface PagedRunsFilterInput {

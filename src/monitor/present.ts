@@ -1,5 +1,4 @@
-import type { Element } from "../store/types.ts";
-import type { FlowListRow, FlowOverviewRow, RunRecord } from "./types.ts";
+import type { Element, FlowListRow, FlowOverviewRow, RunRecord } from "../store/types.ts";
 
 /** Wire shapes of the API (docs/monitoring.md: RunInfo, RunDisplayResp, FlowOverviewRecord, …) from store rows. */
 

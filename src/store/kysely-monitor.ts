@@ -1,16 +1,19 @@
 import { type Kysely, type Selectable, sql, type Transaction } from "kysely";
-import { applyOrder, type Dialect, runFilters } from "../monitor/compile.ts";
+import { applyOrder, type Dialect, runFilters } from "./monitor-sql.ts";
+import { ELEMENT_COLUMNS, toElement, toRun } from "./rows.ts";
+import type { Database, RunTable } from "./schema.ts";
 import type {
   FlowListRow,
   FlowOverviewRow,
   RunPage,
   RunQuery,
   RunRecord,
+  RunStatus,
+  Scope,
+  ScopeFilter,
   StatusCounts,
-} from "../monitor/types.ts";
-import { ELEMENT_COLUMNS, toElement, toRun } from "./rows.ts";
-import type { Database, RunTable } from "./schema.ts";
-import type { RunStatus, Scope, ScopeFilter, Store } from "./types.ts";
+  Store,
+} from "./types.ts";
 
 type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 

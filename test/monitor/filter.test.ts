@@ -11,9 +11,9 @@ import {
   SqliteQueryCompiler,
 } from "kysely";
 import { SluiceError } from "../../src/errors.ts";
-import { applyOrder, likeEscape, runFilters } from "../../src/monitor/compile.ts";
 import { parseRunsFilter } from "../../src/monitor/filter.ts";
 import { pageWindow, totalPages } from "../../src/monitor/paging.ts";
+import { applyOrder, likeEscape, runFilters } from "../../src/store/monitor-sql.ts";
 import type { Database } from "../../src/store/schema.ts";
 
 const base = { pageNo: 0, pageSize: 20 };

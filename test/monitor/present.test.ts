@@ -8,8 +8,7 @@ import {
   runDisplay,
   runInfo,
 } from "../../src/monitor/present.ts";
-import type { RunRecord } from "../../src/monitor/types.ts";
-import type { Element } from "../../src/store/types.ts";
+import type { Element, RunRecord } from "../../src/store/types.ts";
 
 const element: Element = {
   id: "7",

@@ -6,7 +6,7 @@ import {
   type SqlBool,
   sql,
 } from "kysely";
-import type { Database } from "../store/schema.ts";
+import type { Database } from "./schema.ts";
 import type { ColFilter, RunQuery, SortKey, StringOp } from "./types.ts";
 
 /**
