@@ -108,10 +108,3 @@ export function languageOf(header: string | string[] | undefined): Language {
 }
 
 export const badRequest = (what: string) => new SluiceError(ErrorCode.BAD_REQUEST, [what]);
-export const businessError = (what: string) => new SluiceError(ErrorCode.BUSINESS, [what]);
-
-/** Normalise anything thrown into an Error, once. */
-export function coerceError(err: unknown): Error {
-  if (err instanceof Error) return err;
-  return new Error(typeof err === "string" ? err : JSON.stringify(err), { cause: err });
-}
