@@ -1,8 +1,9 @@
 import { type Kysely, type Selectable, sql, type Transaction } from "kysely";
-import { applyOrder, type Dialect, runFilters } from "./monitor-sql.ts";
+import { applyOrder, runFilters } from "./monitor-sql.ts";
 import { ELEMENT_COLUMNS, toElement, toRun } from "./rows.ts";
 import type { Database, RunTable } from "./schema.ts";
 import type {
+  Dialect,
   FlowListRow,
   FlowOverviewRow,
   RunPage,

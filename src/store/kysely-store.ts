@@ -6,6 +6,7 @@ import { scheduleMethods } from "./kysely-schedules.ts";
 import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type {
+  Dialect,
   Element,
   ElementQuery,
   Folder,
@@ -22,7 +23,7 @@ import type {
 /** The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. */
 export function createKyselyStore(
   db: Kysely<Database>,
-  dialect: "sqlite" | "postgres",
+  dialect: Dialect,
   onClose: () => Promise<void>,
 ): Store & { db: Kysely<Database> } {
   const elements = () =>

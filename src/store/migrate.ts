@@ -4,8 +4,8 @@ import * as m002 from "./migrations/002-monitor.ts";
 import * as m003 from "./migrations/003-nodes.ts";
 import * as m004 from "./migrations/004-schedules.ts";
 import * as m005 from "./migrations/005-search-columns.ts";
+import type { Dialect } from "./types.ts";
 
-type Dialect = "sqlite" | "postgres";
 interface MigrationModule {
   up(db: Kysely<unknown>, dialect: Dialect): Promise<void>;
 }

@@ -7,14 +7,13 @@ import {
   sql,
 } from "kysely";
 import type { Database } from "./schema.ts";
-import type { ColFilter, RunQuery, SortKey, StringOp } from "./types.ts";
+import type { ColFilter, Dialect, RunQuery, SortKey, StringOp } from "./types.ts";
 
 /**
  * RunQuery → Kysely expressions over `runs`. Every value from the request becomes a bound
  * parameter; the only text spliced into SQL comes from the constant tables below.
  */
 
-export type Dialect = "sqlite" | "postgres";
 type Runs = ExpressionBuilder<Database, "runs">;
 
 const SORT_COLUMN = {

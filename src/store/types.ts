@@ -8,6 +8,9 @@ export interface Scope {
 /** A lookup by ID in auth mode `off` without headers is not limited to a scope (docs/auth.md). */
 export type ScopeFilter = Scope | null;
 
+/** The two databases the store runs on (embedded SQLite, cluster PostgreSQL). */
+export type Dialect = "sqlite" | "postgres";
+
 export type ElementType = "DPL" | "PY";
 export type FlowStatus = "DRAFT" | "APPROVED" | "OBSOLETE";
 export type RunStatus = "QUEUED" | "STARTED" | "SUCCESS" | "FAILURE" | "CANCELED";

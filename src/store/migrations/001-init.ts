@@ -1,7 +1,8 @@
 import { type Kysely, sql } from "kysely";
+import type { Dialect } from "../types.ts";
 
 /** Base schema: folders, elements, flow revisions, runs. Written once for both dialects. */
-export async function up(db: Kysely<unknown>, dialect: "sqlite" | "postgres"): Promise<void> {
+export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === "postgres" ? "bigint" : "integer";
   const blob = dialect === "postgres" ? "bytea" : "blob";
 

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from "kysely";
+import type { Dialect } from "../types.ts";
 
 /**
  * Monitoring (docs/monitoring.md): a per-element run counter, so `totalRuns` never counts rows, and one
@@ -7,7 +8,7 @@ import { type Kysely, sql } from "kysely";
  * page is read in index order (no sort) in either direction and stays covered for the id-only
  * page query.
  */
-export async function up(db: Kysely<unknown>, dialect: "sqlite" | "postgres"): Promise<void> {
+export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === "postgres" ? "bigint" : "integer";
   await db.schema
     .createTable("element_run_stats")

@@ -1,4 +1,5 @@
 import type { Kysely } from "kysely";
+import type { Dialect } from "../types.ts";
 
 /**
  * Cron state and error-handler outcomes (docs/flow-graph.md).
@@ -10,7 +11,7 @@ import type { Kysely } from "kysely";
  * - `error_handler_results`: one row per handler outcome. Kept apart from `runs.detail` because a
  *   sentinel timeout is reported while the run goes on, and the run's end rewrites its detail.
  */
-export async function up(db: Kysely<unknown>, dialect: "sqlite" | "postgres"): Promise<void> {
+export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === "postgres" ? "bigint" : "integer";
   await db.schema
     .createTable("schedule_state")
