@@ -1,14 +1,11 @@
+import type { ScheduleOverview } from "../scheduler/scheduler.ts";
 import type { Element, FlowListRow, FlowOverviewRow, RunRecord } from "../store/types.ts";
 
 /** Wire shapes of the API (docs/monitoring.md: RunInfo, RunDisplayResp, FlowOverviewRecord, …) from store rows. */
 
-export interface ScheduleOverview {
-  name: string;
-  crontab: string;
-  scheduleId: string;
-  lastRunAt?: number;
-  nextRunAt?: number;
-}
+export type { ScheduleOverview };
+/** A schedule as the API shows it (docs/monitoring.md): the scheduler's, without its time zone. */
+export type ScheduleInfo = Omit<ScheduleOverview, "timezone">;
 
 export interface RunInfo {
   runId: string;
@@ -98,15 +95,15 @@ export function pickDescription(
 }
 
 /** The schedule that fires next; without any nextRunAt (flow not approved), the first. */
-export function nextSchedule(list: readonly ScheduleOverview[]): ScheduleOverview | undefined {
-  let best: ScheduleOverview | undefined;
+export function nextSchedule(list: readonly ScheduleInfo[]): ScheduleInfo | undefined {
+  let best: ScheduleInfo | undefined;
   for (const s of list) {
     if (s.nextRunAt === undefined) continue;
     if (!best || (best.nextRunAt ?? Infinity) > s.nextRunAt) best = s;
   }
   const pick = best ?? list[0];
   if (!pick) return undefined;
-  const out: ScheduleOverview = {
+  const out: ScheduleInfo = {
     name: pick.name,
     crontab: pick.crontab,
     scheduleId: pick.scheduleId,
@@ -127,7 +124,7 @@ export interface FlowOverviewRecord {
   };
   status: string;
   revision: { version: string; name: string };
-  schedule?: ScheduleOverview;
+  schedule?: ScheduleInfo;
   lastRelease?: { user?: Record<string, unknown>; time?: string };
   lastRun?: RunInfo;
   totalRuns: number;

@@ -1,7 +1,6 @@
 /** What every transform operator provides: its config schema, its expressions, its evaluation. */
 import type { TSchema } from "typebox";
-
-export type JsonPath = (string | number)[];
+import type { JsonPath } from "../schema-issues.ts";
 
 export interface OperatorContext {
   /** The run parameter, bound to `$params` in expressions. */
