@@ -3,6 +3,8 @@
  * nodes are settled and at least one incoming edge was taken; otherwise it is skipped, which
  * propagates. Effects (scripts, subflows, fetch, clock) come in through FlowDeps.
  */
+
+import type { FinishedStatus } from "../store/types.ts";
 import { evalExpr, truthy } from "./expr.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
@@ -11,7 +13,7 @@ import type { FlowDeps, NodeContext } from "./nodes/types.ts";
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
 export type NodeStatus = "SUCCESS" | "FAILURE" | "SKIPPED" | "CANCELED";
-export type RunStatus = "SUCCESS" | "FAILURE" | "CANCELED";
+export type RunStatus = FinishedStatus;
 
 export interface NodeLog {
   nodeId: string;

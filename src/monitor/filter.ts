@@ -10,6 +10,7 @@ import type {
   StringOp,
   TriggerType,
 } from "../store/types.ts";
+import { FINISHED } from "../store/types.ts";
 import { pageWindow } from "./paging.ts";
 
 /** PagedRunsFilter as the HTTP schema lets it through (types checked, meaning not yet). */
@@ -32,7 +33,7 @@ export interface ColFilterInput {
   to?: number | undefined;
 }
 
-const STATUSES: readonly RunStatus[] = ["QUEUED", "STARTED", "SUCCESS", "FAILURE", "CANCELED"];
+const STATUSES: readonly RunStatus[] = ["QUEUED", "STARTED", ...FINISHED];
 const TRIGGERS: readonly TriggerType[] = ["API", "SCHEDULED", "SYNC", "ASYNC"];
 const SORT_FIELDS: readonly SortField[] = [
   "runId",

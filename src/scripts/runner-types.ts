@@ -1,5 +1,7 @@
 /** What the rest of Sluice knows about executing Python: one task in, one outcome out. */
 
+import type { FinishedStatus } from "../store/types.ts";
+
 export interface ScriptSource {
   /** Module name the script is registered under in `sys.modules` (the element name). */
   name: string;
@@ -24,7 +26,7 @@ export interface TaskSpec {
   timeoutMs?: number;
 }
 
-export type TaskStatus = "SUCCESS" | "FAILURE" | "CANCELED";
+export type TaskStatus = FinishedStatus;
 
 export interface TaskOutcome {
   status: TaskStatus;

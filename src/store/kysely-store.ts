@@ -19,6 +19,7 @@ import type {
   ScriptElement,
   Store,
 } from "./types.ts";
+import { FINISHED } from "./types.ts";
 
 /** The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. */
 export function createKyselyStore(
@@ -248,7 +249,7 @@ export function createKyselyStore(
       const rows = await db
         .deleteFrom("runs")
         .where("id", "in", ids)
-        .where("status", "in", ["SUCCESS", "FAILURE", "CANCELED"])
+        .where("status", "in", [...FINISHED])
         .$if(scope !== null, (q) =>
           q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
         )

@@ -13,10 +13,13 @@ export type Dialect = "sqlite" | "postgres";
 
 export type ElementType = "DPL" | "PY";
 export type FlowStatus = "DRAFT" | "APPROVED" | "OBSOLETE";
-export type RunStatus = "QUEUED" | "STARTED" | "SUCCESS" | "FAILURE" | "CANCELED";
+/** The statuses a run ends in: the one definition (docs/architecture.md, "Limits"). */
+export const FINISHED = ["SUCCESS", "FAILURE", "CANCELED"] as const;
+export type FinishedStatus = (typeof FINISHED)[number];
+export type RunStatus = "QUEUED" | "STARTED" | FinishedStatus;
 export type TriggerType = "API" | "SCHEDULED" | "SYNC" | "ASYNC";
 
-export const TERMINAL: ReadonlySet<RunStatus> = new Set(["SUCCESS", "FAILURE", "CANCELED"]);
+export const TERMINAL: ReadonlySet<RunStatus> = new Set<RunStatus>(FINISHED);
 
 export interface Folder {
   id: string;
@@ -89,7 +92,7 @@ export type NewRun = Omit<
 };
 
 export interface RunEnd {
-  status: "SUCCESS" | "FAILURE" | "CANCELED";
+  status: FinishedStatus;
   endTime: number;
   summary: string | null;
   result?: string | null;
