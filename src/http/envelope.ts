@@ -22,6 +22,14 @@ export function ok<T>(data: T): EnvelopeBody<T> {
   return { status: true, code: 0, message: "success", data };
 }
 
+/**
+ * The success envelope around data that is JSON text already (a stored result): spliced in
+ * rather than parsed and serialised again. Must equal `JSON.stringify(ok(JSON.parse(json)))`.
+ */
+export function okJson(json: string | null): string {
+  return `{"status":true,"code":0,"message":"success","data":${json ?? "null"}}`;
+}
+
 export function fail(code: number, message: string): EnvelopeBody<null> {
   return { status: false, code, message, data: null };
 }

@@ -6,7 +6,7 @@ import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { TaskService } from "../scripts/task-service.ts";
 import type { Run, Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
-import { AnyEnvelope, Envelope, ok } from "./envelope.ts";
+import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
 import {
   RunBody,
   RunIdMap,
@@ -155,7 +155,5 @@ function sendRunResult(reply: FastifyReply, run: Run): FastifyReply {
     );
   if (run.status === "CANCELED") throw new SluiceError(ErrorCode.RUN_CANCELED, [run.id], headers);
   // The stored result is JSON text already; splice it in rather than parse and re-serialise.
-  return reply
-    .type("application/json")
-    .send(`{"status":true,"code":0,"message":"success","data":${run.result ?? "null"}}`);
+  return reply.type("application/json").send(okJson(run.result));
 }

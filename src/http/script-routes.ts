@@ -7,7 +7,7 @@ import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { TaskRequest, TaskService } from "../scripts/task-service.ts";
 import type { Run } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
-import { AnyEnvelope, Envelope, ok } from "./envelope.ts";
+import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
 import {
   ExternalParams,
   ExternalRunQuery,
@@ -245,9 +245,7 @@ function assertSucceeded(run: Run, killedOnTimeout: boolean): void {
 }
 
 function sendResultEnvelope(reply: FastifyReply, resultJson: string | null): FastifyReply {
-  return reply
-    .type("application/json")
-    .send(`{"status":true,"code":0,"message":"success","data":${resultJson ?? "null"}}`);
+  return reply.type("application/json").send(okJson(resultJson));
 }
 
 /** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (docs/script-service.md). */
