@@ -21,6 +21,15 @@ type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 /** The counter table of migration 002; known to this file only. */
 type MonitorTables = {
   element_run_stats: { element_id: number; total_runs: number };
+  /** Migration 006: kept by triggers on `runs`, exact in every transaction. */
+  run_status_counts: {
+    app: string;
+    space: string;
+    element_id: number;
+    trigger_type: string;
+    status: string;
+    n: number;
+  };
 };
 
 /** Everything but the bulky result, error, stdout, stderr and detail. */
@@ -87,6 +96,38 @@ export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorM
     return new Map(rows.map((r) => [r.id, toRecord(r)]));
   }
 
+  /**
+   * The five counts (status filter left out). Status and trigger filters alone read the counters
+   * of migration 006 (a few rows whatever the run count); any other filter counts the matching
+   * runs in one grouped pass.
+   */
+  async function statusCounts(
+    scope: Scope,
+    elementId: string,
+    q: RunQuery,
+  ): Promise<{ status: string; n: number | string | bigint }[]> {
+    if (q.versions === null && q.colFilters.length === 0 && q.quickSearch === null) {
+      return mdb
+        .selectFrom("run_status_counts")
+        .select((eb) => ["status", eb.fn.sum<number>("n").as("n")])
+        .where("app", "=", scope.app)
+        .where("space", "=", scope.space)
+        .where("element_id", "=", Number(elementId))
+        .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
+        .groupBy("status")
+        .execute();
+    }
+    return db
+      .selectFrom("runs")
+      .select((eb) => ["status", eb.fn.countAll<number>().as("n")])
+      .where("app", "=", scope.app)
+      .where("space", "=", scope.space)
+      .where("element_id", "=", Number(elementId))
+      .where((eb) => runFilters(eb, dialect, q, false))
+      .groupBy("status")
+      .execute();
+  }
+
   return {
     async monitorRuns(scope: Scope, elementId: string, q: RunQuery): Promise<RunPage> {
       const ofElement = () =>
@@ -118,31 +159,32 @@ export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorM
         return { counts, totalCount: kept.length, runs: ids.flatMap((id) => byId.get(id) ?? []) };
       }
 
-      // One grouped pass gives the five counts (status filter left out) and, summed over the
-      // filtered statuses, totalCount: no separate COUNT query.
-      const grouped = await ofElement()
-        .select((eb) => ["status", eb.fn.countAll<number>().as("n")])
-        .where((eb) => runFilters(eb, dialect, q, false))
-        .groupBy("status")
-        .execute();
       const counts: StatusCounts = { QUEUED: 0, STARTED: 0, SUCCESS: 0, FAILURE: 0, CANCELED: 0 };
-      for (const g of grouped) if (g.status in counts) counts[g.status as RunStatus] = Number(g.n);
+      for (const g of await statusCounts(scope, elementId, q))
+        if (g.status in counts) counts[g.status as RunStatus] = Number(g.n);
       const wanted = q.statuses ?? (Object.keys(counts) as RunStatus[]);
       const totalCount = wanted.reduce((sum, s) => sum + counts[s], 0);
       if (q.offset >= totalCount) return { counts, totalCount, runs: [] };
 
       // Late row lookup: the page's ids come from an index scan (skipping OFFSET entries without
-      // touching the table where the filters allow), then only those rows are read.
+      // touching the table where the filters allow), then only those rows are read. Past the
+      // middle the index is read from the other end (every order is total, totalCount exact),
+      // so a deep page skips at most half the matches.
+      const fromEnd = q.offset > totalCount / 2;
+      const skip = fromEnd ? Math.max(0, totalCount - q.offset - q.limit) : q.offset;
+      const take = fromEnd ? Math.min(q.limit, totalCount - q.offset) : q.limit;
+      const order = fromEnd ? q.orderBy.map((k) => ({ ...k, asc: !k.asc })) : q.orderBy;
       const page = await applyOrder(
         ofElement()
           .select("id")
           .where((eb) => runFilters(eb, dialect, q, true)),
-        q.orderBy,
+        order,
         dialect,
       )
-        .limit(q.limit)
-        .offset(q.offset)
+        .limit(take)
+        .offset(skip)
         .execute();
+      if (fromEnd) page.reverse();
       const byId = await runsByIds(page.map((p) => p.id));
       const runs = page.flatMap((p) => byId.get(p.id) ?? []);
       return { counts, totalCount, runs };

@@ -4,6 +4,7 @@ import * as m002 from "./migrations/002-monitor.ts";
 import * as m003 from "./migrations/003-nodes.ts";
 import * as m004 from "./migrations/004-schedules.ts";
 import * as m005 from "./migrations/005-search-columns.ts";
+import * as m006 from "./migrations/006-monitor-counters.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -17,6 +18,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "003-nodes": m003,
   "004-schedules": m004,
   "005-search-columns": m005,
+  "006-monitor-counters": m006,
 };
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
