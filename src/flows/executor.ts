@@ -4,6 +4,7 @@
  * propagates. Effects (scripts, subflows, fetch, clock) come in through FlowDeps.
  */
 
+import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import type { FinishedStatus } from "../store/types.ts";
 import { evalExpr, truthy } from "./expr.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
@@ -45,6 +46,8 @@ export interface ExecuteFlowOptions {
   parameter: unknown;
   signal: AbortSignal;
   deps: FlowDeps;
+  /** Node timeouts, retry delays and the run's own timeout; default: the system clock. */
+  clock?: Clock | undefined;
 }
 
 interface Plan {
@@ -100,199 +103,229 @@ function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   return Promise.race([p, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return raceAbort(new Promise((resolve) => setTimeout(resolve, ms)), signal);
-}
-
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResult> {
-  const { graph, configure, parameter, deps } = opts;
-  const plan = planOf(graph);
-  const n = plan.vertexes.length;
-  const detailed = configure.logContent === "DETAILED";
-  const runCtl = new AbortController();
-  const onOuterAbort = () => runCtl.abort(new Canceled("run canceled"));
-  if (opts.signal.aborted) onOuterAbort();
-  else opts.signal.addEventListener("abort", onOuterAbort, { once: true });
-  let timedOut = false;
-  const rt = configure.runTimeout;
-  const runTimer =
-    rt.type === "customized"
-      ? setTimeout(() => {
-          timedOut = true;
-          runCtl.abort(new Error(`run timed out after ${rt.seconds}s`));
-        }, rt.seconds * 1000)
-      : undefined;
+/** One execution of a graph: its plan, the state of every vertex, and how it ends. */
+interface Execution {
+  opts: ExecuteFlowOptions;
+  clock: Clock;
+  plan: Plan;
+  detailed: boolean;
+  /** Aborted by the caller's signal, the run's own timeout, or a failed node. */
+  ctl: AbortController;
+  status: (NodeStatus | "PENDING" | "RUNNING")[];
+  outputs: unknown[];
+  taken: Set<Edge>;
+  logs: NodeLog[];
+  failure: { nodeId?: string; error: string } | undefined;
+  settled: number;
+  running: number;
+  finish: () => void;
+}
 
-  const status: (NodeStatus | "PENDING" | "RUNNING")[] = new Array(n).fill("PENDING");
-  const outputs: unknown[] = new Array(n);
-  const taken = new Set<Edge>();
-  const logs: NodeLog[] = plan.vertexes.map((v) => ({
-    nodeId: v.id,
-    nodeType: v.type,
-    status: "CANCELED",
-    attempts: 0,
-  }));
-  let failure: { nodeId?: string; error: string } | undefined;
-  let settled = 0;
-  let running = 0;
+function sleep(x: Execution, ms: number): Promise<void> {
+  let timer: TimerHandle | undefined;
+  const slept = new Promise<void>((resolve) => {
+    timer = x.clock.setTimeout(resolve, ms);
+  });
+  return raceAbort(slept, x.ctl.signal).finally(() => timer && x.clock.clearTimeout(timer));
+}
+
+function settle(x: Execution, i: number, s: NodeStatus): void {
+  x.status[i] = s;
+  (x.logs[i] as NodeLog).status = s;
+  x.settled++;
+}
+
+/** Start, skip or leave pending vertex i depending on its upstream state. */
+function consider(x: Execution, i: number): void {
+  if (x.status[i] !== "PENDING" || x.ctl.signal.aborted) return;
+  const inEdges = x.plan.incoming[i] ?? [];
+  for (const e of inEdges) {
+    const s = x.status[x.plan.sourceIndex.get(e) ?? -1];
+    if (s === "PENDING" || s === "RUNNING") return;
+  }
+  if (inEdges.length > 0 && !inEdges.some((e) => x.taken.has(e))) {
+    settle(x, i, "SKIPPED");
+    for (const o of x.plan.outgoing[i] ?? []) consider(x, o.target);
+    return;
+  }
+  x.status[i] = "RUNNING";
+  x.running++;
+  void runNode(x, i).finally(() => {
+    x.running--;
+    if (!x.ctl.signal.aborted && !x.failure)
+      for (const o of x.plan.outgoing[i] ?? []) consider(x, o.target);
+    if (x.running === 0) x.finish();
+  });
+}
+
+/** The input of vertex i: the parameter (no inputs), the one taken input, or all keyed by source. */
+function inputOf(x: Execution, i: number) {
+  const inEdges = x.plan.incoming[i] ?? [];
+  const inputs = inEdges
+    .filter((e) => x.taken.has(e))
+    .map((e) => ({ source: e.source, value: x.outputs[x.plan.sourceIndex.get(e) ?? -1] }));
+  const input =
+    inEdges.length === 0
+      ? x.opts.parameter
+      : inEdges.length === 1
+        ? inputs[0]?.value
+        : Object.fromEntries(inputs.map((v) => [v.source, v.value]));
+  return { input, inputs };
+}
+
+async function runNode(x: Execution, i: number): Promise<void> {
+  const { opts } = x;
+  const vertex = x.plan.vertexes[i] as Vertex;
+  const log = x.logs[i] as NodeLog;
+  const { input, inputs } = inputOf(x, i);
+  const def = NODES[vertex.type as keyof typeof NODES];
+  log.startTime = opts.deps.now();
+  if (x.detailed) log.input = input;
+  const nodeLog: NodeContext["log"] = {};
+  try {
+    if (!def) throw new Error(`unknown node type: ${vertex.type}`);
+    const value = await attempts(x, vertex, log, (signal) =>
+      def.run({
+        runId: opts.runId,
+        vertex,
+        config: (vertex.config ?? {}) as Record<string, unknown>,
+        input,
+        inputs,
+        params: opts.parameter,
+        prelude: opts.configure.prelude,
+        signal,
+        deps: opts.deps,
+        log: nodeLog,
+      }),
+    );
+    for (const { edge } of x.plan.outgoing[i] ?? []) {
+      if (edge.when === undefined || truthy(await evalExpr(edge.when, value, opts.parameter)))
+        x.taken.add(edge);
+    }
+    x.outputs[i] = value;
+    if (x.detailed) log.output = value;
+    settle(x, i, "SUCCESS");
+  } catch (err) {
+    if (x.ctl.signal.aborted) settle(x, i, "CANCELED");
+    else {
+      log.error = message(err);
+      settle(x, i, "FAILURE");
+      for (const { edge } of x.plan.outgoing[i] ?? []) x.taken.delete(edge);
+      if (!vertex.continueOnError && !x.failure) {
+        x.failure = { nodeId: vertex.id, error: log.error };
+        x.ctl.abort(new Canceled("another node failed"));
+      }
+    }
+  } finally {
+    log.endTime = opts.deps.now();
+    if (x.detailed && nodeLog.stdout !== undefined) log.stdout = nodeLog.stdout;
+    if (x.detailed && nodeLog.stderr !== undefined) log.stderr = nodeLog.stderr;
+  }
+}
+
+/** Up to 1 + retries attempts, each bounded by timeoutSeconds; the run's abort ends them all. */
+async function attempts(
+  x: Execution,
+  vertex: Vertex,
+  log: NodeLog,
+  body: (signal: AbortSignal) => Promise<unknown>,
+): Promise<unknown> {
+  const max = 1 + (vertex.retries ?? 0);
+  for (let attempt = 1; ; attempt++) {
+    log.attempts = attempt;
+    let signal = x.ctl.signal;
+    let timer: TimerHandle | undefined;
+    let nodeTimedOut = false;
+    const seconds = vertex.timeoutSeconds;
+    if (seconds !== undefined) {
+      const ctl = new AbortController();
+      timer = x.clock.setTimeout(() => {
+        nodeTimedOut = true;
+        ctl.abort(new Error(`node timed out after ${seconds}s`));
+      }, seconds * 1000);
+      signal = AbortSignal.any([x.ctl.signal, ctl.signal]);
+    }
+    try {
+      return await raceAbort(body(signal), signal);
+    } catch (err) {
+      if (x.ctl.signal.aborted) throw err;
+      const e = nodeTimedOut ? new Error(`node timed out after ${seconds}s`) : err;
+      if (attempt >= max) throw e;
+      if (vertex.retryDelayMs) await sleep(x, vertex.retryDelayMs);
+    } finally {
+      if (timer) x.clock.clearTimeout(timer);
+    }
+  }
+}
+
+/** How the run ended, once no vertex runs any more. */
+function resultOfRun(x: Execution, timedOutAfter: number | undefined): FlowRunResult {
+  const n = x.plan.vertexes.length;
+  if (!x.ctl.signal.aborted && !x.failure && x.settled < n) {
+    // Only a cycle (rejected at deploy) can leave vertexes waiting on each other.
+    x.failure = { error: "flow graph has a cycle; some nodes could never start" };
+  }
+  if (timedOutAfter !== undefined) x.failure = { error: `run timed out after ${timedOutAfter}s` };
+  if (x.failure) {
+    return {
+      status: "FAILURE",
+      error: x.failure.error,
+      ...(x.failure.nodeId !== undefined ? { failedNodeId: x.failure.nodeId } : {}),
+      nodes: x.logs,
+    };
+  }
+  if (x.ctl.signal.aborted) return { status: "CANCELED", error: "run canceled", nodes: x.logs };
+  return { status: "SUCCESS", result: resultOf(x.plan, x.status, x.outputs), nodes: x.logs };
+}
+
+export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResult> {
+  const plan = planOf(opts.graph);
+  const n = plan.vertexes.length;
   let finish = () => {};
   const finished = new Promise<void>((resolve) => {
     finish = resolve;
   });
-
-  const settle = (i: number, s: NodeStatus) => {
-    status[i] = s;
-    settled++;
+  const x: Execution = {
+    opts,
+    clock: opts.clock ?? systemClock,
+    plan,
+    detailed: opts.configure.logContent === "DETAILED",
+    ctl: new AbortController(),
+    status: new Array(n).fill("PENDING"),
+    outputs: new Array(n),
+    taken: new Set(),
+    logs: plan.vertexes.map((v) => ({
+      nodeId: v.id,
+      nodeType: v.type,
+      status: "CANCELED",
+      attempts: 0,
+    })),
+    failure: undefined,
+    settled: 0,
+    running: 0,
+    finish: () => finish(),
   };
+  const onOuterAbort = () => x.ctl.abort(new Canceled("run canceled"));
+  if (opts.signal.aborted) onOuterAbort();
+  else opts.signal.addEventListener("abort", onOuterAbort, { once: true });
+  let timedOutAfter: number | undefined;
+  const rt = opts.configure.runTimeout;
+  const runTimer =
+    rt.type === "customized"
+      ? x.clock.setTimeout(() => {
+          timedOutAfter = rt.seconds;
+          x.ctl.abort(new Error(`run timed out after ${rt.seconds}s`));
+        }, rt.seconds * 1000)
+      : undefined;
 
-  /** Start, skip or leave pending vertex i depending on its upstream state. */
-  const consider = (i: number) => {
-    if (status[i] !== "PENDING" || runCtl.signal.aborted) return;
-    const inEdges = plan.incoming[i] ?? [];
-    for (const e of inEdges) {
-      const s = status[plan.sourceIndex.get(e) ?? -1];
-      if (s === "PENDING" || s === "RUNNING") return;
-    }
-    if (inEdges.length > 0 && !inEdges.some((e) => taken.has(e))) {
-      settle(i, "SKIPPED");
-      (logs[i] as NodeLog).status = "SKIPPED";
-      for (const o of plan.outgoing[i] ?? []) consider(o.target);
-      return;
-    }
-    status[i] = "RUNNING";
-    running++;
-    void runNode(i).finally(() => {
-      running--;
-      if (runCtl.signal.aborted || failure) {
-        if (running === 0) finish();
-        return;
-      }
-      for (const o of plan.outgoing[i] ?? []) consider(o.target);
-      if (running === 0) finish();
-    });
-  };
-
-  const runNode = async (i: number): Promise<void> => {
-    const vertex = plan.vertexes[i] as Vertex;
-    const log = logs[i] as NodeLog;
-    const inEdges = plan.incoming[i] ?? [];
-    const inputs = inEdges
-      .filter((e) => taken.has(e))
-      .map((e) => ({ source: e.source, value: outputs[plan.sourceIndex.get(e) ?? -1] }));
-    const input =
-      inEdges.length === 0
-        ? parameter
-        : inEdges.length === 1
-          ? inputs[0]?.value
-          : Object.fromEntries(inputs.map((x) => [x.source, x.value]));
-    const def = NODES[vertex.type as keyof typeof NODES];
-    log.startTime = deps.now();
-    if (detailed) log.input = input;
-    const nodeLog: NodeContext["log"] = {};
-    try {
-      if (!def) throw new Error(`unknown node type: ${vertex.type}`);
-      const value = await attempts(vertex, log, (signal) =>
-        def.run({
-          runId: opts.runId,
-          vertex,
-          config: (vertex.config ?? {}) as Record<string, unknown>,
-          input,
-          inputs,
-          params: parameter,
-          prelude: configure.prelude,
-          signal,
-          deps,
-          log: nodeLog,
-        }),
-      );
-      for (const { edge } of plan.outgoing[i] ?? []) {
-        if (edge.when === undefined || truthy(await evalExpr(edge.when, value, parameter))) {
-          taken.add(edge);
-        }
-      }
-      outputs[i] = value;
-      log.status = "SUCCESS";
-      if (detailed) log.output = value;
-      settle(i, "SUCCESS");
-    } catch (err) {
-      if (runCtl.signal.aborted) {
-        log.status = "CANCELED";
-        settle(i, "CANCELED");
-      } else {
-        log.status = "FAILURE";
-        log.error = message(err);
-        settle(i, "FAILURE");
-        for (const { edge } of plan.outgoing[i] ?? []) taken.delete(edge);
-        if (!vertex.continueOnError && !failure) {
-          failure = { nodeId: vertex.id, error: log.error };
-          runCtl.abort(new Canceled("another node failed"));
-        }
-      }
-    } finally {
-      log.endTime = deps.now();
-      if (detailed && nodeLog.stdout !== undefined) log.stdout = nodeLog.stdout;
-      if (detailed && nodeLog.stderr !== undefined) log.stderr = nodeLog.stderr;
-    }
-  };
-
-  /** Up to 1 + retries attempts, each bounded by timeoutSeconds; the run's abort ends them all. */
-  const attempts = async (
-    vertex: Vertex,
-    log: NodeLog,
-    body: (signal: AbortSignal) => Promise<unknown>,
-  ): Promise<unknown> => {
-    const max = 1 + (vertex.retries ?? 0);
-    for (let attempt = 1; ; attempt++) {
-      log.attempts = attempt;
-      let signal = runCtl.signal;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      let nodeTimedOut = false;
-      if (vertex.timeoutSeconds !== undefined) {
-        const ctl = new AbortController();
-        const seconds = vertex.timeoutSeconds;
-        timer = setTimeout(() => {
-          nodeTimedOut = true;
-          ctl.abort(new Error(`node timed out after ${seconds}s`));
-        }, seconds * 1000);
-        signal = AbortSignal.any([runCtl.signal, ctl.signal]);
-      }
-      try {
-        return await raceAbort(body(signal), signal);
-      } catch (err) {
-        if (runCtl.signal.aborted) throw err;
-        const e = nodeTimedOut ? new Error(`node timed out after ${vertex.timeoutSeconds}s`) : err;
-        if (attempt >= max) throw e;
-        if (vertex.retryDelayMs) await sleep(vertex.retryDelayMs, runCtl.signal);
-      } finally {
-        clearTimeout(timer);
-      }
-    }
-  };
-
-  for (let i = 0; i < n; i++) consider(i);
-  if (running === 0) finish();
+  for (let i = 0; i < n; i++) consider(x, i);
+  if (x.running === 0) finish();
   await finished;
-  clearTimeout(runTimer);
+  if (runTimer) x.clock.clearTimeout(runTimer);
   opts.signal.removeEventListener("abort", onOuterAbort);
-
-  if (!runCtl.signal.aborted && !failure && settled < n) {
-    // Only a cycle (rejected at deploy) can leave vertexes waiting on each other.
-    failure = { error: "flow graph has a cycle; some nodes could never start" };
-  }
-  if (timedOut)
-    failure = { error: `run timed out after ${rt.type === "customized" ? rt.seconds : 0}s` };
-  if (failure) {
-    return {
-      status: "FAILURE",
-      error: failure.error,
-      ...(failure.nodeId !== undefined ? { failedNodeId: failure.nodeId } : {}),
-      nodes: logs,
-    };
-  }
-  if (runCtl.signal.aborted) return { status: "CANCELED", error: "run canceled", nodes: logs };
-  return { status: "SUCCESS", result: resultOf(plan, status, outputs), nodes: logs };
+  return resultOfRun(x, timedOutAfter);
 }
 
 /** docs/flow-graph.md: the output node's input; else the single sink's output; else an object keyed by sink id. */

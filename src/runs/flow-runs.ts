@@ -87,6 +87,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         parameter,
         signal,
         deps: flowDeps(r),
+        clock,
       });
       return { outcome: flowOutcome(out), configure, afterEnd };
     } catch (err) {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { executeFlow, type FlowDeps } from "../../src/flows/executor.ts";
 import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
+import { createFakeClock } from "../scheduler/fake-clock.ts";
 
 type ScriptReq = Parameters<FlowDeps["runScript"]>[0];
 
@@ -270,6 +271,56 @@ describe("executeFlow", () => {
     assert.match(res.error ?? "", /timed out after 0.05s/);
     assert.ok(aborted, "the script's signal was aborted");
     assert.equal(deps.calls[0]?.timeoutMs, 50);
+  });
+
+  it("node timeouts and retry delays run on the injected clock", async () => {
+    const clock = createFakeClock();
+    const attemptsStarted: number[] = [];
+    // Every attempt hangs until its signal aborts: only the (fake) node timeout ends it.
+    const deps = fakeDeps(
+      (req) =>
+        new Promise((_, reject) => {
+          attemptsStarted.push(clock.now());
+          req.signal.addEventListener("abort", () => reject(new Error("killed")));
+        }),
+    );
+    const graph: Graph = {
+      vertexes: [
+        {
+          id: "s",
+          type: "script",
+          config: { code: "x" },
+          timeoutSeconds: 60,
+          retries: 1,
+          retryDelayMs: 30_000,
+        },
+      ],
+      edges: [],
+    };
+    const start = clock.now();
+    const done = executeFlow({
+      runId: "r1",
+      graph,
+      configure: normalizeConfigure({}),
+      parameter: {},
+      signal: new AbortController().signal,
+      deps,
+      clock,
+    });
+    await clock.advanceAsync(59_999);
+    assert.equal(attemptsStarted.length, 1, "the first attempt still runs before its 60 s");
+    await clock.advanceAsync(1 + 29_999);
+    assert.equal(attemptsStarted.length, 1, "the retry waits its 30 s delay");
+    await clock.advanceAsync(1);
+    // The retry starts through a few promise hops after its timer fired: yield until it has.
+    for (let i = 0; i < 50 && attemptsStarted.length < 2; i++)
+      await new Promise((r) => setImmediate(r));
+    assert.deepEqual(attemptsStarted, [start, start + 90_000]);
+    await clock.advanceAsync(60_000);
+    const res = await done;
+    assert.equal(res.status, "FAILURE");
+    assert.match(res.error ?? "", /node timed out after 60s/);
+    assert.equal(res.nodes[0]?.attempts, 2);
   });
 
   it("continueOnError: the run succeeds and the failed node's dependents are skipped", async () => {
