@@ -4,22 +4,19 @@
  * reused by every run, which keeps small-flow run latency to evaluation cost only.
  */
 import jsonata from "jsonata";
+import { LRUCache } from "lru-cache";
 
 type Compiled = ReturnType<typeof jsonata>;
 
 const MAX_CACHED = 10_000;
-const cache = new Map<string, Compiled>();
+// Bounded so that ad-hoc deploys cannot grow memory without end; the least used go first.
+const cache = new LRUCache<string, Compiled>({ max: MAX_CACHED });
 
 /** Compile (or fetch from cache). Throws JSONata's error for invalid text. */
 export function compileExpr(text: string): Compiled {
   let compiled = cache.get(text);
   if (compiled === undefined) {
     compiled = jsonata(text);
-    // Bounded so that ad-hoc deploys cannot grow memory without end; oldest entries go first.
-    if (cache.size >= MAX_CACHED) {
-      const oldest = cache.keys().next().value;
-      if (oldest !== undefined) cache.delete(oldest);
-    }
     cache.set(text, compiled);
   }
   return compiled;
@@ -51,7 +48,7 @@ export function truthy(value: unknown): boolean {
 
 export type TemplatePart = string | { expr: string };
 
-const templateCache = new Map<string, TemplatePart[]>();
+const templateCache = new LRUCache<string, TemplatePart[]>({ max: MAX_CACHED });
 
 /**
  * Split a string holding `{{expr}}` templates into literal and expression parts. Throws on an
@@ -72,7 +69,6 @@ export function parseTemplate(text: string): TemplatePart[] {
     rest = rest.slice(close + 2);
   }
   if (rest !== "") parts.push(rest);
-  if (templateCache.size >= MAX_CACHED) templateCache.clear();
   templateCache.set(text, parts);
   return parts;
 }

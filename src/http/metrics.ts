@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents, RunFacts } from "../runs/run-events.ts";
@@ -59,7 +60,8 @@ export function createMetrics(): Metrics {
   });
 
   // Facts an `ended` event from recovery or shutdown lacks: kept from `created`, dropped at the end.
-  const known = new Map<string, RunFacts>();
+  // Bounded: a run whose end never comes here (another node ended it) must not stay for good.
+  const known = new LRUCache<string, RunFacts>({ max: 100_000 });
 
   function ended(facts: RunFacts, end: RunEnd): void {
     runsEnded.inc({ type: facts.elementType, status: end.status, trigger: facts.triggerType });
@@ -78,8 +80,7 @@ export function createMetrics(): Metrics {
         if (e.type === "created") {
           runsStarted.inc({ type: e.run.elementType, trigger: e.run.triggerType });
           const { id, elementType, triggerType, createTime, startTime } = e.run;
-          if (known.size < 100_000)
-            known.set(id, { id, elementType, triggerType, createTime, startTime });
+          known.set(id, { id, elementType, triggerType, createTime, startTime });
         } else if (e.type === "started") {
           const facts = known.get(e.runId);
           if (facts) facts.startTime = e.startTime;

@@ -7,6 +7,7 @@
  */
 import { readdir, rm, rmdir, stat } from "node:fs/promises";
 import path from "node:path";
+import { LRUCache } from "lru-cache";
 import type { Clock, TimerHandle } from "../clock.ts";
 import { type FileCleanup, normalizeConfigure } from "../flows/graph.ts";
 import type { Run, Store } from "../store/types.ts";
@@ -68,7 +69,7 @@ export function createFileSweeper(deps: {
 }): FileSweeper {
   const { store, clock, config } = deps;
   const root = path.join(config.dataDir, "tasks");
-  const policies = new Map<string, FileCleanup>();
+  const policies = new LRUCache<string, FileCleanup>({ max: 10_000 });
   let timer: TimerHandle | undefined;
   let running: Promise<unknown> = Promise.resolve();
   let stopped = false;
@@ -81,7 +82,6 @@ export function createFileSweeper(deps: {
     if (!p) {
       const rev = await store.flowRevision(run.elementId, Number(run.version));
       p = rev ? normalizeConfigure(rev.configure).fileCleanup : { type: "default" };
-      if (policies.size > 10_000) policies.clear();
       policies.set(key, p);
     }
     return p;

@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
@@ -38,7 +39,7 @@ export function createRunPreparer(deps: {
 }) {
   const { store, config, clock } = deps;
   // Revisions never change once stored, so a parsed release is cached by element and version.
-  const releases = new Map<string, Release>();
+  const releases = new LRUCache<string, Release>({ max: 1000 });
 
   async function release(elementId: string, version: number): Promise<Release> {
     const key = `${elementId}:${version}`;
@@ -50,7 +51,6 @@ export function createRunPreparer(deps: {
           `revision ${version} of element ${elementId} is missing`,
         ]);
       rel = { graph: rev.flow as Graph, configure: normalizeConfigure(rev.configure), version };
-      if (releases.size > 1000) releases.clear();
       releases.set(key, rel);
     }
     return rel;
@@ -59,7 +59,7 @@ export function createRunPreparer(deps: {
   // When every change of a flow element (deploy, activate, deactivate) happens in this process
   // (the topology says so), resolved locators are kept until `forget()`. Otherwise another node
   // may change an element at any time: every run looks it up.
-  const located = new Map<string, Element>();
+  const located = new LRUCache<string, Element>({ max: 10_000 });
 
   async function locateFlow(scope: Scope, loc: Locator): Promise<Element> {
     if (!deps.cacheLocators) return locateElement(store, scope, loc, "DPL");
@@ -67,7 +67,6 @@ export function createRunPreparer(deps: {
     const hit = located.get(key);
     if (hit) return hit;
     const el = await locateElement(store, scope, loc, "DPL");
-    if (located.size > 10_000) located.clear();
     located.set(key, el);
     return el;
   }
