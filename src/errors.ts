@@ -102,9 +102,14 @@ export function formatMessage(
   return template.replace(/\{(\d)\}/g, (_, i: string) => args[Number(i)] ?? "");
 }
 
+/** The `language` request header as given (its first value): descriptions are picked by it. */
+export function languageHeader(header: string | string[] | undefined): string | undefined {
+  return Array.isArray(header) ? header[0] : header;
+}
+
+/** The language of messages (docs/errors.md): Chinese for any `zh…` header, else English. */
 export function languageOf(header: string | string[] | undefined): Language {
-  const value = Array.isArray(header) ? header[0] : header;
-  return value?.toLowerCase().startsWith("zh") ? "zh-cn" : "en";
+  return languageHeader(header)?.toLowerCase().startsWith("zh") ? "zh-cn" : "en";
 }
 
 export const badRequest = (what: string) => new SluiceError(ErrorCode.BAD_REQUEST, [what]);

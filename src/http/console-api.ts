@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
-import { ErrorCode, SluiceError } from "../errors.ts";
+import { ErrorCode, languageHeader, SluiceError } from "../errors.ts";
 import { runDisplay } from "../monitor/present.ts";
 import type { Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
@@ -67,12 +67,12 @@ export async function consoleApi(
       if (!run) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.query.runId]);
       reply.header("x-run-id", run.id);
       const element = await store.elementById(run.scope, run.elementId);
-      const language = req.headers.language;
+      const language = languageHeader(req.headers.language);
       const detail = run.detail ?? {};
       // detail.nodes is the executor's NodeLog[] as stored (src/flows/executor.ts).
       const nodes = (Array.isArray(detail.nodes) ? detail.nodes : []) as Static<typeof NodeLog>[];
       const out: Static<typeof RunDetail> = {
-        run: runDisplay(run, element, Array.isArray(language) ? language[0] : language),
+        run: runDisplay(run, element, language),
         elementType: run.elementType,
         nodes,
       };

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { locateElement } from "../elements/locator.ts";
-import { ErrorCode, SluiceError } from "../errors.ts";
+import { ErrorCode, languageHeader, SluiceError } from "../errors.ts";
 import { parseRunsFilter } from "../monitor/filter.ts";
 import { totalPages } from "../monitor/paging.ts";
 import {
@@ -37,9 +37,6 @@ const RunDisplayWithHandlers = Type.Object({
   ...RunDisplayResp.properties,
   errorHandlerResults: Type.Optional(Type.Array(ErrorHandlerResultSchema)),
 });
-
-const languageHeader = (v: string | string[] | undefined): string | undefined =>
-  Array.isArray(v) ? v[0] : v;
 
 /** Endpoints 6–8 and 14: monitor flows, runs and one run; the flow list. */
 export async function monitorRoutes(
