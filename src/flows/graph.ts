@@ -5,15 +5,17 @@
  */
 import { type Static, Type } from "typebox";
 
-/** Locator of an element (docs/dataflow-service.md): elementId wins; otherwise name + type, optionally in a folder. */
-export const Locator = Type.Object({
+/**
+ * How a flow names an element (a node's script or sub-flow, a custom error handler): the shape of a
+ * Locator (src/elements/locator.ts, docs/dataflow-service.md) as a flow must write it.
+ */
+export const LocatorSchema = Type.Object({
   elementName: Type.String({ minLength: 1 }),
   elementType: Type.Optional(Type.Union([Type.Literal("PY"), Type.Literal("DPL")])),
   folderId: Type.Optional(Type.String()),
   path: Type.Optional(Type.String()),
   elementId: Type.Optional(Type.Union([Type.String(), Type.Integer()])),
 });
-export type Locator = Static<typeof Locator>;
 
 export const NODE_TYPES = [
   "input",
@@ -89,7 +91,7 @@ export const BotHandler = Type.Object({
     ]),
   ),
 });
-export const CustomHandler = Type.Object({ element: Locator });
+export const CustomHandler = Type.Object({ element: LocatorSchema });
 export const ErrorHandlers = Type.Object({
   email: Type.Optional(EmailHandler),
   bot: Type.Optional(BotHandler),

@@ -1,10 +1,10 @@
 /** Deploy-time checks of `configure` (docs/flow-graph.md). Findings use nodeId and nodeType `configure`. */
 import { Cron } from "croner";
 import type { TSchema } from "typebox";
+import type { Locator } from "../elements/locator.ts";
 import {
   ErrorHandlers,
   FILE_CLEANUP_VARIANTS,
-  type Locator,
   RUN_TIMEOUT_VARIANTS,
   TRIGGER_VARIANTS,
 } from "./graph.ts";
@@ -79,8 +79,11 @@ function variantIssues(
   );
 }
 
+/** A Locator checked against LocatorSchema: its type, when given, is PY or DPL. */
+type FlowLocator = Locator & { elementType?: "PY" | "DPL" | undefined };
+
 async function elementIssue(
-  locator: Locator,
+  locator: FlowLocator,
   path: JsonPath,
   ctx: ValidationContext,
 ): Promise<ValidationResult[]> {
@@ -166,7 +169,7 @@ export async function validateConfigure(
     if (shape.length === 0 && isRecord(custom)) {
       out.push(
         ...(await elementIssue(
-          custom.element as Locator,
+          custom.element as FlowLocator,
           [...base, "errorHandlers", "custom", "element"],
           ctx,
         )),

@@ -43,7 +43,7 @@ export interface ValidationResult {
 /** What validation needs from the rest of the service (element store, Python parser). */
 export interface ValidationContext {
   elementExists(
-    locator: import("./graph.ts").Locator,
+    locator: import("../elements/locator.ts").Locator,
     type: "PY" | "DPL",
   ): boolean | Promise<boolean>;
   /**

@@ -3,8 +3,10 @@
  * ValidationContext. Returns every finding (not just the first), each with a JSON path into the
  * deploy request body so that an editor can point at the offending field.
  */
+
+import type { Locator } from "../elements/locator.ts";
 import { expressionError, templateExpressions } from "./expr.ts";
-import { Edge, isNodeType, joinPrelude, type Locator, Vertex } from "./graph.ts";
+import { Edge, isNodeType, joinPrelude, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import { type JsonPath, schemaIssues } from "./schema-issues.ts";
 import { validateConfigure } from "./validate-configure.ts";

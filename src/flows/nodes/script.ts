@@ -1,12 +1,13 @@
 /** `script`: Python by PY element locator or inline code (prelude prepended), input as parameter. */
 import { Type } from "typebox";
-import { joinPrelude, Locator } from "../graph.ts";
+import type { Locator } from "../../elements/locator.ts";
+import { joinPrelude, LocatorSchema } from "../graph.ts";
 import type { NodeDef } from "./types.ts";
 
 export const scriptNode: NodeDef = {
   type: "script",
   configSchema: Type.Object({
-    element: Type.Optional(Locator),
+    element: Type.Optional(LocatorSchema),
     code: Type.Optional(Type.String({ minLength: 1 })),
   }),
   check(config) {

@@ -1,11 +1,12 @@
 /** `subflow`: a child run of a DPL element with the node input as parameter; output = child result. */
 import { Type } from "typebox";
-import { Locator } from "../graph.ts";
+import type { Locator } from "../../elements/locator.ts";
+import { LocatorSchema } from "../graph.ts";
 import type { NodeDef } from "./types.ts";
 
 export const subflowNode: NodeDef = {
   type: "subflow",
-  configSchema: Type.Object({ element: Locator }),
+  configSchema: Type.Object({ element: LocatorSchema }),
   check(config) {
     const el = config.element as Locator;
     return el.folderId !== undefined && el.path !== undefined

@@ -1,6 +1,7 @@
 /** The contract between the executor and the node types, and the executor's injected effects. */
 import type { TSchema } from "typebox";
-import type { Locator, NodeType, Vertex } from "../graph.ts";
+import type { Locator } from "../../elements/locator.ts";
+import type { NodeType, Vertex } from "../graph.ts";
 import type { JsonPath } from "../schema-issues.ts";
 
 export type ScriptResult =
