@@ -1,0 +1,213 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { sql } from "kysely";
+import { parseRunsFilter } from "../../src/monitor/filter.ts";
+import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import type { NewRun, Scope, TriggerType } from "../../src/store/types.ts";
+import { startPostgres } from "../helpers/pg.ts";
+
+/**
+ * The run counters of migration 006 (docs/monitoring.md) always equal a count of the runs
+ * themselves, whatever writes them: insert, start, end, cancel, delete, many rows per statement,
+ * concurrent writers.
+ */
+
+const SCOPE: Scope = { app: "app1", space: "space1" };
+const OTHER: Scope = { app: "app1", space: "space2" };
+const TRIGGERS: TriggerType[] = ["ASYNC", "SYNC", "SCHEDULED", "API"];
+
+let seq = 0;
+function newRun(scope: Scope, elementId: string, over: Partial<NewRun> = {}): NewRun {
+  seq++;
+  return {
+    id: `run${String(seq).padStart(6, "0")}`,
+    scope,
+    elementId,
+    elementType: "DPL",
+    elementName: "flow",
+    folderId: "f1",
+    version: "1",
+    triggerType: TRIGGERS[seq % TRIGGERS.length] as TriggerType,
+    status: "QUEUED",
+    runName: null,
+    runParam: null,
+    initiator: null,
+    parentRunId: null,
+    inProcess: false,
+    nodeId: null,
+    createTime: 1_000 + seq,
+    ...over,
+  };
+}
+
+type CountRow = {
+  app: string;
+  space: string;
+  element_id: number;
+  trigger_type: string;
+  status: string;
+  n: number;
+};
+
+/** Counter rows and the same figures counted from `runs`, both without zero rows, sorted alike. */
+async function bothCounts(store: OpenedStore): Promise<{ kept: string[]; counted: string[] }> {
+  const line = (r: CountRow) =>
+    `${r.app}/${r.space}/${r.element_id}/${r.trigger_type}/${r.status}=${Number(r.n)}`;
+  const kept = await sql<CountRow>`select app, space, element_id, trigger_type, status, n
+    from run_status_counts where n <> 0`.execute(store.db);
+  const counted =
+    await sql<CountRow>`select app, space, element_id, trigger_type, status, count(*) as n
+    from runs group by app, space, element_id, trigger_type, status`.execute(store.db);
+  return { kept: kept.rows.map(line).sort(), counted: counted.rows.map(line).sort() };
+}
+
+async function assertExact(store: OpenedStore): Promise<void> {
+  const { kept, counted } = await bothCounts(store);
+  assert.ok(counted.length > 0, "the test wrote runs");
+  assert.deepEqual(kept, counted);
+}
+
+for (const dialect of ["sqlite", "postgres"] as const) {
+  describe(`run counters (${dialect})`, () => {
+    let store: OpenedStore;
+    let dataDir: string;
+
+    before(async () => {
+      dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-counts-"));
+      const databaseUrl =
+        dialect === "postgres" ? await (await startPostgres()).createDatabase() : undefined;
+      store = await openStore({ databaseUrl, dataDir });
+    });
+
+    after(async () => {
+      await store?.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    });
+
+    it("follow insert, start, end, cancel and delete, one run at a time", async () => {
+      const a = newRun(SCOPE, "1");
+      const b = newRun(SCOPE, "1", { triggerType: "SYNC" });
+      const c = newRun(OTHER, "2");
+      const d = newRun(SCOPE, "1", { status: "STARTED", startTime: 5 });
+      for (const r of [a, b, c, d]) await store.insertRun(r);
+      await store.insertRun(newRun(SCOPE, "1", { startTime: 5 }), {
+        status: "SUCCESS",
+        endTime: 9,
+        summary: null,
+      });
+      await assertExact(store);
+      assert.equal(await store.startRun(a.id, 10, null), true);
+      assert.equal(await store.startRun(a.id, 11, null), false, "a second start changes nothing");
+      await assertExact(store);
+      await store.endRun(a.id, { status: "FAILURE", endTime: 20, summary: "x" });
+      await store.endRun(b.id, { status: "CANCELED", endTime: 20, summary: null });
+      assert.equal(
+        await store.endRun(b.id, { status: "SUCCESS", endTime: 21, summary: null }),
+        false,
+      );
+      await assertExact(store);
+      const deleted = await store.deleteRuns(SCOPE, [a.id, b.id, d.id]);
+      assert.deepEqual([...deleted].sort(), [a.id, b.id].sort(), "an unfinished run is kept");
+      await assertExact(store);
+
+      const page = await store.monitorRuns(
+        SCOPE,
+        "1",
+        parseRunsFilter({ pageNo: 0, pageSize: 20 }),
+      );
+      assert.deepEqual(page.counts, { QUEUED: 0, STARTED: 1, SUCCESS: 1, FAILURE: 0, CANCELED: 0 });
+      assert.equal(page.totalCount, 2);
+    });
+
+    it("follow statements that write many rows at once", async () => {
+      const runs = Array.from({ length: 40 }, () => newRun(SCOPE, "3"));
+      await store.db
+        .insertInto("runs")
+        .values(
+          runs.map((r) => ({
+            id: r.id,
+            app: r.scope.app,
+            space: r.scope.space,
+            element_id: Number(r.elementId),
+            element_type: r.elementType,
+            element_name: r.elementName,
+            folder_id: r.folderId,
+            trigger_type: r.triggerType,
+            status: r.status,
+            create_time: r.createTime,
+            version: null,
+            run_name: null,
+            run_param: null,
+            initiator: null,
+            parent_run_id: null,
+            in_process: 0,
+            node_id: null,
+            start_time: null,
+            end_time: null,
+            duration: null,
+            summary: null,
+            result: null,
+            error: null,
+            stdout: null,
+            stderr: null,
+            detail: null,
+          })),
+        )
+        .execute();
+      await assertExact(store);
+      const half = runs.slice(0, 20).map((r) => r.id);
+      await store.db
+        .updateTable("runs")
+        .set({ status: "STARTED" })
+        .where("id", "in", half)
+        .execute();
+      await store.db
+        .updateTable("runs")
+        .set({ run_name: "renamed" })
+        .where("element_id", "=", 3)
+        .execute();
+      await store.db
+        .updateTable("runs")
+        .set({ status: "CANCELED" })
+        .where("element_id", "=", 3)
+        .execute();
+      await assertExact(store);
+      await store.db.deleteFrom("runs").where("id", "in", half).execute();
+      await assertExact(store);
+    });
+
+    it("stay exact under concurrent writers", async () => {
+      const runs = Array.from({ length: 60 }, (_, i) => newRun(i % 2 ? SCOPE : OTHER, "4"));
+      await Promise.all(runs.map((r) => store.insertRun(r)));
+      await Promise.all(runs.map((r, i) => store.startRun(r.id, 50 + i, null)));
+      // Two ends race for every run: only one may move it, and only once.
+      const ends = runs.flatMap((r) => [
+        store.endRun(r.id, { status: "SUCCESS", endTime: 100, summary: null }),
+        store.endRun(r.id, { status: "CANCELED", endTime: 100, summary: null }),
+      ]);
+      const moved = (await Promise.all(ends)).filter(Boolean).length;
+      assert.equal(moved, runs.length);
+      await assertExact(store);
+      await Promise.all([
+        ...runs.map((r) => store.deleteRuns(r.scope, [r.id])),
+        ...Array.from({ length: 20 }, () => store.insertRun(newRun(SCOPE, "4"))),
+      ] as Promise<unknown>[]);
+      await assertExact(store);
+      const page = await store.monitorRuns(
+        SCOPE,
+        "4",
+        parseRunsFilter({ pageNo: 0, pageSize: 20, triggerFilter: ["SYNC"] }),
+      );
+      const listed = await store.monitorRuns(
+        SCOPE,
+        "4",
+        parseRunsFilter({ pageNo: 0, pageSize: 20, triggerFilter: ["SYNC"], versionFilter: ["1"] }),
+      );
+      assert.deepEqual(page.counts, listed.counts, "counters agree with a count of the rows");
+      assert.ok(page.counts.QUEUED > 0);
+    });
+  });
+}
