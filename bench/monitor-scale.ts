@@ -8,6 +8,9 @@
  *   node bench/monitor-scale.ts --runs 200000 --requests 100
  *   node bench/monitor-scale.ts --explain         # also print SQLite query plans
  *   node bench/monitor-scale.ts --keep DIR        # seed into DIR once, reuse it on later runs
+ *   node bench/monitor-scale.ts --hot             # one flow with 1,051,000 runs (every 30 s, a year)
+ *   node bench/monitor-scale.ts --postgres        # the same against a throwaway PostgreSQL
+ *                                                 # (seeded every time; --keep does not apply)
  */
 import fs from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -15,10 +18,12 @@ import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { parseArgs } from "node:util";
+import pg from "pg";
 import pino from "pino";
 import { buildApp } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { createServices } from "../src/services.ts";
+import { startPostgres } from "../test/helpers/pg.ts";
 import { dbBytes, type SeededFlow, seedRuns } from "./seed-runs.ts";
 
 const { values } = parseArgs({
@@ -28,16 +33,21 @@ const { values } = parseArgs({
     requests: { type: "string", default: "200" },
     explain: { type: "boolean", default: false },
     keep: { type: "string" },
+    hot: { type: "boolean", default: false },
+    postgres: { type: "boolean", default: false },
   },
 });
-const RUNS = Number(values.runs);
+const HOT = values.hot;
+const RUNS = HOT && values.runs === "1000000" ? 1_051_000 : Number(values.runs);
 const REQUESTS = Number(values.requests);
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;
 
-const dataDir = values.keep ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-monitor-bench-"));
+const keep = values.postgres ? undefined : values.keep;
+const dataDir = keep ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-monitor-bench-"));
+const databaseUrl = values.postgres ? await (await startPostgres()).createDatabase() : undefined;
 const flowsFile = path.join(dataDir, "flows.json");
 let flows: SeededFlow[];
-if (values.keep && fs.existsSync(flowsFile)) {
+if (keep && fs.existsSync(flowsFile)) {
   flows = JSON.parse(fs.readFileSync(flowsFile, "utf8")) as SeededFlow[];
   console.log(`reusing ${dataDir}: ${mb(dbBytes(dataDir))}`);
 } else {
@@ -45,11 +55,14 @@ if (values.keep && fs.existsSync(flowsFile)) {
   const t0 = performance.now();
   flows = await seedRuns({
     dataDir,
+    databaseUrl,
+    hot: HOT,
     runs: RUNS,
-    flows: Number(values.flows),
-    spaces: 2,
+    flows: HOT ? 1 : Number(values.flows),
+    spaces: HOT ? 1 : 2,
     onCommit: (n, db) => {
-      if (n === 100_000) sizes.push(`${n.toLocaleString("en")} runs: ${mb(dbBytes(dataDir, db))}`);
+      if (n === 100_000 && db)
+        sizes.push(`${n.toLocaleString("en")} runs: ${mb(dbBytes(dataDir, db))}`);
       if (n % 200_000 === 0)
         console.log(
           `  seeded ${n.toLocaleString("en")} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
@@ -59,26 +72,36 @@ if (values.keep && fs.existsSync(flowsFile)) {
   console.log(
     `seeded ${RUNS.toLocaleString("en")} runs over ${flows.length} flows in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
   );
-  const end = dbBytes(dataDir);
-  console.log(
-    `database size: ${sizes.join("; ")}; ${RUNS.toLocaleString("en")} runs (indexes rebuilt, ANALYZE, checkpoint): ${mb(end)}`,
-  );
+  if (!databaseUrl) {
+    const end = dbBytes(dataDir);
+    console.log(
+      `database size: ${sizes.join("; ")}; ${RUNS.toLocaleString("en")} runs (indexes rebuilt, ANALYZE, checkpoint): ${mb(end)}`,
+    );
+  }
   fs.writeFileSync(flowsFile, JSON.stringify(flows));
 }
 
-// Sample run ids and per-flow totals (for deep pages) straight from the file.
-const raw = new DatabaseSync(path.join(dataDir, "sluice.db"), { readOnly: true });
+// Sample run ids and per-flow totals (for deep pages) straight from the database.
+const raw = databaseUrl
+  ? null
+  : new DatabaseSync(path.join(dataDir, "sluice.db"), { readOnly: true });
+const pgRaw = databaseUrl ? new pg.Client({ connectionString: databaseUrl }) : null;
+await pgRaw?.connect();
+async function rawAll<T>(sqliteSql: string, pgSql = sqliteSql): Promise<T[]> {
+  if (pgRaw) return (await pgRaw.query(pgSql)).rows as T[];
+  return raw?.prepare(sqliteSql).all() as T[];
+}
 const totals = new Map<string, number>(
   (
-    raw.prepare("SELECT element_id, total_runs FROM element_run_stats").all() as {
-      element_id: number;
-      total_runs: number;
-    }[]
-  ).map((r) => [String(r.element_id), r.total_runs]),
+    await rawAll<{ element_id: number; total_runs: number }>(
+      "SELECT element_id, total_runs FROM element_run_stats",
+    )
+  ).map((r) => [String(r.element_id), Number(r.total_runs)]),
 );
-const sampleRuns = raw
-  .prepare("SELECT id, app, space FROM runs WHERE rowid % 997 = 0 LIMIT 2000")
-  .all() as { id: string; app: string; space: string }[];
+const sampleRuns = await rawAll<{ id: string; app: string; space: string }>(
+  "SELECT id, app, space FROM runs WHERE rowid % 997 = 0 LIMIT 2000",
+  "SELECT id, app, space FROM runs TABLESAMPLE SYSTEM (1) LIMIT 2000",
+);
 const busiest = [...flows].sort(
   (a, b) => (totals.get(b.elementId) ?? 0) - (totals.get(a.elementId) ?? 0),
 )[0] as SeededFlow;
@@ -87,7 +110,12 @@ console.log(
   `runs per flow: min ${sorted[0]}, median ${sorted[sorted.length >> 1]}, max ${sorted[sorted.length - 1]} (${busiest.name})`,
 );
 
-const config = loadConfig({ DATA_DIR: dataDir, SCRIPT_PREFORK: "1", PORT: "0" });
+const config = loadConfig({
+  DATA_DIR: dataDir,
+  SCRIPT_PREFORK: "1",
+  PORT: "0",
+  ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+});
 const services = await createServices({ config, logger: pino({ level: "silent" }) });
 const app = await buildApp(services);
 await app.listen({ port: 0, host: "127.0.0.1" });
@@ -154,6 +182,20 @@ const MIXES: Record<string, (f: SeededFlow) => Req> = {
   },
 };
 
+// One hot flow (--hot): the run list a user pages through, on a million runs of one flow.
+const HOT_MIXES: Record<string, (f: SeededFlow) => Req> = {
+  "hot: default page 0": (f) => runsReq(f, {}),
+  "hot: status FAILURE": (f) => runsReq(f, { runStatusFilter: ["FAILURE"] }),
+  "hot: quickSearch": (f) => runsReq(f, { quickSearch: `user${seq % 50}` }),
+  "hot: runName contains": (f) =>
+    runsReq(f, { colFilters: [{ name: "runName", value: `backfill-${100_000 + (seq % 900)}` }] }),
+  "hot: deep page 90% (size 100)": (f) =>
+    runsReq(f, { pageSize: 100, pageNo: deepPage(f, 100, 0.9) }),
+  "hot: deep page 50%": (f) => runsReq(f, { pageNo: deepPage(f, 20, 0.5) }),
+  "hot: trigger API, by endTime desc": (f) =>
+    runsReq(f, { triggerFilter: ["API"], orderBy: [{ name: "endTime", asc: false }] }),
+};
+
 async function send(r: Req): Promise<number> {
   const t = performance.now();
   const res = await fetch(r.url, {
@@ -172,7 +214,7 @@ const pct = (xs: number[], p: number) =>
 console.log(
   `\n${"mix".padEnd(42)} ${"p50".padStart(8)} ${"p95".padStart(8)} ${"p99".padStart(8)}   (ms, ${REQUESTS} requests each, sequential)`,
 );
-for (const [name, make] of Object.entries(MIXES)) {
+for (const [name, make] of Object.entries(HOT ? HOT_MIXES : MIXES)) {
   for (let i = 0; i < 5; i++) await send(make(pick(shuffled))); // warm-up
   const times: number[] = [];
   for (let i = 0; i < REQUESTS; i++) times.push(await send(make(pick(shuffled))));
@@ -182,7 +224,7 @@ for (const [name, make] of Object.entries(MIXES)) {
   );
 }
 
-if (values.explain) {
+if (values.explain && raw) {
   const f = busiest;
   const plan = (label: string, sql: string, ...params: (string | number)[]) => {
     const rows = raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[];
@@ -220,7 +262,8 @@ if (values.explain) {
   );
 }
 
-raw.close();
+raw?.close();
+await pgRaw?.end();
 await app.close();
 await services.close();
-if (!values.keep) fs.rmSync(dataDir, { recursive: true, force: true });
+if (!keep) fs.rmSync(dataDir, { recursive: true, force: true });

@@ -9,6 +9,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
+import pg from "pg";
 import { openStore } from "../src/store/open-store.ts";
 import type { Scope } from "../src/store/types.ts";
 
@@ -17,8 +18,12 @@ export interface SeedOptions {
   runs: number;
   flows: number;
   spaces: number;
-  /** Called after each committed batch with the number of runs written so far. */
-  onCommit?: (written: number, db: DatabaseSync) => void;
+  /** One flow started every 30 s (1,000,000 runs ≈ a year), mostly by its schedule. */
+  hot?: boolean;
+  /** Seed this PostgreSQL database instead of the SQLite file in dataDir. */
+  databaseUrl?: string;
+  /** Called after each committed batch with the number of runs written so far (db: SQLite only). */
+  onCommit?: (written: number, db?: DatabaseSync) => void;
 }
 
 export interface SeededFlow {
@@ -87,9 +92,15 @@ const TRIGGER = [
   ["SCHEDULED", 0.25],
   ["API", 0.05],
 ] as const;
+const HOT_TRIGGER = [
+  ["SCHEDULED", 0.9],
+  ["API", 0.05],
+  ["ASYNC", 0.04],
+  ["SYNC", 0.01],
+] as const;
 
 export async function seedRuns(opts: SeedOptions): Promise<SeededFlow[]> {
-  const store = await openStore({ dataDir: opts.dataDir });
+  const store = await openStore({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl });
   const flows: SeededFlow[] = [];
   for (let i = 0; i < opts.flows; i++) {
     const scope = { app: "app1", space: `space${(i % opts.spaces) + 1}` };
@@ -116,13 +127,18 @@ export async function seedRuns(opts: SeedOptions): Promise<SeededFlow[]> {
     );
   await store.close();
 
-  const db = new DatabaseSync(path.join(opts.dataDir, "sluice.db"));
-  db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA cache_size = -262144;");
-  const rowSql = `(${COLUMNS.map(() => "?").join(",")})`;
-  const insert = db.prepare(
-    `INSERT INTO runs (${COLUMNS.join(",")}) VALUES ${Array(ROWS_PER_INSERT).fill(rowSql).join(",")}`,
-  );
+  const rows = runRows(opts, flows, folders);
+  if (opts.databaseUrl) await writePostgres(opts.databaseUrl, rows, opts);
+  else writeSqlite(opts, rows);
+  return flows;
+}
 
+/** Batches of ROWS_PER_INSERT runs, as flat parameter lists in COLUMNS order. */
+function* runRows(
+  opts: SeedOptions,
+  flows: SeededFlow[],
+  folders: Map<string, string>,
+): Generator<SQLInputValue[]> {
   // Skewed like real use: flow k gets weight 1/sqrt(k+1), so the busiest has ~10× the median.
   const weights = flows.map((_, k) => 1 / Math.sqrt(k + 1));
   const total = weights.reduce((a, b) => a + b, 0);
@@ -142,27 +158,16 @@ export async function seedRuns(opts: SeedOptions): Promise<SeededFlow[]> {
     }
     return flows[lo] as SeededFlow;
   };
-
   const rand = rng(42);
-  // Indexes are dropped after the first 100,000 runs (so that size is measured with them) and
-  // rebuilt at the end: one sort per index instead of a million scattered B-tree inserts.
-  const indexSql = db
-    .prepare(
-      "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' AND sql IS NOT NULL",
-    )
-    .all() as { name: string; sql: string }[];
-  let indexesDropped = false;
   let t = T0;
-  let written = 0;
-  const params: SQLInputValue[] = [];
-  db.exec("BEGIN");
-  while (written < opts.runs) {
-    params.length = 0;
+  for (let written = 0; written < opts.runs; written += ROWS_PER_INSERT) {
+    const params: SQLInputValue[] = [];
     for (let i = 0; i < ROWS_PER_INSERT; i++) {
-      t += 1 + Math.floor(rand() * 5); // ~3 ms apart: 1M runs span ~50 min of create times
+      // Hot: every 30 s (a year per 1,051,200 runs); else ~3 ms apart, 1M runs in ~50 min.
+      t += opts.hot ? 30_000 : 1 + Math.floor(rand() * 5);
       const f = pickFlow(rand());
       const status = pickWeighted(STATUS, rand());
-      const trigger = pickWeighted(TRIGGER, rand());
+      const trigger = pickWeighted(opts.hot ? HOT_TRIGGER : TRIGGER, rand());
       // Half the canceled runs were canceled while still queued: no start time.
       const started = !(status === "CANCELED" && rand() < 0.5);
       const start = started ? t + Math.floor(rand() * 500) : null;
@@ -201,27 +206,96 @@ export async function seedRuns(opts: SeedOptions): Promise<SeededFlow[]> {
         summary,
       );
     }
+    yield params;
+  }
+}
+
+function writeSqlite(opts: SeedOptions, batches: Iterable<SQLInputValue[]>): void {
+  const db = new DatabaseSync(path.join(opts.dataDir, "sluice.db"));
+  db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA cache_size = -262144;");
+  const rowSql = `(${COLUMNS.map(() => "?").join(",")})`;
+  const insert = db.prepare(
+    `INSERT INTO runs (${COLUMNS.join(",")}) VALUES ${Array(ROWS_PER_INSERT).fill(rowSql).join(",")}`,
+  );
+  // Indexes are dropped after the first 100,000 runs (so that size is measured with them) and
+  // rebuilt at the end: one sort per index instead of a million scattered B-tree inserts. The
+  // counter triggers go too; the counters are rebuilt from the rows at the end.
+  const objects = db
+    .prepare(
+      "SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name = 'runs' AND sql IS NOT NULL",
+    )
+    .all() as { type: string; name: string; sql: string }[];
+  let dropped = false;
+  let written = 0;
+  db.exec("BEGIN");
+  for (const params of batches) {
     insert.run(...params);
     written += ROWS_PER_INSERT;
     if (written % ROWS_PER_TX === 0 || written >= opts.runs) {
       db.exec("COMMIT");
       opts.onCommit?.(written, db);
-      if (written >= 100_000 && !indexesDropped && written < opts.runs) {
-        for (const ix of indexSql) db.exec(`DROP INDEX "${ix.name}"`);
-        indexesDropped = true;
+      if (written >= 100_000 && !dropped && written < opts.runs) {
+        for (const o of objects) db.exec(`DROP ${o.type.toUpperCase()} "${o.name}"`);
+        dropped = true;
       }
       db.exec("BEGIN");
     }
   }
   db.exec("COMMIT");
-  if (indexesDropped) for (const ix of indexSql) db.exec(ix.sql);
-  // What insertRun's counter would hold after inserting these runs one by one.
+  if (dropped) {
+    for (const o of objects) db.exec(o.sql);
+    db.exec(RECOUNT);
+  }
   db.exec(
     "DELETE FROM element_run_stats; INSERT INTO element_run_stats (element_id, total_runs) SELECT element_id, count(*) FROM runs GROUP BY element_id;",
   );
   db.exec("ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);");
   db.close();
-  return flows;
+}
+
+/** What the triggers of migration 006 would hold after inserting the runs one by one. */
+const RECOUNT = `DELETE FROM run_status_counts;
+  INSERT INTO run_status_counts (app, space, element_id, trigger_type, status, n)
+  SELECT app, space, element_id, trigger_type, status, count(*) FROM runs
+  GROUP BY app, space, element_id, trigger_type, status;`;
+
+/** PostgreSQL: the same batches, indexes and counter triggers off during the load. */
+async function writePostgres(
+  url: string,
+  batches: Iterable<SQLInputValue[]>,
+  opts: SeedOptions,
+): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const { rows: indexes } = await client.query<{ indexname: string; indexdef: string }>(
+    "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'runs' AND indexname <> 'runs_pkey'",
+  );
+  for (const ix of indexes) await client.query(`DROP INDEX "${ix.indexname}"`);
+  await client.query("ALTER TABLE runs DISABLE TRIGGER USER");
+  const rowSql = (r: number) =>
+    `(${COLUMNS.map((_, c) => `$${r * COLUMNS.length + c + 1}`).join(",")})`;
+  const insert = `INSERT INTO runs (${COLUMNS.join(",")}) VALUES ${Array.from({ length: ROWS_PER_INSERT }, (_, r) => rowSql(r)).join(",")}`;
+  let written = 0;
+  await client.query("BEGIN");
+  for (const params of batches) {
+    await client.query(insert, params as unknown[]);
+    written += ROWS_PER_INSERT;
+    if (written % ROWS_PER_TX === 0) {
+      await client.query("COMMIT");
+      opts.onCommit?.(written);
+      await client.query("BEGIN");
+    }
+  }
+  await client.query("COMMIT");
+  await client.query("ALTER TABLE runs ENABLE TRIGGER USER");
+  await client.query("SET maintenance_work_mem = '256MB'");
+  for (const ix of indexes) await client.query(ix.indexdef);
+  await client.query(RECOUNT);
+  await client.query(
+    "DELETE FROM element_run_stats; INSERT INTO element_run_stats (element_id, total_runs) SELECT element_id, count(*) FROM runs GROUP BY element_id",
+  );
+  await client.query("VACUUM ANALYZE");
+  await client.end();
 }
 
 /** Bytes of the database file plus its WAL, after a checkpoint. */
