@@ -24,8 +24,8 @@ import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
-import type { Topology } from "./services.ts";
 import type { Store } from "./store/types.ts";
+import type { Topology } from "./topology.ts";
 
 export interface AppDeps {
   config: Config;

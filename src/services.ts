@@ -5,23 +5,24 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
-import { createLocalQueue } from "./queue/local-queue.ts";
-import { createPgQueue } from "./queue/pg-queue.ts";
 import type { RunJob, RunQueue } from "./queue/types.ts";
-import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/index.ts";
+import {
+  createErrorHandlers,
+  type ErrorHandlerConfig,
+  type ErrorHandlers,
+} from "./runs/error-handlers/index.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
-import { createPgNotifyBridge, type PgNotifyBridge } from "./runs/pg-notify.ts";
-import { createRecovery } from "./runs/recovery.ts";
+import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
-import { type OpenedStore, openStore } from "./store/open-store.ts";
-import { withScriptCache } from "./store/script-cache.ts";
+import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
+import { createTopology, type Topology } from "./topology.ts";
 
 export interface Services {
   config: Config;
@@ -43,76 +44,6 @@ export interface Services {
   errorHandlers: ErrorHandlers;
   fileSweeper: FileSweeper;
   close(): Promise<void>;
-}
-
-/**
- * Where this process stands in the deployment (docs/architecture.md, "Topology"): the one place
- * the configured mode and role are read. Everything else is told these facts, never the mode.
- */
-export interface Topology {
-  /** For display only (/health, the start-up log): nothing branches on it. */
-  mode: Config["mode"];
-  store: OpenedStore;
-  queue: RunQueue;
-  /** Carries run ends between processes; null when every run ends in this one. */
-  bridge: PgNotifyBridge | null;
-  /** No other process uses the database: what this one wrote stays true (caches may trust it). */
-  ownsDatabase: boolean;
-  /** The queue hands this process's jobs back to it (in memory). */
-  queueIsLocal: boolean;
-  /** This process executes queued runs (not an API-only node). */
-  executesQueue: boolean;
-  /** This process answers the data-flow and script endpoints (not a worker-only node). */
-  servesApi: boolean;
-  recovery: {
-    /** Runs left QUEUED by a previous life of this process go back on the queue at start. */
-    requeueAtStart: boolean;
-    /** Other processes share the work: their STARTED runs are failed when they stop beating. */
-    sweepsOtherNodes: boolean;
-  };
-}
-
-/** Reads the configuration once and opens what it names. */
-export async function createTopology(
-  config: Config,
-  deps: { logger: Logger; events: RunEvents },
-): Promise<Topology> {
-  const { logger } = deps;
-  const url = config.mode === "cluster" ? config.databaseUrl : undefined;
-  const opened = await openStore({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
-    logger,
-  });
-  const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };
-  const bound = config.limits.queuedRuns;
-  if (url === undefined) {
-    return {
-      mode: config.mode,
-      // One process owns an embedded database, so script lookups can be served from memory.
-      store: withScriptCache(opened),
-      queue: createLocalQueue({ bound, concurrency }),
-      bridge: null,
-      ownsDatabase: true,
-      queueIsLocal: true,
-      executesQueue: true,
-      servesApi: true,
-      recovery: { requeueAtStart: true, sweepsOtherNodes: false },
-    };
-  }
-  const queue = await createPgQueue({ connectionString: url, bound, concurrency, logger });
-  const bridge = await createPgNotifyBridge({ connectionString: url, events: deps.events, logger });
-  return {
-    mode: config.mode,
-    store: opened,
-    queue,
-    bridge,
-    ownsDatabase: false,
-    queueIsLocal: false,
-    executesQueue: config.role !== "api",
-    servesApi: config.role !== "worker",
-    recovery: { requeueAtStart: false, sweepsOtherNodes: true },
-  };
 }
 
 /**
@@ -140,30 +71,19 @@ export async function createServices(opts: {
   metrics.observe(events, store);
   metrics.watch(queue, runner);
 
-  const runDeps = {
-    store,
+  const { tasks, flows } = createRuns({
+    config,
+    topology,
     events,
     clock,
     logger,
     nodeId,
     runner,
-    queue,
-    limits: config.limits,
-    queueIsLocal: topology.queueIsLocal,
-    onScript: metrics.timeScript,
-    // The run's record and its queue job: one step, so a change to one transaction fits here.
-    commitQueued: async (run: NewRun, job: RunJob) => {
-      await store.insertRun(run);
-      // Committed runs are accepted: the bound was checked before, so it cannot refuse them now.
-      await queue.enqueue(job, { ignoreBound: true });
-    },
-  };
-  const tasks = createTaskService(runDeps);
-  const flows = createFlowRuns({ ...runDeps, config, cacheLocators: topology.ownsDatabase });
+    metrics,
+  });
   const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
-  const fc = config.flowConfig;
   const errorHandlers = createErrorHandlers({
     store,
     flows,
@@ -171,55 +91,19 @@ export async function createServices(opts: {
     events,
     clock,
     logger,
-    config: {
-      smtpUrl: config.smtpUrl,
-      smtpFrom: fc.smtpFrom,
-      language: fc.notifyLanguage,
-      allowPrivateWebhooks: fc.allowPrivateWebhooks,
-      attempts: fc.handlerAttempts,
-      backoffMs: fc.handlerBackoffMs,
-      webhookTimeoutMs: fc.webhookTimeoutMs,
-      customWaitS: fc.customHandlerWaitS,
-    },
+    config: errorHandlerConfig(config),
   });
+  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
 
-  const recovery = createRecovery({
-    store,
-    queue,
-    events,
+  const { schedules, fileSweeper } = await startWork({
+    config,
+    topology,
     clock,
     logger,
-    nodeId,
-    sharedDatabase: topology.recovery.sweepsOtherNodes,
-    heartbeatMs: config.heartbeatMs,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-    requeue: topology.recovery.requeueAtStart,
-  });
-  const recovered = await recovery.recoverAtStart();
-  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
-  recovery.start();
-
-  if (topology.executesQueue) {
-    await queue.start((job) =>
-      job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId),
-    );
-  }
-  // Every node schedules; the database claim of each tick makes a cluster fire it once.
-  const schedules = await attachScheduler({
-    store,
-    lifecycle,
+    tasks,
     flows,
-    clock,
-    logger,
-    config: { scheduleSyncMs: fc.scheduleSyncMs },
+    lifecycle,
   });
-  const fileSweeper = createFileSweeper({
-    store,
-    clock,
-    logger,
-    config: { dataDir: config.dataDir, ...fc },
-  });
-  fileSweeper.start();
 
   return {
     config,
@@ -239,25 +123,144 @@ export async function createServices(opts: {
     schedules,
     errorHandlers,
     fileSweeper,
-    async close() {
-      // Every part is closed even when one fails (a queue whose database is gone must not keep
-      // the runner's processes alive); the first failure is thrown at the end.
-      const failures: unknown[] = [];
-      const close = async (work: () => Promise<void> | void) => {
-        try {
-          await work();
-        } catch (err) {
-          failures.push(err);
-        }
-      };
-      await close(() => schedules.stop());
-      await close(() => fileSweeper.stop());
-      await close(() => recovery.stop());
-      await close(() => queue.stop());
-      await close(() => bridge?.close());
-      await close(() => runner.close());
-      await close(() => store.close());
-      if (failures.length > 0) throw failures[0];
+    // In this order: nothing new starts, then the work stops, then what it used closes.
+    close: () =>
+      closeAll([
+        () => schedules.stop(),
+        () => fileSweeper.stop(),
+        () => recovery.stop(),
+        () => queue.stop(),
+        () => bridge?.close(),
+        () => runner.close(),
+        () => store.close(),
+      ]),
+  };
+}
+
+/** Starts what runs on its own: the queue's worker side (unless API-only), schedules, the file sweeper. */
+async function startWork(deps: {
+  config: Config;
+  topology: Topology;
+  clock: Clock;
+  logger: Logger;
+  tasks: TaskService;
+  flows: FlowRuns;
+  lifecycle: FlowLifecycle;
+}): Promise<{ schedules: FlowSchedules; fileSweeper: FileSweeper }> {
+  const { config, topology, clock, logger, tasks, flows } = deps;
+  const { store, queue } = topology;
+  const fc = config.flowConfig;
+  if (topology.executesQueue) {
+    await queue.start((job) =>
+      job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId),
+    );
+  }
+  // Every node schedules; the database claim of each tick makes a cluster fire it once.
+  const schedules = await attachScheduler({
+    store,
+    lifecycle: deps.lifecycle,
+    flows,
+    clock,
+    logger,
+    config: { scheduleSyncMs: fc.scheduleSyncMs },
+  });
+  const fileSweeper = createFileSweeper({
+    store,
+    clock,
+    logger,
+    config: { dataDir: config.dataDir, ...fc },
+  });
+  fileSweeper.start();
+  return { schedules, fileSweeper };
+}
+
+/** The two executors of the one run lifecycle (docs/architecture.md), wired to the topology. */
+function createRuns(deps: {
+  config: Config;
+  topology: Topology;
+  events: RunEvents;
+  clock: Clock;
+  logger: Logger;
+  nodeId: string;
+  runner: ScriptRunner;
+  metrics: Metrics;
+}): { tasks: TaskService; flows: FlowRuns } {
+  const { config, topology } = deps;
+  const { store, queue } = topology;
+  const runDeps = {
+    ...deps,
+    store,
+    queue,
+    limits: config.limits,
+    queueIsLocal: topology.queueIsLocal,
+    onScript: deps.metrics.timeScript,
+    // The run's record and its queue job: one step, so a change to one transaction fits here.
+    commitQueued: async (run: NewRun, job: RunJob) => {
+      await store.insertRun(run);
+      // Committed runs are accepted: the bound was checked before, so it cannot refuse them now.
+      await queue.enqueue(job, { ignoreBound: true });
     },
   };
+  return {
+    tasks: createTaskService(runDeps),
+    flows: createFlowRuns({ ...runDeps, config, cacheLocators: topology.ownsDatabase }),
+  };
+}
+
+/**
+ * Closes every part even when one fails (a queue whose database is gone must not keep the
+ * runner's processes alive); the first failure is thrown at the end.
+ */
+async function closeAll(steps: (() => Promise<void> | void)[]): Promise<void> {
+  const failures: unknown[] = [];
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (err) {
+      failures.push(err);
+    }
+  }
+  if (failures.length > 0) throw failures[0];
+}
+
+function errorHandlerConfig(config: Config): ErrorHandlerConfig {
+  const fc = config.flowConfig;
+  return {
+    smtpUrl: config.smtpUrl,
+    smtpFrom: fc.smtpFrom,
+    language: fc.notifyLanguage,
+    allowPrivateWebhooks: fc.allowPrivateWebhooks,
+    attempts: fc.handlerAttempts,
+    backoffMs: fc.handlerBackoffMs,
+    webhookTimeoutMs: fc.webhookTimeoutMs,
+    customWaitS: fc.customHandlerWaitS,
+  };
+}
+
+/** Recovers what a previous life left unfinished, then beats (and sweeps) on a timer. */
+async function startRecovery(deps: {
+  config: Config;
+  topology: Topology;
+  events: RunEvents;
+  clock: Clock;
+  logger: Logger;
+  nodeId: string;
+}): Promise<Recovery> {
+  const { config, topology, logger } = deps;
+  const recovery = createRecovery({
+    store: topology.store,
+    queue: topology.queue,
+    events: deps.events,
+    clock: deps.clock,
+    logger,
+    nodeId: deps.nodeId,
+    sharedDatabase: topology.recovery.sweepsOtherNodes,
+    heartbeatMs: config.heartbeatMs,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+    requeue: topology.recovery.requeueAtStart,
+  });
+  const recovered = await recovery.recoverAtStart();
+  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
+  recovery.start();
+  return recovery;
 }

@@ -1,0 +1,80 @@
+import type { Logger } from "pino";
+import type { Config } from "./config.ts";
+import { createLocalQueue } from "./queue/local-queue.ts";
+import { createPgQueue } from "./queue/pg-queue.ts";
+import type { RunQueue } from "./queue/types.ts";
+import { createPgNotifyBridge, type PgNotifyBridge } from "./runs/pg-notify.ts";
+import type { RunEvents } from "./runs/run-events.ts";
+import { type OpenedStore, openStore } from "./store/open-store.ts";
+import { withScriptCache } from "./store/script-cache.ts";
+
+/**
+ * Where this process stands in the deployment (docs/architecture.md, "Topology"). createServices
+ * (services.ts) builds it first, and this is the one place the configured mode and role are read:
+ * everything else is told these facts, never the mode.
+ */
+export interface Topology {
+  /** For display only (/health, the start-up log): nothing branches on it. */
+  mode: Config["mode"];
+  store: OpenedStore;
+  queue: RunQueue;
+  /** Carries run ends between processes; null when every run ends in this one. */
+  bridge: PgNotifyBridge | null;
+  /** No other process uses the database: what this one wrote stays true (caches may trust it). */
+  ownsDatabase: boolean;
+  /** The queue hands this process's jobs back to it (in memory). */
+  queueIsLocal: boolean;
+  /** This process executes queued runs (not an API-only node). */
+  executesQueue: boolean;
+  /** This process answers the data-flow and script endpoints (not a worker-only node). */
+  servesApi: boolean;
+  recovery: {
+    /** Runs left QUEUED by a previous life of this process go back on the queue at start. */
+    requeueAtStart: boolean;
+    /** Other processes share the work: their STARTED runs are failed when they stop beating. */
+    sweepsOtherNodes: boolean;
+  };
+}
+
+/** Reads the configuration once and opens what it names. */
+export async function createTopology(
+  config: Config,
+  deps: { logger: Logger; events: RunEvents },
+): Promise<Topology> {
+  const { logger } = deps;
+  const url = config.mode === "cluster" ? config.databaseUrl : undefined;
+  const opened = await openStore({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    logger,
+  });
+  const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };
+  const bound = config.limits.queuedRuns;
+  if (url === undefined) {
+    return {
+      mode: config.mode,
+      // One process owns an embedded database, so script lookups can be served from memory.
+      store: withScriptCache(opened),
+      queue: createLocalQueue({ bound, concurrency }),
+      bridge: null,
+      ownsDatabase: true,
+      queueIsLocal: true,
+      executesQueue: true,
+      servesApi: true,
+      recovery: { requeueAtStart: true, sweepsOtherNodes: false },
+    };
+  }
+  const queue = await createPgQueue({ connectionString: url, bound, concurrency, logger });
+  const bridge = await createPgNotifyBridge({ connectionString: url, events: deps.events, logger });
+  return {
+    mode: config.mode,
+    store: opened,
+    queue,
+    bridge,
+    ownsDatabase: false,
+    queueIsLocal: false,
+    executesQueue: config.role !== "api",
+    servesApi: config.role !== "worker",
+    recovery: { requeueAtStart: false, sweepsOtherNodes: true },
+  };
+}
