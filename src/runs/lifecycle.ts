@@ -87,188 +87,42 @@ export interface RunLifecycle<Req extends RunRequest> {
   terminate(run: Run): Promise<boolean>;
 }
 
+/** The state one lifecycle keeps: its dependencies, its executor and the runs it holds. */
+interface Lifecycle<Req extends RunRequest> {
+  deps: LifecycleDeps;
+  store: Store;
+  clock: Clock;
+  events: RunEvents;
+  limits: LifecycleDeps["limits"];
+  executor: RunExecutor<Req>;
+  /** Runs executing here, to stop them (terminate, timeout, limit). */
+  active: Map<string, AbortController>;
+  /** Runs this process queued and has not yet started: their record and parameter, in memory. */
+  queuedHere: Map<string, { rec: NewRun; parameter: unknown }>;
+}
+
 /** create → (queue) → start → end, the same for every kind of run; `executor` does the work. */
 export function createRunLifecycle<Req extends RunRequest>(
   deps: LifecycleDeps,
   executor: RunExecutor<Req>,
 ): RunLifecycle<Req> {
   const { store, clock, events, limits } = deps;
-  const active = new Map<string, AbortController>();
-  /** Runs this process queued and has not yet started: their record and parameter, in memory. */
-  const queuedHere = new Map<string, { rec: NewRun; parameter: unknown }>();
-
-  /** Executes under the system limit; never throws. */
-  async function executeLimited(
-    rec: ExecRun,
-    parameter: unknown,
-  ): Promise<Execution & { end: RunEnd }> {
-    const ctl = new AbortController();
-    active.set(rec.id, ctl);
-    const message = limitMessage(limits.maxRunS);
-    let limitHit = false;
-    const limit = clock.setTimeout(() => {
-      limitHit = true;
-      ctl.abort(new RunStop("limit", message));
-    }, limits.maxRunS * 1000);
-    let ex: Execution;
-    try {
-      ex = await executor.execute(rec, parameter, ctl.signal);
-    } catch (err) {
-      ex = {
-        outcome: { status: "FAILURE", error: err instanceof Error ? err.message : String(err) },
-      };
-    } finally {
-      clock.clearTimeout(limit);
-      active.delete(rec.id);
-    }
-    let end = toEnd(ex.outcome, clock.now(), limits.resultBytes);
-    // The system limit ends the run FAILURE whatever the executor made of its stop.
-    if (limitHit && end.status !== "SUCCESS")
-      end = { ...end, status: "FAILURE", summary: message, error: message };
-    return { ...ex, end };
-  }
-
-  /**
-   * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
-   * in the store yet (run-sync within its write-behind grace), see write-behind.ts.
-   */
-  async function run(rec: ExecRun, parameter: unknown, pending?: PendingRecord) {
-    const { end, configure, afterEnd } = await executeLimited(rec, parameter);
-    let recorded = false;
-    try {
-      recorded = await recordEnd(store, pending, rec.id, end);
-    } catch (err) {
-      // The store failed (its database went away): the run keeps its last recorded status. Not
-      // thrown: an in-process run has nobody awaiting it, and an unhandled rejection ends the
-      // process (docs/errors.md, "Bad input"). A run-sync still sees the failed insert it awaits.
-      deps.logger.error({ err, runId: rec.id, status: end.status }, "could not record a run's end");
-    }
-    if (recorded) {
-      if (pending?.wroteEnded) events.publish({ type: "created", run: rec });
-      events.publish({ type: "ended", runId: rec.id, end, run: rec, configure });
-    } else events.notify(rec.id);
-    afterEnd?.();
-    return { end, recorded };
-  }
-
-  async function create(req: Req, inProcess: boolean): Promise<string> {
-    executor.admit?.();
-    // A run that would not wait (a free slot, nobody queued) is committed STARTED and executed at
-    // once: one write fewer than QUEUED → STARTED. Only a queue that runs jobs here offers slots.
-    const slot = inProcess ? null : (deps.queue.reserve?.(executor.kind) ?? null);
-    try {
-      const started = inProcess || slot !== null;
-      const rec = await executor.prepare(req, started ? "STARTED" : "QUEUED", inProcess);
-      const { parameter } = req;
-      if (!started && deps.queue.depth() >= limits.queuedRuns)
-        throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
-      if (started) {
-        await store.insertRun(rec);
-        events.publish({ type: "created", run: rec });
-        if (slot) slot.run(() => run(rec, parameter));
-        else void run(rec, parameter);
-        return rec.id;
-      }
-      // Only a queue that runs its jobs here guarantees this process takes the job (else the map would leak).
-      if (deps.queueIsLocal) queuedHere.set(rec.id, { rec, parameter });
-      try {
-        await deps.commitQueued(rec, { runId: rec.id, kind: executor.kind });
-      } catch (err) {
-        queuedHere.delete(rec.id);
-        throw err;
-      }
-      events.publish({ type: "created", run: rec });
-      return rec.id;
-    } catch (err) {
-      slot?.release();
-      throw err;
-    }
-  }
-
-  async function runSync(req: Req, wait: SyncWait): Promise<SyncRun> {
-    executor.admit?.();
-    const rec = await executor.prepare(req, "STARTED", true);
-    const pending: PendingRecord = { rec, inserted: null, wroteEnded: false };
-    const grace = clock.setTimeout(() => {
-      insertStarted(store, pending);
-      pending.inserted?.then(
-        () => events.publish({ type: "created", run: rec }),
-        () => {},
-      );
-    }, SYNC_WRITE_BEHIND_MS);
-    const done = run(rec, req.parameter, pending);
-    // One rule for flows and tasks: absent or 0 waits until the end, and every wait is bounded by
-    // MAX_WAIT_S (docs/architecture.md, "Run-sync").
-    const waitS =
-      wait.timeoutS && wait.timeoutS > 0
-        ? Math.min(wait.timeoutS, limits.maxWaitS)
-        : limits.maxWaitS;
-    let timer: ReturnType<Clock["setTimeout"]> | undefined;
-    const elapsed = new Promise<null>((resolve) => {
-      timer = clock.setTimeout(() => resolve(null), waitS * 1000);
-    });
-    const outcome = await Promise.race([done, elapsed]);
-    clock.clearTimeout(grace);
-    if (timer) clock.clearTimeout(timer);
-    if (outcome?.recorded) return { run: endedRun(rec, outcome.end), killedOnTimeout: false };
-    // The wait elapsed (the run goes on, or is stopped below), or a terminate won.
-    if (pending.inserted) await pending.inserted;
-    else {
-      pending.inserted = store.insertRun(rec);
-      await pending.inserted;
-      events.publish({ type: "created", run: rec });
-    }
-    const now = await readBack(rec);
-    if (TERMINAL.has(now.status) || !wait.terminateOnTimeout)
-      return { run: now, killedOnTimeout: false };
-    active.get(rec.id)?.abort(new RunStop("timeout", "the wait elapsed"));
-    await done;
-    // The answer carries the status the stop ended in, not STARTED.
-    return { run: await readBack(rec), killedOnTimeout: true };
-  }
-
-  async function readBack(rec: NewRun): Promise<Run> {
-    const r = await store.getRun(rec.scope, rec.id);
-    if (!r) throw new SluiceError(deps.notFound, [rec.id]);
-    return r;
-  }
-
-  async function execute(runId: string): Promise<void> {
-    // Queued by this process: no need to read back what was just written. startRun is
-    // conditional on QUEUED, so a run terminated while it waited is still not executed.
-    const mine = queuedHere.get(runId);
-    queuedHere.delete(runId);
-    const r = mine?.rec ?? (await store.getRun(null, runId));
-    if (!r || (!mine && r.status !== "QUEUED")) return;
-    const startTime = clock.now();
-    if (!(await store.startRun(runId, startTime, deps.nodeId))) return;
-    events.publish({ type: "started", runId, startTime });
-    const rec = { ...r, startTime, nodeId: deps.nodeId };
-    await run(rec, mine ? mine.parameter : JSON.parse(r.runParam ?? "null"));
-  }
-
-  async function terminate(r: Run): Promise<boolean> {
-    if (TERMINAL.has(r.status)) return false;
-    const end: RunEnd = {
-      status: "CANCELED",
-      endTime: clock.now(),
-      summary: "terminated",
-      error: "terminated by request",
-    };
-    if (!(await store.endRun(r.id, end))) return false;
-    active.get(r.id)?.abort(new RunStop("terminate", "terminated"));
-    events.publish({ type: "ended", runId: r.id, end });
-    for (const child of await store.childRuns(r.id)) await terminate(child);
-    return true;
-  }
-
+  const c: Lifecycle<Req> = {
+    deps,
+    store,
+    clock,
+    events,
+    limits,
+    executor,
+    active: new Map(),
+    queuedHere: new Map(),
+  };
   // A run that ended elsewhere (terminated through another node) while it executes here.
-  events.onEnd((runId) => active.get(runId)?.abort(new RunStop("terminate", "terminated")));
-
+  events.onEnd((runId) => c.active.get(runId)?.abort(new RunStop("terminate", "terminated")));
   return {
-    start: (req, opts) => create(req, opts?.inProcess ?? false),
-    runSync,
-    execute,
+    start: (req, opts) => create(c, req, opts?.inProcess ?? false),
+    runSync: (req, wait) => runSync(c, req, wait),
+    execute: (runId) => execute(c, runId),
     waitForEnd: (scope, runId, timeoutS) =>
       waitForRunEnd(
         { store, events, clock },
@@ -276,6 +130,190 @@ export function createRunLifecycle<Req extends RunRequest>(
         runId,
         Math.min(timeoutS, limits.maxWaitS) * 1000,
       ),
-    terminate,
+    terminate: (run) => terminate(c, run),
   };
+}
+
+/** Executes under the system limit; never throws. */
+async function executeLimited<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: ExecRun,
+  parameter: unknown,
+): Promise<Execution & { end: RunEnd }> {
+  const { clock, limits, executor, active } = c;
+  const ctl = new AbortController();
+  active.set(rec.id, ctl);
+  const message = limitMessage(limits.maxRunS);
+  let limitHit = false;
+  const limit = clock.setTimeout(() => {
+    limitHit = true;
+    ctl.abort(new RunStop("limit", message));
+  }, limits.maxRunS * 1000);
+  let ex: Execution;
+  try {
+    ex = await executor.execute(rec, parameter, ctl.signal);
+  } catch (err) {
+    ex = {
+      outcome: { status: "FAILURE", error: err instanceof Error ? err.message : String(err) },
+    };
+  } finally {
+    clock.clearTimeout(limit);
+    active.delete(rec.id);
+  }
+  let end = toEnd(ex.outcome, clock.now(), limits.resultBytes);
+  // The system limit ends the run FAILURE whatever the executor made of its stop.
+  if (limitHit && end.status !== "SUCCESS")
+    end = { ...end, status: "FAILURE", summary: message, error: message };
+  return { ...ex, end };
+}
+
+/**
+ * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
+ * in the store yet (run-sync within its write-behind grace), see write-behind.ts.
+ */
+async function run<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: ExecRun,
+  parameter: unknown,
+  pending?: PendingRecord,
+) {
+  const { store, events, deps } = c;
+  const { end, configure, afterEnd } = await executeLimited(c, rec, parameter);
+  let recorded = false;
+  try {
+    recorded = await recordEnd(store, pending, rec.id, end);
+  } catch (err) {
+    // The store failed (its database went away): the run keeps its last recorded status. Not
+    // thrown: an in-process run has nobody awaiting it, and an unhandled rejection ends the
+    // process (docs/errors.md, "Bad input"). A run-sync still sees the failed insert it awaits.
+    deps.logger.error({ err, runId: rec.id, status: end.status }, "could not record a run's end");
+  }
+  if (recorded) {
+    if (pending?.wroteEnded) events.publish({ type: "created", run: rec });
+    events.publish({ type: "ended", runId: rec.id, end, run: rec, configure });
+  } else events.notify(rec.id);
+  afterEnd?.();
+  return { end, recorded };
+}
+
+async function create<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  req: Req,
+  inProcess: boolean,
+): Promise<string> {
+  const { store, events, limits, deps, executor, queuedHere } = c;
+  executor.admit?.();
+  // A run that would not wait (a free slot, nobody queued) is committed STARTED and executed at
+  // once: one write fewer than QUEUED → STARTED. Only a queue that runs jobs here offers slots.
+  const slot = inProcess ? null : (deps.queue.reserve?.(executor.kind) ?? null);
+  try {
+    const started = inProcess || slot !== null;
+    const rec = await executor.prepare(req, started ? "STARTED" : "QUEUED", inProcess);
+    const { parameter } = req;
+    if (!started && deps.queue.depth() >= limits.queuedRuns)
+      throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
+    if (started) {
+      await store.insertRun(rec);
+      events.publish({ type: "created", run: rec });
+      if (slot) slot.run(() => run(c, rec, parameter));
+      else void run(c, rec, parameter);
+      return rec.id;
+    }
+    // Only a queue that runs its jobs here guarantees this process takes the job (else the map would leak).
+    if (deps.queueIsLocal) queuedHere.set(rec.id, { rec, parameter });
+    try {
+      await deps.commitQueued(rec, { runId: rec.id, kind: executor.kind });
+    } catch (err) {
+      queuedHere.delete(rec.id);
+      throw err;
+    }
+    events.publish({ type: "created", run: rec });
+    return rec.id;
+  } catch (err) {
+    slot?.release();
+    throw err;
+  }
+}
+
+async function runSync<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  req: Req,
+  wait: SyncWait,
+): Promise<SyncRun> {
+  const { store, clock, events, limits, executor, active } = c;
+  executor.admit?.();
+  const rec = await executor.prepare(req, "STARTED", true);
+  const pending: PendingRecord = { rec, inserted: null, wroteEnded: false };
+  const grace = clock.setTimeout(() => {
+    insertStarted(store, pending);
+    pending.inserted?.then(
+      () => events.publish({ type: "created", run: rec }),
+      () => {},
+    );
+  }, SYNC_WRITE_BEHIND_MS);
+  const done = run(c, rec, req.parameter, pending);
+  // One rule for flows and tasks: absent or 0 waits until the end, and every wait is bounded by
+  // MAX_WAIT_S (docs/architecture.md, "Run-sync").
+  const waitS =
+    wait.timeoutS && wait.timeoutS > 0 ? Math.min(wait.timeoutS, limits.maxWaitS) : limits.maxWaitS;
+  let timer: ReturnType<Clock["setTimeout"]> | undefined;
+  const elapsed = new Promise<null>((resolve) => {
+    timer = clock.setTimeout(() => resolve(null), waitS * 1000);
+  });
+  const outcome = await Promise.race([done, elapsed]);
+  clock.clearTimeout(grace);
+  if (timer) clock.clearTimeout(timer);
+  if (outcome?.recorded) return { run: endedRun(rec, outcome.end), killedOnTimeout: false };
+  // The wait elapsed (the run goes on, or is stopped below), or a terminate won.
+  if (pending.inserted) await pending.inserted;
+  else {
+    pending.inserted = store.insertRun(rec);
+    await pending.inserted;
+    events.publish({ type: "created", run: rec });
+  }
+  const now = await readBack(c, rec);
+  if (TERMINAL.has(now.status) || !wait.terminateOnTimeout)
+    return { run: now, killedOnTimeout: false };
+  active.get(rec.id)?.abort(new RunStop("timeout", "the wait elapsed"));
+  await done;
+  // The answer carries the status the stop ended in, not STARTED.
+  return { run: await readBack(c, rec), killedOnTimeout: true };
+}
+
+async function readBack<Req extends RunRequest>(c: Lifecycle<Req>, rec: NewRun): Promise<Run> {
+  const { store, deps } = c;
+  const r = await store.getRun(rec.scope, rec.id);
+  if (!r) throw new SluiceError(deps.notFound, [rec.id]);
+  return r;
+}
+
+async function execute<Req extends RunRequest>(c: Lifecycle<Req>, runId: string): Promise<void> {
+  const { store, clock, events, deps, queuedHere } = c;
+  // Queued by this process: no need to read back what was just written. startRun is
+  // conditional on QUEUED, so a run terminated while it waited is still not executed.
+  const mine = queuedHere.get(runId);
+  queuedHere.delete(runId);
+  const r = mine?.rec ?? (await store.getRun(null, runId));
+  if (!r || (!mine && r.status !== "QUEUED")) return;
+  const startTime = clock.now();
+  if (!(await store.startRun(runId, startTime, deps.nodeId))) return;
+  events.publish({ type: "started", runId, startTime });
+  const rec = { ...r, startTime, nodeId: deps.nodeId };
+  await run(c, rec, mine ? mine.parameter : JSON.parse(r.runParam ?? "null"));
+}
+
+async function terminate<Req extends RunRequest>(c: Lifecycle<Req>, r: Run): Promise<boolean> {
+  const { store, clock, events, active } = c;
+  if (TERMINAL.has(r.status)) return false;
+  const end: RunEnd = {
+    status: "CANCELED",
+    endTime: clock.now(),
+    summary: "terminated",
+    error: "terminated by request",
+  };
+  if (!(await store.endRun(r.id, end))) return false;
+  active.get(r.id)?.abort(new RunStop("terminate", "terminated"));
+  events.publish({ type: "ended", runId: r.id, end });
+  for (const child of await store.childRuns(r.id)) await terminate(c, child);
+  return true;
 }
