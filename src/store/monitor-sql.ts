@@ -107,6 +107,26 @@ function colFilter(eb: Runs, dialect: Dialect, f: ColFilter): Expression<SqlBool
   return textMatch(sql.ref(col), f.op, f.value, dialect);
 }
 
+/** The lower-cased run text of migration 007's trigram index (PostgreSQL); same expression. */
+const SEARCH_TEXT = sql<string>`(lower(id || ' ' || coalesce(run_name, '') || ' ' || coalesce(summary, '') || ' ' || coalesce(initiator, '')))`;
+
+/**
+ * PostgreSQL: text that every matching run contains somewhere in SEARCH_TEXT, so that testing it
+ * first lets the trigram index find the candidates. A value found in one field is found in the
+ * joined text; initiator values only when JSON leaves them unescaped. Shorter than a trigram, the
+ * index cannot narrow anything, so such text is left to the field tests alone.
+ */
+function searchNeedles(q: RunQuery): string[] {
+  const out: string[] = [];
+  if (q.quickSearch !== null && !needsJsonEscape(q.quickSearch)) out.push(q.quickSearch);
+  for (const f of q.colFilters) {
+    if (f.kind === "interval" || f.op === "eq" || f.column === "version") continue;
+    if (f.column === "initiator" && needsJsonEscape(f.value)) continue;
+    out.push(f.value);
+  }
+  return out.filter((n) => n.length >= 3);
+}
+
 /**
  * Every filter of the query ANDed together; `withStatus` false leaves out runStatusFilter, which
  * the five status counts ignore (docs/monitoring.md). The caller adds scope and element.
@@ -133,6 +153,13 @@ export function runFilters(
     );
   }
   for (const f of q.colFilters) parts.push(colFilter(eb, dialect, f));
+  if (dialect === "postgres") {
+    // SEARCH_TEXT is lower-cased already: compared as is, it is the indexed expression.
+    for (const n of searchNeedles(q))
+      parts.unshift(
+        sql<SqlBool>`${SEARCH_TEXT} like ${`%${likeEscape(n.toLowerCase())}%`} escape '\\'`,
+      );
+  }
   return eb.and(parts);
 }
 
