@@ -12,6 +12,7 @@ import {
   type ExecRun,
   type LifecycleDeps,
   type RunExecutor,
+  type RunLifecycle,
 } from "./lifecycle.ts";
 import type { Execution, Outcome } from "./outcome.ts";
 import { scriptNodeRunner } from "./script-node.ts";
@@ -86,7 +87,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         configure,
         parameter,
         signal,
-        deps: flowDeps(r),
+        deps: flowDeps(deps, lifecycle, r),
         clock,
       });
       return { outcome: flowOutcome(out), configure, afterEnd };
@@ -95,69 +96,6 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
       return { outcome: { status: "FAILURE", error }, afterEnd };
     } finally {
       if (sentinel) clock.clearTimeout(sentinel);
-    }
-  }
-
-  function flowDeps(r: ExecRun): FlowDeps {
-    return {
-      runScript: scriptNodeRunner({
-        store,
-        runner: deps.runner,
-        scope: r.scope,
-        runId: r.id,
-        onScript: deps.onScript,
-      }),
-      runSubflow: (req) => subflow(r, req.element, req.parameter, req.signal),
-      fetch: globalThis.fetch,
-      responseBytes: config.limits.resultBytes,
-      now: () => clock.now(),
-    };
-  }
-
-  async function subflow(
-    parent: Pick<Run, "id" | "scope">,
-    element: Locator,
-    parameter: unknown,
-    signal: AbortSignal,
-  ) {
-    const parentRun = await store.getRun(parent.scope, parent.id);
-    const childId = await lifecycle.start(
-      {
-        scope: parent.scope,
-        user: (parentRun?.initiator?.userId as string | undefined) ?? null,
-        locator: element,
-        parameter,
-        inProcess: true,
-        parentRunId: parent.id,
-        trigger: "API",
-      },
-      { inProcess: true },
-    );
-    // An event listener's promise is dropped: its failure must be caught here, or it ends the process.
-    const onAbort = () => {
-      store
-        .getRun(parent.scope, childId)
-        .then((child) => (child ? lifecycle.terminate(child) : false))
-        .catch((err: unknown) =>
-          deps.logger.error({ err, runId: childId }, "could not terminate a sub-flow run"),
-        );
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    try {
-      const child = await waitForRunEnd(
-        { store, events, clock },
-        parent.scope,
-        childId,
-        config.limits.maxRunS * 1000,
-      );
-      if (child?.status === "SUCCESS")
-        return { ok: true as const, value: child.result == null ? null : JSON.parse(child.result) };
-      return {
-        ok: false as const,
-        error: `sub-flow run ${childId} ended ${child?.status ?? "unknown"}: ${child?.error ?? ""}`,
-      };
-    } finally {
-      signal.removeEventListener("abort", onAbort);
     }
   }
 
@@ -196,5 +134,78 @@ function flowOutcome(out: FlowRunResult): Outcome {
     error: out.error,
     summaryPrefix: out.failedNodeId ? `${out.failedNodeId}: ` : undefined,
     detail,
+  };
+}
+
+/** A sub-flow node: a child run executed here; aborting the parent terminates it. */
+async function subflow(
+  deps: FlowRunsDeps,
+  lifecycle: Pick<RunLifecycle<StartRequest>, "start" | "terminate">,
+  parent: Pick<Run, "id" | "scope">,
+  element: Locator,
+  parameter: unknown,
+  signal: AbortSignal,
+) {
+  const { store, events, clock } = deps;
+  const parentRun = await store.getRun(parent.scope, parent.id);
+  const childId = await lifecycle.start(
+    {
+      scope: parent.scope,
+      user: (parentRun?.initiator?.userId as string | undefined) ?? null,
+      locator: element,
+      parameter,
+      inProcess: true,
+      parentRunId: parent.id,
+      trigger: "API",
+    },
+    { inProcess: true },
+  );
+  // An event listener's promise is dropped: its failure must be caught here, or it ends the process.
+  const onAbort = () => {
+    store
+      .getRun(parent.scope, childId)
+      .then((child) => (child ? lifecycle.terminate(child) : false))
+      .catch((err: unknown) =>
+        deps.logger.error({ err, runId: childId }, "could not terminate a sub-flow run"),
+      );
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    const child = await waitForRunEnd(
+      { store, events, clock },
+      parent.scope,
+      childId,
+      deps.config.limits.maxRunS * 1000,
+    );
+    if (child?.status === "SUCCESS")
+      return { ok: true as const, value: child.result == null ? null : JSON.parse(child.result) };
+    return {
+      ok: false as const,
+      error: `sub-flow run ${childId} ended ${child?.status ?? "unknown"}: ${child?.error ?? ""}`,
+    };
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/** What the graph executor may do for one run: its effects, all through this process's parts. */
+function flowDeps(
+  deps: FlowRunsDeps,
+  lifecycle: Pick<RunLifecycle<StartRequest>, "start" | "terminate">,
+  r: ExecRun,
+): FlowDeps {
+  const { store, clock, config } = deps;
+  return {
+    runScript: scriptNodeRunner({
+      store,
+      runner: deps.runner,
+      scope: r.scope,
+      runId: r.id,
+      onScript: deps.onScript,
+    }),
+    runSubflow: (req) => subflow(deps, lifecycle, r, req.element, req.parameter, req.signal),
+    fetch: globalThis.fetch,
+    responseBytes: config.limits.resultBytes,
+    now: () => clock.now(),
   };
 }
