@@ -86,76 +86,11 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
   // Runs started by a custom handler: their own failure must not call handlers again (no loops).
   const handlerRuns = new Set<string>();
 
-  function handlersOf(c: Configure): Handler[] {
-    const h = c.errorHandlers;
-    const out: Handler[] = [];
-    if (h.email) out.push(emailHandler(h.email, { url: config.smtpUrl, from: config.smtpFrom }));
-    if (h.bot)
-      out.push(
-        botHandler(h.bot, {
-          allowPrivate: config.allowPrivateWebhooks,
-          timeoutMs: config.webhookTimeoutMs,
-        }),
-      );
-    if (h.custom) {
-      out.push(
-        customHandler(h.custom, {
-          store,
-          flows: deps.flows,
-          tasks: deps.tasks,
-          waitS: config.customWaitS,
-          started: (id) => handlerRuns.add(id),
-        }),
-      );
-    }
-    return out;
-  }
-
-  async function invoke(
-    handler: Handler,
-    run: Run,
-    event: FailureEvent,
-  ): Promise<ErrorHandlerResult> {
-    const ctx = { event, run, language: config.language };
-    let attempts = 0;
-    let lastError = "";
-    let runId: string | undefined;
-    while (attempts < config.attempts) {
-      attempts++;
-      try {
-        const out = await handler.deliver(ctx);
-        const started = out?.runId;
-        return {
-          kind: handler.kind,
-          ok: true,
-          attempts,
-          at: clock.now(),
-          event: event.event,
-          ...(started ? { runId: started } : {}),
-        };
-      } catch (err) {
-        lastError = err instanceof Error ? err.message : String(err);
-        if (err instanceof HandlerRunError) runId = err.runId;
-        if (err instanceof PermanentHandlerError) break;
-        if (attempts < config.attempts) await sleep(config.backoffMs * 2 ** (attempts - 1));
-      }
-    }
-    return {
-      kind: handler.kind,
-      ok: false,
-      attempts,
-      error: lastError,
-      at: clock.now(),
-      event: event.event,
-      ...(runId ? { runId } : {}),
-    };
-  }
-
   async function notify(run: Run, configure: Configure, type: HandlerEventType, error?: string) {
     const event = eventOf(run, type, error);
     const results = await Promise.all(
-      handlersOf(configure).map(async (h) => {
-        const r = await invoke(h, run, event).catch(
+      handlersOf(deps, configure, (id) => handlerRuns.add(id)).map(async (h) => {
+        const r = await invoke(deps, sleep, h, run, event).catch(
           (err: unknown): ErrorHandlerResult => ({
             kind: h.kind,
             ok: false,
@@ -188,16 +123,6 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
     inFlight.add(q);
   }
 
-  const hasHandlers = (c: Configure) =>
-    Boolean(c.errorHandlers.email || c.errorHandlers.bot || c.errorHandlers.custom);
-
-  /** A flow run's configuration when the event does not carry it (recovery, shutdown). */
-  async function configureOf(run: Run): Promise<Configure | undefined> {
-    if (run.elementType !== "DPL" || run.version === null) return undefined;
-    const rev = await store.flowRevision(run.elementId, Number(run.version));
-    return rev ? normalizeConfigure(rev.configure) : undefined;
-  }
-
   /** `facts` absent: ended by recovery, which knows neither the kind nor the configuration. */
   function ended(runId: string, end: RunEnd, facts: RunFacts | undefined, given?: Configure): void {
     const byHandler = handlerRuns.delete(runId);
@@ -208,7 +133,7 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
       (async () => {
         const run = await store.getRun(null, runId);
         if (run?.elementType !== "DPL") return;
-        const configure = given ?? (await configureOf(run));
+        const configure = given ?? (await configureOf(store, run));
         if (configure && hasHandlers(configure)) await notify(run, configure, "run.failure");
       })(),
     );
@@ -237,4 +162,89 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
       while (inFlight.size > 0) await Promise.all(inFlight);
     },
   };
+}
+
+/** The handlers a flow's configuration names. */
+function handlersOf(
+  deps: ErrorHandlerDeps,
+  c: Configure,
+  started: (runId: string) => void,
+): Handler[] {
+  const { config } = deps;
+  const h = c.errorHandlers;
+  const out: Handler[] = [];
+  if (h.email) out.push(emailHandler(h.email, { url: config.smtpUrl, from: config.smtpFrom }));
+  if (h.bot)
+    out.push(
+      botHandler(h.bot, {
+        allowPrivate: config.allowPrivateWebhooks,
+        timeoutMs: config.webhookTimeoutMs,
+      }),
+    );
+  if (h.custom) {
+    out.push(
+      customHandler(h.custom, {
+        store: deps.store,
+        flows: deps.flows,
+        tasks: deps.tasks,
+        waitS: config.customWaitS,
+        started,
+      }),
+    );
+  }
+  return out;
+}
+
+/** One handler, retried with backoff; every outcome becomes a result, nothing is thrown. */
+async function invoke(
+  deps: ErrorHandlerDeps,
+  sleep: (ms: number) => Promise<void>,
+  handler: Handler,
+  run: Run,
+  event: FailureEvent,
+): Promise<ErrorHandlerResult> {
+  const { clock, config } = deps;
+  const ctx = { event, run, language: config.language };
+  let attempts = 0;
+  let lastError = "";
+  let runId: string | undefined;
+  while (attempts < config.attempts) {
+    attempts++;
+    try {
+      const out = await handler.deliver(ctx);
+      const started = out?.runId;
+      return {
+        kind: handler.kind,
+        ok: true,
+        attempts,
+        at: clock.now(),
+        event: event.event,
+        ...(started ? { runId: started } : {}),
+      };
+    } catch (err) {
+      lastError = err instanceof Error ? err.message : String(err);
+      if (err instanceof HandlerRunError) runId = err.runId;
+      if (err instanceof PermanentHandlerError) break;
+      if (attempts < config.attempts) await sleep(config.backoffMs * 2 ** (attempts - 1));
+    }
+  }
+  return {
+    kind: handler.kind,
+    ok: false,
+    attempts,
+    error: lastError,
+    at: clock.now(),
+    event: event.event,
+    ...(runId ? { runId } : {}),
+  };
+}
+
+const hasHandlers = (c: Configure): boolean =>
+  Boolean(c.errorHandlers.email || c.errorHandlers.bot || c.errorHandlers.custom);
+
+/** A flow run's configuration when the event does not carry it (recovery, shutdown). */
+async function configureOf(store: Store, run: Run): Promise<Configure | undefined> {
+  if (run.elementType !== "DPL" || run.version === null) return undefined;
+  const rev = await store.flowRevision(run.elementId, Number(run.version));
+  return rev ? normalizeConfigure(rev.configure) : undefined;
 }
