@@ -104,6 +104,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // A worker process answers only the root endpoints (health for orchestration).
   if (!deps.topology.servesApi) return app;
+  await registerServiceRoutes(app, deps);
+  await app.register(consoleRoutes, { store: deps.store, dataflowPrefix: config.dataflowPrefix });
+  return app;
+}
+
+/** The data-flow and script endpoint groups, each under its prefix. */
+async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const { config } = deps;
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, {
@@ -131,6 +139,4 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: config.scriptPrefix },
   );
-  await app.register(consoleRoutes, { store: deps.store, dataflowPrefix: config.dataflowPrefix });
-  return app;
 }

@@ -1,4 +1,5 @@
 import path from "node:path";
+import { languageOf } from "./errors.ts";
 
 /** Every knob of the service, read once from the environment (README, configuration table). */
 export interface Config {
@@ -126,30 +127,6 @@ export function loadConfig(env: Env = process.env): Config {
   if (authMode !== "off" && authMode !== "signature") {
     throw new Error(`config: AUTH_MODE must be "off" or "signature", got "${authMode}"`);
   }
-  const sandbox = env.SCRIPT_SANDBOX ?? "auto";
-  if (sandbox !== "auto" && sandbox !== "bwrap" && sandbox !== "none") {
-    throw new Error(`config: SCRIPT_SANDBOX must be auto, bwrap or none, got "${sandbox}"`);
-  }
-  const bwrap = env.SCRIPT_BWRAP || "/usr/bin/bwrap";
-  if (!path.isAbsolute(bwrap)) {
-    throw new Error(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
-  }
-  const cgroup = env.SCRIPT_CGROUP || "auto";
-  if (cgroup !== "auto" && cgroup !== "required" && cgroup !== "off") {
-    throw new Error(`config: SCRIPT_CGROUP must be auto, required or off, got "${cgroup}"`);
-  }
-  const cgroupRoot = env.SCRIPT_CGROUP_ROOT || "/sys/fs/cgroup";
-  if (!path.isAbsolute(cgroupRoot)) {
-    throw new Error(`config: SCRIPT_CGROUP_ROOT must be an absolute path, got "${cgroupRoot}"`);
-  }
-  const maxRunS = int(env, "MAX_RUN_S", 3600);
-  const checkConcurrency = int(env, "SCRIPT_CHECK_CONCURRENCY", 2);
-  // Each concurrent check holds a sandbox uid of its own, taken from the runner's block of 256.
-  if (!Number.isInteger(checkConcurrency) || checkConcurrency < 1 || checkConcurrency > 64) {
-    throw new Error(
-      `config: SCRIPT_CHECK_CONCURRENCY must be an integer from 1 to 64, got "${checkConcurrency}"`,
-    );
-  }
   return {
     port: int(env, "PORT", 8080),
     host: env.HOST ?? "127.0.0.1",
@@ -167,56 +144,94 @@ export function loadConfig(env: Env = process.env): Config {
       tokenTtlS: int(env, "AUTH_TOKEN_TTL_S", 300),
     },
     smtpUrl: env.SMTP_URL || undefined,
-    limits: {
-      bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
-      discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
-      discardIdleMs: int(env, "LIMIT_DISCARD_IDLE_MS", 5000),
-      uploadFileBytes: int(env, "LIMIT_UPLOAD_FILE_BYTES", 50 * MiB),
-      zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
-      zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
-      outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
-      resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
-      maxWaitS: int(env, "MAX_WAIT_S", 3600),
-      maxRunS,
-      queuedRuns: int(env, "LIMIT_QUEUED_RUNS", 10000),
-      flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
-    },
-    python: {
-      executable: env.PYTHON ?? "/usr/bin/python3",
-      concurrency: int(env, "SCRIPT_CONCURRENCY", 64),
-      prefork: int(env, "SCRIPT_PREFORK", 8),
-      memoryBytes: int(env, "SCRIPT_MEMORY_BYTES", 1024 * MiB),
-      openFiles: int(env, "SCRIPT_OPEN_FILES", 1024),
-      processes: int(env, "SCRIPT_PROCESSES", 64),
-      fileSizeBytes: int(env, "SCRIPT_FILE_SIZE_BYTES", 256 * MiB),
-      network: bool(env, "SCRIPT_NETWORK", false),
-      sandbox,
-      bwrap,
-      cgroup,
-      cgroupRoot,
-      uidBase: int(env, "SCRIPT_UID_BASE", 200000),
-      uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
-      check: {
-        fileBytes: int(env, "LIMIT_PY_FILE_BYTES", MiB),
-        timeoutMs: int(env, "SCRIPT_CHECK_TIMEOUT_MS", 10_000),
-        concurrency: checkConcurrency,
-      },
-    },
+    limits: limitsConfig(env),
+    python: pythonConfig(env),
     timeZone: env.TZ_RUN_NAMES ?? "UTC",
     role: role(env.SLUICE_ROLE),
     heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
-    flowConfig: {
-      smtpFrom: env.SMTP_FROM ?? "sluice@localhost",
-      notifyLanguage: env.NOTIFY_LANGUAGE?.toLowerCase().startsWith("zh") ? "zh-cn" : "en",
-      allowPrivateWebhooks: bool(env, "WEBHOOK_ALLOW_PRIVATE", true),
-      handlerAttempts: Math.max(1, int(env, "ERROR_HANDLER_ATTEMPTS", 3)),
-      handlerBackoffMs: int(env, "ERROR_HANDLER_BACKOFF_MS", 2000),
-      webhookTimeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 10000),
-      customHandlerWaitS: int(env, "CUSTOM_HANDLER_WAIT_S", 300),
-      fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),
-      fileSweepMs: int(env, "FILE_SWEEP_MS", 3_600_000),
-      scheduleSyncMs: int(env, "SCHEDULE_SYNC_MS", 30_000),
+    flowConfig: flowConfigOf(env),
+  };
+}
+
+/** Python tasks and their sandbox (docs/script-service.md, docs/security.md). */
+function pythonConfig(env: Env): Config["python"] {
+  const sandbox = env.SCRIPT_SANDBOX ?? "auto";
+  if (sandbox !== "auto" && sandbox !== "bwrap" && sandbox !== "none") {
+    throw new Error(`config: SCRIPT_SANDBOX must be auto, bwrap or none, got "${sandbox}"`);
+  }
+  const bwrap = env.SCRIPT_BWRAP || "/usr/bin/bwrap";
+  if (!path.isAbsolute(bwrap)) {
+    throw new Error(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
+  }
+  const cgroup = env.SCRIPT_CGROUP || "auto";
+  if (cgroup !== "auto" && cgroup !== "required" && cgroup !== "off") {
+    throw new Error(`config: SCRIPT_CGROUP must be auto, required or off, got "${cgroup}"`);
+  }
+  const cgroupRoot = env.SCRIPT_CGROUP_ROOT || "/sys/fs/cgroup";
+  if (!path.isAbsolute(cgroupRoot)) {
+    throw new Error(`config: SCRIPT_CGROUP_ROOT must be an absolute path, got "${cgroupRoot}"`);
+  }
+  const checkConcurrency = int(env, "SCRIPT_CHECK_CONCURRENCY", 2);
+  // Each concurrent check holds a sandbox uid of its own, taken from the runner's block of 256.
+  if (!Number.isInteger(checkConcurrency) || checkConcurrency < 1 || checkConcurrency > 64) {
+    throw new Error(
+      `config: SCRIPT_CHECK_CONCURRENCY must be an integer from 1 to 64, got "${checkConcurrency}"`,
+    );
+  }
+  return {
+    executable: env.PYTHON ?? "/usr/bin/python3",
+    concurrency: int(env, "SCRIPT_CONCURRENCY", 64),
+    prefork: int(env, "SCRIPT_PREFORK", 8),
+    memoryBytes: int(env, "SCRIPT_MEMORY_BYTES", 1024 * MiB),
+    openFiles: int(env, "SCRIPT_OPEN_FILES", 1024),
+    processes: int(env, "SCRIPT_PROCESSES", 64),
+    fileSizeBytes: int(env, "SCRIPT_FILE_SIZE_BYTES", 256 * MiB),
+    network: bool(env, "SCRIPT_NETWORK", false),
+    sandbox,
+    bwrap,
+    cgroup,
+    cgroupRoot,
+    uidBase: int(env, "SCRIPT_UID_BASE", 200000),
+    uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
+    check: {
+      fileBytes: int(env, "LIMIT_PY_FILE_BYTES", MiB),
+      timeoutMs: int(env, "SCRIPT_CHECK_TIMEOUT_MS", 10_000),
+      concurrency: checkConcurrency,
     },
+  };
+}
+
+/** Request, output and run limits (docs/operations.md). */
+function limitsConfig(env: Env): Config["limits"] {
+  return {
+    bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
+    discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
+    discardIdleMs: int(env, "LIMIT_DISCARD_IDLE_MS", 5000),
+    uploadFileBytes: int(env, "LIMIT_UPLOAD_FILE_BYTES", 50 * MiB),
+    zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
+    zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
+    outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
+    resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
+    maxWaitS: int(env, "MAX_WAIT_S", 3600),
+    maxRunS: int(env, "MAX_RUN_S", 3600),
+    queuedRuns: int(env, "LIMIT_QUEUED_RUNS", 10000),
+    flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
+  };
+}
+
+/** Error handlers, file cleanup and schedules (docs/flow-graph.md, docs/scheduler.md). */
+function flowConfigOf(env: Env): Config["flowConfig"] {
+  return {
+    smtpFrom: env.SMTP_FROM ?? "sluice@localhost",
+    notifyLanguage: languageOf(env.NOTIFY_LANGUAGE),
+    allowPrivateWebhooks: bool(env, "WEBHOOK_ALLOW_PRIVATE", true),
+    handlerAttempts: Math.max(1, int(env, "ERROR_HANDLER_ATTEMPTS", 3)),
+    handlerBackoffMs: int(env, "ERROR_HANDLER_BACKOFF_MS", 2000),
+    webhookTimeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 10000),
+    customHandlerWaitS: int(env, "CUSTOM_HANDLER_WAIT_S", 300),
+    fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),
+    fileSweepMs: int(env, "FILE_SWEEP_MS", 3_600_000),
+    scheduleSyncMs: int(env, "SCHEDULE_SYNC_MS", 30_000),
   };
 }

@@ -22,9 +22,8 @@ export interface Metrics {
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600];
 
-export function createMetrics(): Metrics {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: "sluice_process_" });
+/** The series of one registry (docs/monitoring.md). */
+function seriesOf(registry: Registry) {
   const runsStarted = new Counter({
     name: "sluice_runs_created_total",
     help: "Runs and script tasks accepted, by element type and trigger",
@@ -58,6 +57,14 @@ export function createMetrics(): Metrics {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+
+  return { runsStarted, runsEnded, runDuration, scriptDuration, httpDuration };
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "sluice_process_" });
+  const { runsStarted, runsEnded, runDuration, scriptDuration, httpDuration } = seriesOf(registry);
 
   // Facts an `ended` event from recovery or shutdown lacks: kept from `created`, dropped at the end.
   // Bounded: a run whose end never comes here (another node ended it) must not stay for good.

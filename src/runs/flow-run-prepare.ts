@@ -82,37 +82,11 @@ export function createRunPreparer(deps: {
       throw badRequest(
         `parameter does not match the flow's input schema: ${describeIssues(issues)}`,
       );
-    const now = clock.now();
-    const id = newId(now);
-    const runName = renderRunName(rel.configure.runNameTemplate, {
-      elementName: el.name,
-      runId: id,
-      version: String(rel.version),
-      triggerType: req.trigger,
-      user: req.user ?? "",
-      parameter: req.parameter,
-      now,
+    return flowRunRecord(req, el, rel, status, {
+      now: clock.now(),
+      nodeId: deps.nodeId,
       timeZone: config.timeZone,
     });
-    return {
-      id,
-      scope: req.scope,
-      elementId: el.id,
-      elementType: "DPL",
-      elementName: el.name,
-      folderId: el.folderId,
-      version: String(rel.version),
-      triggerType: req.parentRunId ? "API" : req.trigger,
-      status,
-      runName,
-      runParam: JSON.stringify(req.parameter ?? null),
-      initiator: req.user ? { userId: req.user } : null,
-      parentRunId: req.parentRunId ?? null,
-      inProcess: req.inProcess,
-      nodeId: status === "STARTED" ? deps.nodeId : null,
-      createTime: now,
-      startTime: status === "STARTED" ? now : null,
-    };
   }
 
   return {
@@ -120,5 +94,46 @@ export function createRunPreparer(deps: {
     release,
     /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
     forget: () => located.clear(),
+  };
+}
+
+/** The record of a run of `el`'s release, as created (not written). */
+function flowRunRecord(
+  req: StartRequest,
+  el: Element,
+  rel: Release,
+  status: "QUEUED" | "STARTED",
+  at: { now: number; nodeId: string; timeZone: string },
+): NewRun {
+  const { now } = at;
+  const id = newId(now);
+  const runName = renderRunName(rel.configure.runNameTemplate, {
+    elementName: el.name,
+    runId: id,
+    version: String(rel.version),
+    triggerType: req.trigger,
+    user: req.user ?? "",
+    parameter: req.parameter,
+    now,
+    timeZone: at.timeZone,
+  });
+  return {
+    id,
+    scope: req.scope,
+    elementId: el.id,
+    elementType: "DPL",
+    elementName: el.name,
+    folderId: el.folderId,
+    version: String(rel.version),
+    triggerType: req.parentRunId ? "API" : req.trigger,
+    status,
+    runName,
+    runParam: JSON.stringify(req.parameter ?? null),
+    initiator: req.user ? { userId: req.user } : null,
+    parentRunId: req.parentRunId ?? null,
+    inProcess: req.inProcess,
+    nodeId: status === "STARTED" ? at.nodeId : null,
+    createTime: now,
+    startTime: status === "STARTED" ? now : null,
   };
 }
