@@ -16,6 +16,13 @@ import type {
   Store,
 } from "./types.ts";
 
+/**
+ * From this many runs of one element on, PostgreSQL text searches go through the trigram index
+ * (migration 007). Below it, reading the element's rows is cheaper than the index whenever the
+ * text is common across other elements (e.g. `backfill-1`: tens of thousands of rows table-wide).
+ */
+const TEXT_INDEX_MIN_RUNS = 20_000;
+
 type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 
 /** The counter table of migration 002; known to this file only. */
@@ -87,7 +94,11 @@ export async function countRun(tx: Transaction<Database>, elementId: string): Pr
 }
 
 /** Monitoring reads (docs/monitoring.md) over Kysely for both dialects. */
-export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorMethods {
+export function monitorMethods(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  textIndexMinRuns = TEXT_INDEX_MIN_RUNS,
+): MonitorMethods {
   const mdb = db.withTables<MonitorTables>();
 
   async function runsByIds(ids: readonly string[]): Promise<Map<string, RunRecord>> {
@@ -128,6 +139,18 @@ export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorM
       .execute();
   }
 
+  /** How many runs the element has now, from the counters (a few rows). */
+  async function elementRuns(scope: Scope, elementId: string): Promise<number> {
+    const row = await mdb
+      .selectFrom("run_status_counts")
+      .select((eb) => eb.fn.sum<number>("n").as("n"))
+      .where("app", "=", scope.app)
+      .where("space", "=", scope.space)
+      .where("element_id", "=", Number(elementId))
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
   return {
     async monitorRuns(scope: Scope, elementId: string, q: RunQuery): Promise<RunPage> {
       const ofElement = () =>
@@ -143,10 +166,12 @@ export function monitorMethods(db: Kysely<Database>, dialect: Dialect): MonitorM
         q.quickSearch !== null ||
         q.colFilters.some((f) => f.kind !== "interval" && f.op !== "eq")
       ) {
+        const textIndex =
+          dialect === "postgres" && (await elementRuns(scope, elementId)) >= textIndexMinRuns;
         const matches = await applyOrder(
           ofElement()
             .select(["id", "status"])
-            .where((eb) => runFilters(eb, dialect, q, false)),
+            .where((eb) => runFilters(eb, dialect, q, false, textIndex)),
           q.orderBy,
           dialect,
         ).execute();

@@ -129,13 +129,15 @@ function searchNeedles(q: RunQuery): string[] {
 
 /**
  * Every filter of the query ANDed together; `withStatus` false leaves out runStatusFilter, which
- * the five status counts ignore (docs/monitoring.md). The caller adds scope and element.
+ * the five status counts ignore (docs/monitoring.md). `textIndex` (PostgreSQL) adds the trigram
+ * index's test in front of the text filters. The caller adds scope and element.
  */
 export function runFilters(
   eb: Runs,
   dialect: Dialect,
   q: RunQuery,
   withStatus: boolean,
+  textIndex = false,
 ): Expression<SqlBool> {
   const parts: Expression<SqlBool>[] = [];
   if (withStatus && q.statuses) parts.push(eb("status", "in", q.statuses));
@@ -153,7 +155,7 @@ export function runFilters(
     );
   }
   for (const f of q.colFilters) parts.push(colFilter(eb, dialect, f));
-  if (dialect === "postgres") {
+  if (textIndex && dialect === "postgres") {
     // SEARCH_TEXT is lower-cased already: compared as is, it is the indexed expression.
     for (const n of searchNeedles(q))
       parts.unshift(
