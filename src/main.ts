@@ -1,6 +1,7 @@
 import { buildApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { createLogger } from "./logger.ts";
+import { waitForRunEnd } from "./runs/wait.ts";
 import { createServices, type Services } from "./services.ts";
 
 /** `sluice serve`: wires everything, listens, and shuts down gracefully on SIGTERM/SIGINT. */
@@ -90,12 +91,13 @@ async function drain(services: Services, graceMs: number): Promise<void> {
 
 async function failUnfinished(services: Services, graceMs: number): Promise<void> {
   const { store, clock, events, runner, nodeId, logger } = services;
-  const deadline = Date.now() + graceMs;
-  let left = await store.unfinishedRuns(["STARTED"], nodeId);
-  while (left.length > 0 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100));
-    left = await store.unfinishedRuns(["STARTED"], nodeId);
-  }
+  // Each run's end event wakes its wait (no polling); what is still unfinished at the deadline is
+  // read once more, since a run may have started here while the others were awaited.
+  const running = await store.unfinishedRuns(["STARTED"], nodeId);
+  await Promise.all(
+    running.map((run) => waitForRunEnd({ store, events, clock }, null, run.id, graceMs)),
+  );
+  const left = await store.unfinishedRuns(["STARTED"], nodeId);
   for (const run of left) {
     const message = `the service shut down before this ${run.elementType === "PY" ? "task" : "run"} ended (grace period ${graceMs / 1000}s)`;
     const end = {
