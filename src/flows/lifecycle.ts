@@ -46,31 +46,6 @@ export function createFlowLifecycle(deps: {
     if (el) for (const l of listeners) l(el);
   };
 
-  const validationContext = (scope: Scope): ValidationContext => ({
-    async elementExists(loc, type) {
-      try {
-        await locateElement(store, scope, loc, type);
-        return true;
-      } catch (err) {
-        // Not found, not unique or a malformed locator: all mean "no such element" to the validator.
-        if (err instanceof SluiceError) return false;
-        throw err;
-      }
-    },
-    async checkPythonSyntax(code) {
-      // The bytes the script node will run (src/runs/script-node.ts), in the task sandbox.
-      const v = await deps.syntax.check([{ name: "<inline>", bytes: Buffer.from(code, "utf8") }]);
-      if (v.ok) return null;
-      if (v.reason === "syntax")
-        return v.line !== undefined
-          ? { line: v.line, message: v.message }
-          : { message: `Python cannot compile the code: ${v.message}` };
-      return { message: `Python code could not be checked: ${v.message}` };
-    },
-  });
-
-  const userObject = (user: string | null) => (user ? { userId: user } : null);
-
   async function setStatus(
     scope: Scope,
     user: string | null,
@@ -88,54 +63,17 @@ export function createFlowLifecycle(deps: {
     return { el, from, next };
   }
 
-  // docs/dataflow-service.md: a response describing a found element gives its elementId, folderId and path.
-  const describe = (loc: ElementInfo, el?: Element): ElementInfo =>
-    el
-      ? {
-          elementName: el.name,
-          elementType: "DPL",
-          elementId: el.id,
-          folderId: el.folderId,
-          path: el.path,
-        }
-      : { ...loc, elementType: loc.elementType ?? "DPL" };
-  const reason = (err: unknown) => (err instanceof SluiceError ? err.message : String(err));
-
   return {
-    async deploy(scope, user, req) {
-      const nameProblem = checkElementName(req.elementName);
-      if (nameProblem) throw badRequest(`elementName ${nameProblem}`);
-      if ((req.elementType ?? "DPL") !== "DPL")
-        throw badRequest("elementType must be DPL for a flow deploy");
-      const hasFlow = req.flow !== undefined;
-      const hasConfigure = req.configure !== undefined;
-      if (hasFlow !== hasConfigure)
-        throw badRequest("flow and configure must be given together (or neither, to rename)");
-      if (!hasFlow) {
-        const el = await locateElement(store, scope, req, "DPL");
-        await store.renameRevision(el.id, req.revisionName);
-        return [];
-      }
-      const results = await validateFlow(
-        { flow: req.flow, configure: req.configure },
-        validationContext(scope),
-      );
-      if (results.some((r) => r.severity === 2)) return results;
-      const folder = await targetFolder(store, scope, req, clock.now());
-      const { element } = await store.deployFlow({
+    deploy: (scope, user, req) =>
+      deploy(
+        deps,
+        (element) => {
+          for (const l of listeners) l(element);
+        },
         scope,
-        folderId: folder.id,
-        name: req.elementName,
-        revisionName: req.revisionName,
-        flow: req.flow,
-        configure: req.configure,
-        description: req.description ?? null,
-        user: userObject(user),
-        now: clock.now(),
-      });
-      for (const l of listeners) l(element);
-      return results;
-    },
+        user,
+        req,
+      ),
 
     async activate(scope, user, loc) {
       return (await setStatus(scope, user, loc, "activate")).next;
@@ -149,31 +87,9 @@ export function createFlowLifecycle(deps: {
       const out: BatchResult[] = [];
       for (const loc of locs) {
         try {
-          const el = await locateElement(store, scope, loc, "DPL");
-          if (el.status === "APPROVED") {
-            out.push({ element: describe(loc, el), result: "SKIP", message: "already APPROVED" });
-            continue;
-          }
-          const rev = el.releaseVersion
-            ? await store.flowRevision(el.id, el.releaseVersion)
-            : undefined;
-          if (!rev) throw new SluiceError(ErrorCode.BUSINESS, ["the element has no release"]);
-          const problems = (await validateFlow(rev, validationContext(scope))).filter(
-            (r) => r.severity === 2,
+          out.push(
+            await activateRelease(deps, scope, loc, () => setStatus(scope, user, loc, "activate")),
           );
-          if (problems.length > 0) {
-            const text = problems
-              .map((p) => `${p.nodeId}: ${p.errorMessage ?? p.errorCode}`)
-              .join("; ");
-            out.push({
-              element: describe(loc, el),
-              result: "ERROR",
-              message: `release no longer validates: ${text}`,
-            });
-            continue;
-          }
-          await setStatus(scope, user, loc, "activate");
-          out.push({ element: describe(loc, el), result: "OK" });
         } catch (err) {
           out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
         }
@@ -203,3 +119,118 @@ export function createFlowLifecycle(deps: {
     },
   };
 }
+
+/** What the flow validator may ask about the scope it validates in. */
+const validationContext = (
+  deps: { store: Store; syntax: SyntaxChecker },
+  scope: Scope,
+): ValidationContext => ({
+  async elementExists(loc, type) {
+    try {
+      await locateElement(deps.store, scope, loc, type);
+      return true;
+    } catch (err) {
+      // Not found, not unique or a malformed locator: all mean "no such element" to the validator.
+      if (err instanceof SluiceError) return false;
+      throw err;
+    }
+  },
+  async checkPythonSyntax(code) {
+    // The bytes the script node will run (src/runs/script-node.ts), in the task sandbox.
+    const v = await deps.syntax.check([{ name: "<inline>", bytes: Buffer.from(code, "utf8") }]);
+    if (v.ok) return null;
+    if (v.reason === "syntax")
+      return v.line !== undefined
+        ? { line: v.line, message: v.message }
+        : { message: `Python cannot compile the code: ${v.message}` };
+    return { message: `Python code could not be checked: ${v.message}` };
+  },
+});
+
+// docs/dataflow-service.md: a response describing a found element gives its elementId, folderId and path.
+const describe = (loc: ElementInfo, el?: Element): ElementInfo =>
+  el
+    ? {
+        elementName: el.name,
+        elementType: "DPL",
+        elementId: el.id,
+        folderId: el.folderId,
+        path: el.path,
+      }
+    : { ...loc, elementType: loc.elementType ?? "DPL" };
+const reason = (err: unknown) => (err instanceof SluiceError ? err.message : String(err));
+
+/** batch-deploy of one flow: its current release activated again, if it still validates. */
+async function activateRelease(
+  deps: { store: Store; syntax: SyntaxChecker },
+  scope: Scope,
+  loc: ElementInfo,
+  activate: () => Promise<unknown>,
+): Promise<BatchResult> {
+  const { store } = deps;
+  const el = await locateElement(store, scope, loc, "DPL");
+  if (el.status === "APPROVED") {
+    return { element: describe(loc, el), result: "SKIP", message: "already APPROVED" };
+  }
+  const rev = el.releaseVersion ? await store.flowRevision(el.id, el.releaseVersion) : undefined;
+  if (!rev) throw new SluiceError(ErrorCode.BUSINESS, ["the element has no release"]);
+  const problems = (await validateFlow(rev, validationContext(deps, scope))).filter(
+    (r) => r.severity === 2,
+  );
+  if (problems.length > 0) {
+    const text = problems.map((p) => `${p.nodeId}: ${p.errorMessage ?? p.errorCode}`).join("; ");
+    return {
+      element: describe(loc, el),
+      result: "ERROR",
+      message: `release no longer validates: ${text}`,
+    };
+  }
+  await activate();
+  return { element: describe(loc, el), result: "OK" };
+}
+
+/** A deploy (docs/dataflow-service.md): a rename, or a validated new revision of the flow. */
+async function deploy(
+  deps: { store: Store; clock: Clock; syntax: SyntaxChecker },
+  /** Tells the lifecycle's listeners of the deployed element. */
+  notify: (element: Element) => void,
+  scope: Scope,
+  user: string | null,
+  req: DeployRequest,
+): Promise<ValidationResult[]> {
+  const { store, clock } = deps;
+  const nameProblem = checkElementName(req.elementName);
+  if (nameProblem) throw badRequest(`elementName ${nameProblem}`);
+  if ((req.elementType ?? "DPL") !== "DPL")
+    throw badRequest("elementType must be DPL for a flow deploy");
+  const hasFlow = req.flow !== undefined;
+  const hasConfigure = req.configure !== undefined;
+  if (hasFlow !== hasConfigure)
+    throw badRequest("flow and configure must be given together (or neither, to rename)");
+  if (!hasFlow) {
+    const el = await locateElement(store, scope, req, "DPL");
+    await store.renameRevision(el.id, req.revisionName);
+    return [];
+  }
+  const results = await validateFlow(
+    { flow: req.flow, configure: req.configure },
+    validationContext(deps, scope),
+  );
+  if (results.some((r) => r.severity === 2)) return results;
+  const folder = await targetFolder(store, scope, req, clock.now());
+  const { element } = await store.deployFlow({
+    scope,
+    folderId: folder.id,
+    name: req.elementName,
+    revisionName: req.revisionName,
+    flow: req.flow,
+    configure: req.configure,
+    description: req.description ?? null,
+    user: userObject(user),
+    now: clock.now(),
+  });
+  notify(element);
+  return results;
+}
+
+const userObject = (user: string | null) => (user ? { userId: user } : null);
