@@ -194,12 +194,8 @@ function createRuns(deps: {
     limits: config.limits,
     queueIsLocal: topology.queueIsLocal,
     onScript: deps.metrics.timeScript,
-    // The run's record and its queue job: one step, so a change to one transaction fits here.
-    commitQueued: async (run: NewRun, job: RunJob) => {
-      await store.insertRun(run);
-      // Committed runs are accepted: the bound was checked before, so it cannot refuse them now.
-      await queue.enqueue(job, { ignoreBound: true });
-    },
+    // The run's record and its queue job commit together (docs/cluster.md).
+    commitQueued: (run: NewRun, job: RunJob) => queue.submit(run, job, store),
   };
   return {
     tasks: createTaskService(runDeps),

@@ -1,4 +1,5 @@
 import { ErrorCode, SluiceError } from "../errors.ts";
+import { stopping } from "./stopping.ts";
 import type { RunJob, RunQueue } from "./types.ts";
 
 type Kind = RunJob["kind"];
@@ -57,6 +58,11 @@ export function createLocalQueue(opts: {
         throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
       lanes[job.kind].pending.push(job);
       pump(job.kind);
+    },
+    async submit(run, job, store) {
+      if (stopped) throw stopping();
+      await store.insertRun(run);
+      await this.enqueue(job, { ignoreBound: true });
     },
     async start(h) {
       handler = h;

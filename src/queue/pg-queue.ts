@@ -1,5 +1,7 @@
 import { type Job, PgBoss } from "pg-boss";
 import { ErrorCode, SluiceError } from "../errors.ts";
+import { liveJobs } from "./pg-live-jobs.ts";
+import { stopping } from "./stopping.ts";
 import type { RunJob, RunQueue } from "./types.ts";
 
 type Kind = RunJob["kind"];
@@ -239,9 +241,36 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     };
   }
 
+  /** Sends through `send`, counted against the bound from before the insert to after it. */
+  async function sending(job: RunJob, send: (name: string, data: RunJob) => Promise<unknown>) {
+    // Reserve the place before the insert, so concurrent enqueues cannot all pass the check.
+    inflight++;
+    try {
+      await send(queueOf(job.kind), { runId: job.runId, kind: job.kind });
+      sentSinceCount++;
+    } finally {
+      inflight--;
+    }
+    // A lane in this process need not wait for its next poll.
+    lanes.find((l) => l.kind === job.kind)?.wake();
+  }
+
   return {
+    async submit(run, job, store) {
+      if (stopped) throw stopping();
+      // pg-boss inserts the job on the run's own transaction: both commit, or neither.
+      await sending(job, (name, data) =>
+        store.insertRunWith(run, async (tx) => {
+          await boss.send(name, data, { db: tx });
+        }),
+      );
+    },
+
+    liveJobs: (runIds, claimedWithinMs) =>
+      liveJobs(db, [...tables.keys()], KINDS.map(queueOf), runIds, claimedWithinMs),
+
     async enqueue(job, enqueueOpts) {
-      if (stopped) throw new Error("queue stopped");
+      if (stopped) throw stopping();
       if (!enqueueOpts?.ignoreBound && estimate() >= opts.bound) {
         // Recount at most every 50 ms while full, so a flood of rejected requests costs little.
         if (Date.now() - lastRecount > 50 || recounting) await recount();
@@ -249,16 +278,7 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
           throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${opts.bound} runs`]);
         }
       }
-      // Reserve the place before the insert, so concurrent enqueues cannot all pass the check.
-      inflight++;
-      try {
-        await boss.send(queueOf(job.kind), { runId: job.runId, kind: job.kind });
-        sentSinceCount++;
-      } finally {
-        inflight--;
-      }
-      // A lane in this process need not wait for its next poll.
-      lanes.find((l) => l.kind === job.kind)?.wake();
+      await sending(job, (name, data) => boss.send(name, data));
     },
 
     async start(handler) {

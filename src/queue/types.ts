@@ -1,3 +1,5 @@
+import type { NewRun, Store } from "../store/types.ts";
+
 /** A durable run is already in the store; the queue only carries its ID to a worker. */
 export interface RunJob {
   runId: string;
@@ -10,6 +12,22 @@ export interface RunQueue {
    * restart are re-queued whatever the bound, since refusing them would lose them.
    */
   enqueue(job: RunJob, opts?: { ignoreBound?: boolean }): Promise<void>;
+  /**
+   * Commits a QUEUED run and its job as one step (docs/cluster.md, "Nothing accepted is lost"):
+   * once it resolves the run is certain to execute; when it throws, nothing was written. A queue
+   * that is stopping refuses before writing. The bound is the caller's to check beforehand.
+   */
+  submit(
+    run: NewRun,
+    job: RunJob,
+    store: Pick<Store, "insertRun" | "insertRunWith">,
+  ): Promise<void>;
+  /**
+   * Of these runs, the ones with a job that will still reach a worker: waiting, or claimed within
+   * the last `claimedWithinMs` (a live worker starts what it claims at once). Absent when the
+   * queue's jobs cannot outlive the process that sent them (nothing to look for).
+   */
+  liveJobs?(runIds: readonly string[], claimedWithinMs: number): Promise<Set<string>>;
   /** Starts delivering jobs to `handler`, at most `concurrency` at once. */
   start(handler: (job: RunJob) => Promise<void>): Promise<void>;
   depth(): number;

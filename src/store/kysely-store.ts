@@ -1,4 +1,4 @@
-import { type Kysely, sql } from "kysely";
+import { CompiledQuery, type Kysely, sql } from "kysely";
 import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countRun, monitorMethods } from "./kysely-monitor.ts";
@@ -169,27 +169,7 @@ export function createKyselyStore(
     },
 
     async insertRun(run: NewRun, end?: RunEnd) {
-      const row = {
-        id: run.id,
-        app: run.scope.app,
-        space: run.scope.space,
-        element_id: Number(run.elementId),
-        element_type: run.elementType,
-        element_name: run.elementName,
-        folder_id: run.folderId,
-        version: run.version,
-        trigger_type: run.triggerType,
-        status: run.status,
-        run_name: run.runName,
-        run_param: run.runParam,
-        initiator: run.initiator ? JSON.stringify(run.initiator) : null,
-        parent_run_id: run.parentRunId,
-        in_process: run.inProcess ? 1 : 0,
-        node_id: run.nodeId,
-        create_time: run.createTime,
-        start_time: run.startTime ?? null,
-        ...(end ? endColumns(end, run.startTime ?? run.createTime) : {}),
-      };
+      const row = runRow(run, end);
       // totalRuns is a flow figure (/monitor/flows): script tasks need no counter, nor a transaction.
       if (run.elementType !== "DPL") {
         await db.insertInto("runs").values(row).execute();
@@ -199,6 +179,19 @@ export function createKyselyStore(
       await db.transaction().execute(async (tx) => {
         await tx.insertInto("runs").values(row).execute();
         await countRun(tx, run.elementId);
+      });
+    },
+
+    async insertRunWith(run, also) {
+      await db.transaction().execute(async (tx) => {
+        await tx.insertInto("runs").values(runRow(run)).execute();
+        if (run.elementType === "DPL") await countRun(tx, run.elementId);
+        await also({
+          executeSql: async (text, values) => {
+            const r = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));
+            return { rows: [...r.rows] };
+          },
+        });
       });
     },
 
@@ -323,4 +316,29 @@ function endColumns(end: RunEnd, startTime: number) {
 /** Element IDs are integers; anything else (or beyond 15 digits, past int64 and exact doubles) is unknown. */
 function numericId(id: string): number | undefined {
   return /^\d{1,15}$/.test(id) ? Number(id) : undefined;
+}
+
+/** The runs table's row for a new run (and its end, when it is written ended). */
+function runRow(run: NewRun, end?: RunEnd) {
+  return {
+    id: run.id,
+    app: run.scope.app,
+    space: run.scope.space,
+    element_id: Number(run.elementId),
+    element_type: run.elementType,
+    element_name: run.elementName,
+    folder_id: run.folderId,
+    version: run.version,
+    trigger_type: run.triggerType,
+    status: run.status,
+    run_name: run.runName,
+    run_param: run.runParam,
+    initiator: run.initiator ? JSON.stringify(run.initiator) : null,
+    parent_run_id: run.parentRunId,
+    in_process: run.inProcess ? 1 : 0,
+    node_id: run.nodeId,
+    create_time: run.createTime,
+    start_time: run.startTime ?? null,
+    ...(end ? endColumns(end, run.startTime ?? run.createTime) : {}),
+  };
 }
