@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { Element, ScriptElement, Store } from "./types.ts";
 
 /**
@@ -8,13 +9,12 @@ import type { Element, ScriptElement, Store } from "./types.ts";
  * through `putScript`, and in embedded mode that call goes through this very store (one process
  * owns the database), so clearing everything on it keeps the cache exact: a new script can make
  * a name ambiguous, an overwrite changes a source. In cluster mode another process may write, so
- * services.ts does not use this there.
+ * the topology (src/topology.ts) does not use this there.
  */
 export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S {
-  const byName = new Map<string, readonly Element[]>();
-  const byId = new Map<string, ScriptElement>();
-  const remember = <V>(map: Map<string, V>, key: string, value: V): V => {
-    if (map.size >= maxEntries) map.delete(map.keys().next().value as string);
+  const byName = new LRUCache<string, readonly Element[]>({ max: maxEntries });
+  const byId = new LRUCache<string, ScriptElement>({ max: maxEntries });
+  const remember = <V extends object>(map: LRUCache<string, V>, key: string, value: V): V => {
     map.set(key, Object.freeze(value));
     return value;
   };

@@ -1,5 +1,6 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { SqliteDatabase, SqliteStatement } from "kysely";
+import { LRUCache } from "lru-cache";
 import { startCheckpointer } from "./sqlite-checkpointer.ts";
 
 /**
@@ -24,7 +25,7 @@ export function openSqlite(file: string): {
     "PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;",
   );
   const checkpointer = startCheckpointer(raw, file);
-  const cache = new Map<string, SqliteStatement>();
+  const cache = new LRUCache<string, SqliteStatement>({ max: 500 });
   let closing: Promise<void> | undefined;
   // This connection closes at once, as Kysely's destroy() expects; the worker's closes last, which
   // makes SQLite checkpoint the WAL into the database file and remove the -wal and -shm files.
@@ -42,7 +43,6 @@ export function openSqlite(file: string): {
       let stmt = cache.get(sql);
       if (!stmt) {
         stmt = wrap(raw.prepare(sql));
-        if (cache.size > 500) cache.clear();
         cache.set(sql, stmt);
       }
       return stmt;
