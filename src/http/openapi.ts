@@ -54,7 +54,6 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
     for (const method of [r.method].flat())
       routes.push({ method, url: r.url, hidden: r.schema?.hide === true });
   });
-  const signature = config.auth.mode === "signature";
   const catalog = errorCatalog();
   await app.register(swagger, {
     openapi: {
@@ -96,48 +95,60 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
       schema: FastifySchema;
       url: string;
       route: RouteOptions;
-    }) => {
-      const key = operationKey(config, route.method.toString(), url);
-      const doc = OPERATIONS[key];
-      const out: Record<string, unknown> = { ...schema };
-      if (doc) {
-        out.tags = [doc.tag];
-        out.summary = doc.summary;
-        if (doc.description) out.description = doc.description;
-      }
-      const access = route.config?.access;
-      const headers = contextHeaders(access, signature);
-      if (headers) {
-        out.headers = headers.schema;
-        if (headers.cookie)
-          out.cookies = {
-            type: "object",
-            properties: {
-              session: {
-                type: "string",
-                description: "Signed session cookie (alternative to the context headers).",
-              },
-            },
-          };
-      }
-      if (key.endsWith("/file/batch-upload")) out.body = UPLOAD_FORM;
-      const response = (schema?.response ?? {}) as Record<string, Record<string, unknown>>;
-      const ok = response["200"];
-      if (ok)
-        out.response = {
-          ...response,
-          200: {
-            ...ok,
-            description: "Success or failure envelope (HTTP 200 either way).",
-            headers: responseHeaders(key),
-          },
-        };
-      return { schema: out as FastifySchema, url };
-    },
+    }) => ({
+      schema: documented(config, schema, url, route),
+      url,
+    }),
   });
   await app.register(swaggerUi, {
     routePrefix: "/docs",
     uiConfig: { docExpansion: "list", deepLinking: true },
   });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+}
+
+/** One operation's schema with what schemas cannot say: tag, summary, context headers, codes. */
+function documented(
+  config: Config,
+  schema: FastifySchema,
+  url: string,
+  route: RouteOptions,
+): FastifySchema {
+  const signature = config.auth.mode === "signature";
+  const key = operationKey(config, route.method.toString(), url);
+  const doc = OPERATIONS[key];
+  const out: Record<string, unknown> = { ...schema };
+  if (doc) {
+    out.tags = [doc.tag];
+    out.summary = doc.summary;
+    if (doc.description) out.description = doc.description;
+  }
+  const access = route.config?.access;
+  const headers = contextHeaders(access, signature);
+  if (headers) {
+    out.headers = headers.schema;
+    if (headers.cookie)
+      out.cookies = {
+        type: "object",
+        properties: {
+          session: {
+            type: "string",
+            description: "Signed session cookie (alternative to the context headers).",
+          },
+        },
+      };
+  }
+  if (key.endsWith("/file/batch-upload")) out.body = UPLOAD_FORM;
+  const response = (schema?.response ?? {}) as Record<string, Record<string, unknown>>;
+  const ok = response["200"];
+  if (ok)
+    out.response = {
+      ...response,
+      200: {
+        ...ok,
+        description: "Success or failure envelope (HTTP 200 either way).",
+        headers: responseHeaders(key),
+      },
+    };
+  return out as FastifySchema;
 }
