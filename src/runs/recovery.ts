@@ -1,22 +1,29 @@
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
-import type { RunQueue } from "../queue/types.ts";
-import type { Store } from "../store/types.ts";
+import type { RunJob, RunQueue } from "../queue/types.ts";
+import type { Run, Store } from "../store/types.ts";
 import type { RunEvents } from "./run-events.ts";
 
 /**
- * Nothing accepted is lost (docs/dataflow-service.md). Embedded mode: at start, runs left STARTED by the
- * previous process end FAILURE and QUEUED ones are queued again. Cluster mode: every node beats;
- * any live node fails the STARTED runs of a node that stopped beating; QUEUED runs stay in the
- * PostgreSQL queue and need nothing.
+ * Nothing accepted is lost (docs/dataflow-service.md, docs/cluster.md). Embedded mode: at start,
+ * runs left STARTED by the previous process end FAILURE and QUEUED ones are queued again. Cluster
+ * mode: every node beats; at its start and on every beat, a node fails the STARTED runs of nodes
+ * that stopped beating, and queues again the QUEUED runs whose job is gone or held by a claim older
+ * than the heartbeat timeout (a worker that died between fetching the job and starting the run).
  */
 export interface Recovery {
   recoverAtStart(): Promise<{ failed: number; requeued: number }>;
   /** One heartbeat and one sweep; the timer calls this, tests may too. */
-  sweep(): Promise<number>;
+  sweep(): Promise<{ failed: number; requeued: number }>;
   start(): void;
   stop(): Promise<void>;
 }
+
+/** Lost runs queued again per sweep at most; the next beat takes the rest. */
+const LOST_BATCH = 500;
+
+const kindOf = (run: Pick<Run, "elementType">): RunJob["kind"] =>
+  run.elementType === "PY" ? "script" : "flow";
 
 export function createRecovery(deps: {
   store: Store;
@@ -53,10 +60,33 @@ export function createRecovery(deps: {
     return ended;
   }
 
-  async function sweep(): Promise<number> {
+  /** Queues again the QUEUED runs no job will deliver (only a queue whose jobs outlive a process). */
+  async function requeueLost(now: number): Promise<number> {
+    const { queue, heartbeatTimeoutMs } = deps;
+    if (!queue.liveJobs) return 0;
+    // A run younger than the timeout cannot have a stale claim, and its job committed with it.
+    const runs = await store.queuedBefore(now - heartbeatTimeoutMs, LOST_BATCH);
+    const live = await queue.liveJobs(
+      runs.map((r) => r.id),
+      heartbeatTimeoutMs,
+    );
+    let requeued = 0;
+    for (const run of runs) {
+      if (live.has(run.id)) continue;
+      // A second delivery (the stale claim expiring later, another node's sweep) finds the run
+      // no longer QUEUED and does nothing.
+      await queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
+      requeued++;
+    }
+    if (requeued > 0) deps.logger.warn({ requeued }, "queued again runs whose job was lost");
+    return requeued;
+  }
+
+  async function sweep(): Promise<{ failed: number; requeued: number }> {
     const now = clock.now();
     await store.heartbeat(deps.nodeId, now);
-    if (!deps.sharedDatabase) return 0;
+    if (!deps.sharedDatabase) return { failed: 0, requeued: 0 };
+    const requeued = await requeueLost(now);
     let failed = 0;
     for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
       if (run.nodeId === deps.nodeId) continue;
@@ -64,7 +94,7 @@ export function createRecovery(deps: {
       if (await fail(run.id, message)) failed++;
     }
     if (failed > 0) deps.logger.warn({ failed }, "failed runs of dead nodes");
-    return failed;
+    return { failed, requeued };
   }
 
   function schedule(): void {
@@ -79,8 +109,9 @@ export function createRecovery(deps: {
 
   return {
     async recoverAtStart() {
+      // Shared database: the other nodes' STARTED runs are theirs until they stop beating.
+      if (deps.sharedDatabase) return sweep();
       await store.heartbeat(deps.nodeId, clock.now());
-      if (deps.sharedDatabase) return { failed: 0, requeued: 0 };
       let failed = 0;
       for (const run of await store.unfinishedRuns(["STARTED"])) {
         const what = run.elementType === "PY" ? "task" : "run";
@@ -95,11 +126,7 @@ export function createRecovery(deps: {
       let requeued = 0;
       if (deps.requeue) {
         for (const run of await store.unfinishedRuns(["QUEUED"])) {
-          const job = {
-            runId: run.id,
-            kind: run.elementType === "PY" ? ("script" as const) : ("flow" as const),
-          };
-          await deps.queue.enqueue(job, { ignoreBound: true });
+          await deps.queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
           requeued++;
         }
       }

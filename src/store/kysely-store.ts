@@ -9,6 +9,7 @@ import type {
   Dialect,
   Element,
   ElementQuery,
+  ElementType,
   Folder,
   NewRun,
   NewScriptElement,
@@ -293,6 +294,18 @@ export function createKyselyStore(
         )
         .execute();
       return rows.map(toRun);
+    },
+
+    async queuedBefore(cutoff, limit) {
+      const rows = await db
+        .selectFrom("runs")
+        .select(["id", "element_type"])
+        .where("status", "=", "QUEUED")
+        .where("create_time", "<", cutoff)
+        .orderBy("create_time")
+        .limit(limit)
+        .execute();
+      return rows.map((r) => ({ id: r.id, elementType: r.element_type as ElementType }));
     },
 
     close: onClose,

@@ -214,6 +214,8 @@ export interface Store {
   heartbeat(nodeId: string, now: number): Promise<void>;
   /** STARTED runs whose node has not beaten since `cutoff` (or never registered). */
   orphanedRuns(cutoff: number): Promise<Run[]>;
+  /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */
+  queuedBefore(cutoff: number, limit: number): Promise<Pick<Run, "id" | "elementType">[]>;
 
   /** One page of an element's runs with the five status counts (docs/monitoring.md). */
   monitorRuns(scope: Scope, elementId: string, query: RunQuery): Promise<RunPage>;

@@ -1,0 +1,207 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { sql } from "kysely";
+import { PgBoss } from "pg-boss";
+import pino from "pino";
+import { systemClock } from "../../src/clock.ts";
+import { SluiceError } from "../../src/errors.ts";
+import { newId } from "../../src/ids.ts";
+import { createLocalQueue } from "../../src/queue/local-queue.ts";
+import { createPgQueue } from "../../src/queue/pg-queue.ts";
+import type { RunJob, RunQueue } from "../../src/queue/types.ts";
+import { createRecovery } from "../../src/runs/recovery.ts";
+import { createRunEvents } from "../../src/runs/run-events.ts";
+import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import type { NewRun } from "../../src/store/types.ts";
+import { startPostgres } from "../helpers/pg.ts";
+
+/**
+ * One contract for both queue backends (docs/cluster.md, "Nothing accepted is lost"): a submitted
+ * run reaches the handler with its record in the store; a stopping queue refuses before writing.
+ */
+
+const quiet = { warn: () => {}, error: () => {} };
+
+function newRun(over: Partial<NewRun> = {}): NewRun {
+  return {
+    id: newId(),
+    scope: { app: "a", space: "s" },
+    elementId: "1",
+    elementType: "PY",
+    elementName: "script",
+    folderId: "f1",
+    version: null,
+    triggerType: "ASYNC",
+    status: "QUEUED",
+    runName: null,
+    runParam: null,
+    initiator: null,
+    parentRunId: null,
+    inProcess: false,
+    nodeId: null,
+    createTime: Date.now(),
+    ...over,
+  };
+}
+
+/** Resolves with the first job the queue delivers for `runId`. */
+function delivered(seen: Map<string, () => void>, runId: string): Promise<void> {
+  return new Promise((resolve) => seen.set(runId, resolve));
+}
+
+const backends = {
+  local: async () => ({
+    store: await openStore({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), "sluice-q-")) }),
+    queue: (): Promise<RunQueue> =>
+      Promise.resolve(createLocalQueue({ bound: 100, concurrency: { flow: 2, script: 2 } })),
+  }),
+  pg: async () => {
+    const url = await (await startPostgres()).createDatabase();
+    let n = 0;
+    return {
+      store: await openStore({ databaseUrl: url, dataDir: os.tmpdir() }),
+      url,
+      queue: () =>
+        createPgQueue({
+          connectionString: url,
+          bound: 100,
+          concurrency: 2,
+          logger: quiet,
+          queueName: `c${++n}`,
+          poolSize: 2,
+        }),
+    };
+  },
+};
+
+for (const [name, make] of Object.entries(backends)) {
+  describe(`run queue contract: submit (${name})`, () => {
+    let store: OpenedStore;
+    let queue: () => Promise<RunQueue>;
+    before(async () => {
+      ({ store, queue } = await make());
+    });
+    after(() => store.close());
+
+    it("a submitted run is in the store and its job reaches the handler", async () => {
+      const q = await queue();
+      const seen = new Map<string, () => void>();
+      await q.start(async (job) => {
+        const r = await store.getRun(null, job.runId);
+        assert.equal(r?.status, "QUEUED", "the run was committed before its job was delivered");
+        seen.get(job.runId)?.();
+      });
+      const run = newRun();
+      const got = delivered(seen, run.id);
+      await q.submit(run, { runId: run.id, kind: "script" }, store);
+      await got;
+      await q.stop();
+    });
+
+    it("a stopping queue refuses with 429 before anything is written", async () => {
+      const q = await queue();
+      await q.stop();
+      const run = newRun();
+      await assert.rejects(
+        q.submit(run, { runId: run.id, kind: "script" }, store),
+        (err: unknown) => err instanceof SluiceError && err.code === 429,
+      );
+      assert.equal(await store.getRun(null, run.id), undefined);
+    });
+  });
+}
+
+describe("cluster queue: the run and its job commit together", () => {
+  let store: OpenedStore;
+  let url: string;
+  let queue: () => Promise<RunQueue>;
+  const open: RunQueue[] = [];
+  before(async () => {
+    const made = await backends.pg();
+    ({ store, url } = made);
+    queue = async () => {
+      const q = await made.queue();
+      open.push(q);
+      return q;
+    };
+  });
+  after(async () => {
+    await Promise.all(open.map((q) => q.stop()));
+    await store.close();
+  });
+
+  it("when the job's send fails, the run is not accepted and nothing is stored", async () => {
+    const q = await queue();
+    const run = newRun();
+    // The store's transaction refuses pg-boss's insert, as a database error in the send would.
+    const failing: Pick<OpenedStore, "insertRun" | "insertRunWith"> = {
+      insertRun: (r) => store.insertRun(r),
+      insertRunWith: (r, also) =>
+        store.insertRunWith(r, (tx) =>
+          also({
+            executeSql: async (text, values) => {
+              if (/pgboss/i.test(text)) throw new Error("send failed");
+              return tx.executeSql(text, values);
+            },
+          }),
+        ),
+    };
+    await assert.rejects(q.submit(run, { runId: run.id, kind: "script" }, failing), /send failed/);
+    assert.equal(await store.getRun(null, run.id), undefined, "the run rolled back with its job");
+  });
+
+  it("recovery queues again a QUEUED run whose job is gone and one whose claim a dead worker holds", async () => {
+    const q = await queue();
+    const seen = new Map<string, () => void>();
+    const events = createRunEvents({ clock: systemClock });
+    const recovery = createRecovery({
+      store,
+      queue: q,
+      events,
+      clock: systemClock,
+      logger: pino({ level: "silent" }),
+      nodeId: "sweeper",
+      sharedDatabase: true,
+      heartbeatMs: 100,
+      heartbeatTimeoutMs: 300,
+      requeue: false,
+    });
+    // From before the job was sent with the run: a row and no job.
+    const orphan = newRun({ createTime: Date.now() - 60_000 });
+    await store.insertRun(orphan);
+    // Claimed by a worker that then died before starting it.
+    const claimed = newRun({ createTime: Date.now() - 60_000 });
+    await q.submit(claimed, { runId: claimed.id, kind: "script" }, store);
+    const dead = new PgBoss({ connectionString: url, max: 1, schedule: false, supervise: false });
+    dead.on("error", () => {});
+    await dead.start();
+    const jobs = await dead.fetch<RunJob>(await queueNameOf(store, claimed.id));
+    assert.deepEqual(
+      jobs.map((j) => j.data.runId),
+      [claimed.id],
+    );
+    await dead.stop({ graceful: false, close: true });
+
+    const got = [delivered(seen, orphan.id), delivered(seen, claimed.id)];
+    await q.start(async (job) => seen.get(job.runId)?.());
+    // The claim is fresh: only the orphan comes back now.
+    assert.deepEqual(await recovery.sweep(), { failed: 0, requeued: 1 });
+    await got[0];
+    // Once the claim is older than the heartbeat timeout, the beat's sweep gives it back too.
+    recovery.start();
+    await got[1];
+    await recovery.stop();
+  });
+});
+
+/** The pg-boss queue holding this run's job (the queue's names are its own business). */
+async function queueNameOf(store: OpenedStore, runId: string): Promise<string> {
+  const { rows } = await sql<{ name: string }>`
+    select name from pgboss.job where data->>'runId' = ${runId}`.execute(store.db);
+  const name = rows[0]?.name;
+  assert.ok(name, "the run's job exists");
+  return name;
+}
