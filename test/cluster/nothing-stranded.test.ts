@@ -1,0 +1,187 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import pg from "pg";
+import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { startPostgres } from "../helpers/pg.ts";
+import { killHard, startProcess } from "../helpers/process.ts";
+import { scopeHeaders } from "../helpers/server.ts";
+
+/**
+ * docs/cluster.md, "Nothing accepted is lost": whatever process dies, every accepted run ends
+ * executed (or failed with a message), never QUEUED for good.
+ */
+
+const H = { ...scopeHeaders(), "content-type": "application/json" };
+const HEARTBEAT_TIMEOUT_MS = 2000;
+const PARAM = { orders: [{ amount: 1, qty: 2 }] };
+type Proc = Awaited<ReturnType<typeof startProcess>>;
+
+async function post(url: string, body: unknown): Promise<{ status: boolean; data: unknown }> {
+  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
+  return (await res.json()) as { status: boolean; data: unknown };
+}
+
+describe("cluster: nothing accepted is stranded", () => {
+  let databaseUrl = "";
+  let db: pg.Client;
+  const dataDirs: string[] = [];
+  const procs: Proc[] = [];
+  let api: Proc;
+
+  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-stranded-"));
+    dataDirs.push(dataDir);
+    const p = await startProcess(
+      {
+        DATA_DIR: dataDir,
+        DATABASE_URL: databaseUrl,
+        HEARTBEAT_MS: "200",
+        HEARTBEAT_TIMEOUT_MS: String(HEARTBEAT_TIMEOUT_MS),
+        SCRIPT_PREFORK: "1",
+        ...extra,
+      },
+      role,
+    );
+    procs.push(p);
+    return p;
+  };
+
+  /** Submits `n` async runs at once through `url`; the IDs of those accepted. */
+  const submit = async (url: string, n: number, onAnswer?: (accepted: number) => void) => {
+    const ids: string[] = [];
+    await Promise.all(
+      Array.from({ length: n }, async () => {
+        try {
+          const r = await post(`${url}${DF}/run`, { elementName: "plain", parameter: PARAM });
+          if (r.status) ids.push(r.data as string);
+        } catch {
+          // The process died before answering: not accepted (it may still have been committed).
+        }
+        onAnswer?.(ids.length);
+      }),
+    );
+    return ids;
+  };
+
+  /** Resolves once no run is QUEUED or STARTED; fails the test if that takes `ms`. */
+  const allFinished = async (ms: number) => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const { rows } = await db.query<{ n: number }>(
+        "select count(*)::int as n from runs where status in ('QUEUED', 'STARTED')",
+      );
+      if (rows[0]?.n === 0) return;
+      if (Date.now() > end) assert.fail(`${rows[0]?.n} runs still unfinished after ${ms} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  const statuses = async (ids: readonly string[]) => {
+    const { rows } = await db.query<{ id: string; status: string; end_time: string }>(
+      "select id, status, end_time from runs where id = any($1)",
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.id, { status: r.status, endTime: Number(r.end_time) }]));
+  };
+
+  before(async () => {
+    databaseUrl = await (await startPostgres()).createDatabase();
+    api = await start("serve", { SLUICE_ROLE: "api" });
+    db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    const d = await post(`${api.url}${DF}/flow/deploy`, {
+      elementName: "plain",
+      revisionName: "r",
+      path: "/c",
+      flow: NO_SCRIPT_FLOW,
+      configure: {},
+    });
+    assert.equal(d.status, true, JSON.stringify(d));
+    assert.equal(
+      (await post(`${api.url}${DF}/flow/activate`, { elementName: "plain" })).status,
+      true,
+    );
+  });
+
+  after(async () => {
+    for (const p of procs) await killHard(p.child);
+    await db.end();
+    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  it("QUEUED runs whose job is gone (sent before runs and jobs committed together) are executed", async () => {
+    const ids = await submit(api.url, 10);
+    assert.equal(ids.length, 10);
+    const gone = await db.query("delete from pgboss.job where data->>'runId' = any($1)", [ids]);
+    assert.equal(gone.rowCount, 10, "each accepted run had its job, committed with it");
+    await start("worker");
+    await allFinished(HEARTBEAT_TIMEOUT_MS + 10_000);
+    for (const [id, r] of await statuses(ids)) assert.equal(r.status, "SUCCESS", id);
+  });
+
+  it("a worker killed holding claimed, not yet started jobs: the other worker executes every one within the heartbeat timeout plus a second", async () => {
+    // The workers started so far die first, so that the jobs below wait for the claimer.
+    for (const p of procs.filter((p) => p !== api)) await killHard(p.child);
+    const ids = await submit(api.url, 150);
+    assert.equal(ids.length, 150);
+    // A worker's fetch, in a process of its own: it claims jobs and never starts their runs.
+    const claimer = spawn(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { PgBoss } from "pg-boss";
+         const boss = new PgBoss({ connectionString: process.env.URL, max: 1, schedule: false, supervise: false });
+         boss.on("error", () => {});
+         await boss.start();
+         const jobs = await boss.fetch("sluice-runs-flow", { batchSize: 60 });
+         process.stdout.write(JSON.stringify(jobs.map((j) => j.data.runId)) + "\\n");
+         setInterval(() => {}, 1000);`,
+      ],
+      {
+        cwd: path.resolve(import.meta.dirname, "../.."),
+        env: { ...process.env, URL: databaseUrl },
+      },
+    );
+    const claimed = await new Promise<string[]>((resolve, reject) => {
+      let out = "";
+      claimer.stdout.on("data", (c) => {
+        out += c;
+        if (out.includes("\n")) resolve(JSON.parse(out) as string[]);
+      });
+      claimer.on("exit", (code) => reject(new Error(`claimer exited ${code}`)));
+    });
+    assert.equal(claimed.length, 60);
+    // Under load: the other worker is busy with the rest when the claimer dies.
+    await start("worker");
+    const killedAt = Date.now();
+    await killHard(claimer);
+    await allFinished(HEARTBEAT_TIMEOUT_MS + 10_000);
+    const ended = await statuses(claimed);
+    for (const id of claimed) {
+      const r = ended.get(id);
+      assert.equal(r?.status, "SUCCESS", id);
+      assert.ok(
+        (r?.endTime ?? Infinity) <= killedAt + HEARTBEAT_TIMEOUT_MS + 1000,
+        `${id} ended ${(r?.endTime ?? 0) - killedAt} ms after the kill`,
+      );
+    }
+  });
+
+  it("an API process killed while accepting runs leaves none QUEUED: each accepted run executes", async () => {
+    const doomed = await start("serve", { SLUICE_ROLE: "api" });
+    let killed: Promise<void> | undefined;
+    const ids = await submit(doomed.url, 200, (accepted) => {
+      if (accepted >= 20) killed ??= killHard(doomed.child);
+    });
+    await killed;
+    assert.ok(ids.length >= 20 && ids.length < 200, `accepted ${ids.length} of 200`);
+    await allFinished(HEARTBEAT_TIMEOUT_MS + 10_000);
+    const ended = await statuses(ids);
+    for (const id of ids) assert.equal(ended.get(id)?.status, "SUCCESS", id);
+  });
+});
