@@ -163,6 +163,7 @@ async function startWork(deps: {
     clock,
     logger,
     config: { scheduleSyncMs: fc.scheduleSyncMs },
+    shared: topology.bridge,
   });
   const fileSweeper = createFileSweeper({
     store,

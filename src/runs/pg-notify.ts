@@ -14,6 +14,8 @@ export interface PgNotifyOptions {
   logger: PgNotifyLogger;
   /** Tests use their own channel; production nodes must all share the default. */
   channel?: string;
+  /** The channel of flow changes; by default `sluice_flow_change`, or `<channel>_flow`. */
+  flowChannel?: string;
   /** How often the listening connection is checked (a dead TCP peer may never say so). */
   heartbeatMs?: number;
 }
@@ -21,10 +23,18 @@ export interface PgNotifyOptions {
 export interface PgNotifyBridge {
   /** Tags this process's notifications so it can ignore its own. */
   readonly nodeId: string;
+  /** Tells the other nodes that this flow changed (deploy, activate, deactivate: its schedules). */
+  publishFlowChange(elementId: string): void;
+  /**
+   * Calls `fn` with the ID of each flow another node changed, and with null after the listener
+   * reconnected (changes made meanwhile are unknown: re-read them all).
+   */
+  onFlowChange(fn: (elementId: string | null) => void): void;
   close(): Promise<void>;
 }
 
 export const RUN_END_CHANNEL = "sluice_run_end";
+export const FLOW_CHANGE_CHANNEL = "sluice_flow_change";
 /** PostgreSQL's payload limit is 8000 bytes; stay well under it. */
 const MAX_PAYLOAD = 7000;
 /** Ends remembered while the database is unreachable; beyond this the oldest are dropped. */
@@ -42,7 +52,20 @@ const MAX_PENDING = 50_000;
 export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNotifyBridge> {
   const { events, logger } = opts;
   const channel = opts.channel ?? RUN_END_CHANNEL;
-  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name ${channel}`);
+  const flowChannel =
+    opts.flowChannel ?? (opts.channel ? `${opts.channel}_flow` : FLOW_CHANGE_CHANNEL);
+  for (const c of [channel, flowChannel])
+    if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`invalid channel name ${c}`);
+  const flowListeners: ((elementId: string | null) => void)[] = [];
+  const flowChanged = (elementId: string | null) => {
+    for (const fn of flowListeners) {
+      try {
+        fn(elementId);
+      } catch (err) {
+        logger.error({ err, elementId }, "a flow change listener failed");
+      }
+    }
+  };
   const nodeId = randomBytes(6).toString("hex");
   const heartbeatMs = opts.heartbeatMs ?? 10_000;
   let closed = false;
@@ -120,9 +143,11 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
   let backoff = 100;
 
   function onNotification(msg: pg.Notification): void {
-    if (msg.channel !== channel || !msg.payload) return;
+    if (!msg.payload) return;
     const colon = msg.payload.indexOf(":");
     if (colon < 0 || msg.payload.slice(0, colon) === nodeId) return;
+    if (msg.channel === flowChannel) return flowChanged(msg.payload.slice(colon + 1));
+    if (msg.channel !== channel) return;
     for (const runId of msg.payload.slice(colon + 1).split(",")) {
       if (!runId) continue;
       relaying = runId;
@@ -144,7 +169,7 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     client.on("error", (err) => lost(client, err));
     client.on("end", () => lost(client, new Error("connection ended")));
     await client.connect();
-    await client.query(`LISTEN ${channel}`);
+    await client.query(`LISTEN ${channel}; LISTEN ${flowChannel}`);
     if (closed) {
       await client.end().catch(() => {});
       return;
@@ -168,7 +193,10 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     reconnectTimer = setTimeout(() => {
       reconnectTimer = null;
       connect().then(
-        () => logger.info({ nodeId }, "run-events listener reconnected"),
+        () => {
+          logger.info({ nodeId }, "run-events listener reconnected");
+          flowChanged(null);
+        },
         (err: unknown) => {
           logger.warn({ err }, "run-events listener reconnect failed");
           backoff = Math.min(backoff * 2, 5000);
@@ -216,6 +244,18 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
 
   return {
     nodeId,
+    publishFlowChange(elementId) {
+      if (closed) return;
+      // Not retried: a node that misses it still re-reads every flow each SCHEDULE_SYNC_MS.
+      pub
+        .query("SELECT pg_notify($1, $2)", [flowChannel, `${nodeId}:${elementId}`])
+        .catch((err: unknown) =>
+          logger.warn({ err, elementId }, "publishing a flow change failed"),
+        );
+    },
+    onFlowChange(fn) {
+      flowListeners.push(fn);
+    },
     async close() {
       if (closed) return;
       // Ends already reported locally still go out.

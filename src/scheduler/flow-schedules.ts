@@ -40,6 +40,18 @@ export interface AttachSchedulerDeps {
     /** How often to re-read flow releases (other nodes' deploys); 0 disables. */
     scheduleSyncMs: number;
   };
+  /**
+   * Flow changes between the nodes sharing the database (the cluster's NOTIFY bridge); absent
+   * when no other node schedules. A change made here is published; one made elsewhere is read
+   * back at once (docs/scheduler.md, "In a cluster").
+   */
+  shared?: FlowChangeBus | null | undefined;
+}
+
+export interface FlowChangeBus {
+  publishFlowChange(elementId: string): void;
+  /** `null`: changes may have been missed; re-read every flow. */
+  onFlowChange(fn: (elementId: string | null) => void): void;
 }
 
 interface Known {
@@ -139,6 +151,7 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
 
   function onChange(el: Element): void {
     if (el.type !== "DPL") return;
+    deps.shared?.publishFlowChange(el.id);
     const stamp = ++changes;
     const approved = el.status === "APPROVED";
     const prev = known.get(el.id);
@@ -204,8 +217,30 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
     syncTimer.unref?.();
   }
 
+  // Another node's changes: one re-read at a time, and one more if any came in during it.
+  let rereading: Promise<void> | null = null;
+  let again = false;
+  function reread(): void {
+    if (rereading) {
+      again = true;
+      return;
+    }
+    rereading = resync()
+      .catch((err: unknown) => logger.error({ err }, "schedule resync failed"))
+      .finally(() => {
+        rereading = null;
+        if (again && !stopped) {
+          again = false;
+          reread();
+        }
+      });
+  }
+
   // Listen before reading, so a deploy made while we read is not missed.
   deps.lifecycle.onChange(onChange);
+  deps.shared?.onFlowChange(() => {
+    if (!stopped) reread();
+  });
   await resync();
   await scheduler.start();
   scheduleSync();
