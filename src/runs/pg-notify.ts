@@ -146,7 +146,10 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     if (!msg.payload) return;
     const colon = msg.payload.indexOf(":");
     if (colon < 0 || msg.payload.slice(0, colon) === nodeId) return;
-    if (msg.channel === flowChannel) return flowChanged(msg.payload.slice(colon + 1));
+    if (msg.channel === flowChannel) {
+      flowChanged(msg.payload.slice(colon + 1));
+      return;
+    }
     if (msg.channel !== channel) return;
     for (const runId of msg.payload.slice(colon + 1).split(",")) {
       if (!runId) continue;
