@@ -15,6 +15,7 @@ import type {
   StatusCounts,
   Store,
 } from "./types.ts";
+import { FINISHED } from "./types.ts";
 
 /**
  * From this many runs of one element on, PostgreSQL text searches go through the trigram index
@@ -28,7 +29,7 @@ type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 /** The counter table of migration 002; known to this file only. */
 type MonitorTables = {
   element_run_stats: { element_id: number; total_runs: number };
-  /** Migration 006: kept by triggers on `runs`, exact in every transaction. */
+  /** Migration 006: finished runs only, kept exact by countFinished. */
   run_status_counts: {
     app: string;
     space: string;
@@ -93,6 +94,55 @@ export async function countRun(tx: Transaction<Database>, elementId: string): Pr
     .execute();
 }
 
+/** What identifies a run's counter in run_status_counts. */
+export interface CounterKey {
+  app: string;
+  space: string;
+  element_id: number;
+  trigger_type: string;
+  status: string;
+}
+
+/**
+ * Adds `delta` to the counters of finished runs (migration 006) for each key, in the caller's
+ * transaction with the runs' own write. PostgreSQL's upsert holds the counter row until commit,
+ * so concurrent writers queue on it and the count stays exact; keys go in one order so that two
+ * transactions never wait on each other's rows crosswise.
+ */
+export async function countFinished(
+  tx: Transaction<Database>,
+  keys: readonly CounterKey[],
+  delta: 1 | -1,
+): Promise<void> {
+  const grouped = new Map<string, CounterKey & { n: number }>();
+  for (const k of keys) {
+    if (!(FINISHED as readonly string[]).includes(k.status)) continue;
+    const id = JSON.stringify([k.app, k.space, k.element_id, k.trigger_type, k.status]);
+    const g = grouped.get(id) ?? { ...k, n: 0 };
+    g.n += delta;
+    grouped.set(id, g);
+  }
+  for (const [, g] of [...grouped].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    await tx
+      .withTables<MonitorTables>()
+      .insertInto("run_status_counts")
+      .values({
+        app: g.app,
+        space: g.space,
+        element_id: Number(g.element_id),
+        trigger_type: g.trigger_type,
+        status: g.status,
+        n: g.n,
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(["app", "space", "element_id", "trigger_type", "status"])
+          .doUpdateSet({ n: sql`run_status_counts.n + ${g.n}` }),
+      )
+      .execute();
+  }
+}
+
 /** Monitoring reads (docs/monitoring.md) over Kysely for both dialects. */
 export function monitorMethods(
   db: Kysely<Database>,
@@ -109,44 +159,55 @@ export function monitorMethods(
 
   /**
    * The five counts (status filter left out). Status and trigger filters alone read the counters
-   * of migration 006 (a few rows whatever the run count); any other filter counts the matching
-   * runs in one grouped pass.
+   * of migration 006 for finished runs (a few rows whatever the run count) and count the
+   * unfinished ones, few, from runs_mon_status; any other filter counts the matching runs in one
+   * grouped pass.
    */
   async function statusCounts(
     scope: Scope,
     elementId: string,
     q: RunQuery,
   ): Promise<{ status: string; n: number | string | bigint }[]> {
-    if (q.versions === null && q.colFilters.length === 0 && q.quickSearch === null) {
-      return mdb
-        .selectFrom("run_status_counts")
-        .select((eb) => ["status", eb.fn.sum<number>("n").as("n")])
+    const runs = () =>
+      db
+        .selectFrom("runs")
+        .select((eb) => ["status", eb.fn.countAll<number>().as("n")])
         .where("app", "=", scope.app)
         .where("space", "=", scope.space)
-        .where("element_id", "=", Number(elementId))
-        .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
+        .where("element_id", "=", Number(elementId));
+    if (q.versions !== null || q.colFilters.length > 0 || q.quickSearch !== null) {
+      return runs()
+        .where((eb) => runFilters(eb, dialect, q, false))
         .groupBy("status")
         .execute();
     }
-    return db
-      .selectFrom("runs")
-      .select((eb) => ["status", eb.fn.countAll<number>().as("n")])
-      .where("app", "=", scope.app)
-      .where("space", "=", scope.space)
-      .where("element_id", "=", Number(elementId))
-      .where((eb) => runFilters(eb, dialect, q, false))
-      .groupBy("status")
-      .execute();
+    const [finished, unfinished] = await Promise.all([
+      finishedCounts(scope, elementId)
+        .select((eb) => ["status", eb.fn.sum<number>("n").as("n")])
+        .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
+        .groupBy("status")
+        .execute(),
+      runs()
+        .where("status", "in", ["QUEUED", "STARTED"])
+        .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
+        .groupBy("status")
+        .execute(),
+    ]);
+    return [...finished, ...unfinished];
   }
 
-  /** How many runs the element has now, from the counters (a few rows). */
-  async function elementRuns(scope: Scope, elementId: string): Promise<number> {
-    const row = await mdb
+  const finishedCounts = (scope: Scope, elementId: string) =>
+    mdb
       .selectFrom("run_status_counts")
-      .select((eb) => eb.fn.sum<number>("n").as("n"))
       .where("app", "=", scope.app)
       .where("space", "=", scope.space)
       .where("element_id", "=", Number(elementId))
+      .where("status", "in", FINISHED);
+
+  /** How many finished runs the element has, from the counters (a few rows). */
+  async function elementRuns(scope: Scope, elementId: string): Promise<number> {
+    const row = await finishedCounts(scope, elementId)
+      .select((eb) => eb.fn.sum<number>("n").as("n"))
       .executeTakeFirst();
     return Number(row?.n ?? 0);
   }

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, sql } from "kysely";
 import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
-import { countRun, monitorMethods } from "./kysely-monitor.ts";
+import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
 import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
@@ -171,15 +171,17 @@ export function createKyselyStore(
 
     async insertRun(run: NewRun, end?: RunEnd) {
       const row = runRow(run, end);
-      // totalRuns is a flow figure (/monitor/flows): script tasks need no counter, nor a transaction.
-      if (run.elementType !== "DPL") {
+      // totalRuns is a flow figure (/monitor/flows): an unfinished script task needs no counter,
+      // nor a transaction.
+      if (run.elementType !== "DPL" && !end) {
         await db.insertInto("runs").values(row).execute();
         return;
       }
-      // The run and its flow's totalRuns counter commit together.
+      // The run, its flow's totalRuns and (finished already) its status counter commit together.
       await db.transaction().execute(async (tx) => {
         await tx.insertInto("runs").values(row).execute();
-        await countRun(tx, run.elementId);
+        if (run.elementType === "DPL") await countRun(tx, run.elementId);
+        if (end) await countFinished(tx, [row], 1);
       });
     },
 
@@ -207,23 +209,28 @@ export function createKyselyStore(
     },
 
     async endRun(id, end: RunEnd) {
-      const r = await db
-        .updateTable("runs")
-        .set({
-          status: end.status,
-          end_time: end.endTime,
-          duration: sql<number>`${end.endTime} - coalesce(start_time, create_time)`,
-          summary: end.summary,
-          result: end.result ?? null,
-          error: end.error ?? null,
-          stdout: end.stdout ?? null,
-          stderr: end.stderr ?? null,
-          detail: end.detail ? JSON.stringify(end.detail) : null,
-        })
-        .where("id", "=", id)
-        .where("status", "in", ["QUEUED", "STARTED"])
-        .executeTakeFirst();
-      return Number(r.numUpdatedRows) > 0;
+      // The end and its status counter (docs/monitoring.md) commit together.
+      return db.transaction().execute(async (tx) => {
+        const ended = await tx
+          .updateTable("runs")
+          .set({
+            status: end.status,
+            end_time: end.endTime,
+            duration: sql<number>`${end.endTime} - coalesce(start_time, create_time)`,
+            summary: end.summary,
+            result: end.result ?? null,
+            error: end.error ?? null,
+            stdout: end.stdout ?? null,
+            stderr: end.stderr ?? null,
+            detail: end.detail ? JSON.stringify(end.detail) : null,
+          })
+          .where("id", "=", id)
+          .where("status", "in", ["QUEUED", "STARTED"])
+          .returning(["app", "space", "element_id", "trigger_type", "status"])
+          .executeTakeFirst();
+        if (ended) await countFinished(tx, [ended], 1);
+        return ended !== undefined;
+      });
     },
 
     async getRun(scope, id): Promise<Run | undefined> {
@@ -240,15 +247,20 @@ export function createKyselyStore(
 
     async deleteRuns(scope, ids) {
       if (ids.length === 0) return new Set<string>();
-      const rows = await db
-        .deleteFrom("runs")
-        .where("id", "in", ids)
-        .where("status", "in", [...FINISHED])
-        .$if(scope !== null, (q) =>
-          q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
-        )
-        .returning("id")
-        .execute();
+      // The rows and their status counters (docs/monitoring.md) go together.
+      const rows = await db.transaction().execute(async (tx) => {
+        const deleted = await tx
+          .deleteFrom("runs")
+          .where("id", "in", ids)
+          .where("status", "in", [...FINISHED])
+          .$if(scope !== null, (q) =>
+            q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
+          )
+          .returning(["id", "app", "space", "element_id", "trigger_type", "status"])
+          .execute();
+        await countFinished(tx, deleted, -1);
+        return deleted;
+      });
       return new Set(rows.map((r) => r.id));
     },
 
