@@ -10,6 +10,7 @@ import type { FlowLifecycle } from "../flows/lifecycle.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { Element, Scope, Store } from "../store/types.ts";
 import { createDbScheduleState } from "./db-schedule-state.ts";
+import { startWithinWindow } from "./refused-retry.ts";
 import {
   createScheduler,
   type Schedule,
@@ -123,18 +124,23 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
   async function fire(schedule: Schedule, tick: number): Promise<void> {
     // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
     if (!(await claim(schedule.scheduleId, tick))) return;
-    const flow = known.get(schedule.elementId);
-    if (!flow) return;
-    await limited(() =>
-      deps.flows.start({
-        scope: flow.scope,
-        user: null,
-        locator: { elementId: schedule.elementId, elementType: "DPL" },
-        parameter: schedule.parameter,
-        inProcess: false,
-        trigger: "SCHEDULED",
-      }),
-    );
+    // Read again on every try: a retry must not start a flow deactivated meanwhile.
+    const start = async () => {
+      const flow = known.get(schedule.elementId);
+      if (stopped || !flow?.approved) return false;
+      await limited(() =>
+        deps.flows.start({
+          scope: flow.scope,
+          user: null,
+          locator: { elementId: schedule.elementId, elementType: "DPL" },
+          parameter: schedule.parameter,
+          inProcess: false,
+          trigger: "SCHEDULED",
+        }),
+      );
+      return true;
+    };
+    await startWithinWindow({ clock, logger }, schedule, tick, start);
   }
 
   const scheduler = createScheduler({ clock, logger, fire, store: createDbScheduleState(store) });
