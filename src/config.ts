@@ -42,6 +42,8 @@ export interface Config {
     openFiles: number;
     processes: number;
     fileSizeBytes: number;
+    /** Size of each tmpfs a task writes into: its own working directory and its /tmp. */
+    diskBytes: number;
     network: boolean;
     /** `auto`: bubblewrap, or refuse tasks without it; `bwrap`: required; `none`: uid + rlimits. */
     sandbox: "auto" | "bwrap" | "none";
@@ -187,6 +189,7 @@ function pythonConfig(env: Env): Config["python"] {
     openFiles: int(env, "SCRIPT_OPEN_FILES", 1024),
     processes: int(env, "SCRIPT_PROCESSES", 64),
     fileSizeBytes: int(env, "SCRIPT_FILE_SIZE_BYTES", 256 * MiB),
+    diskBytes: int(env, "SCRIPT_DISK_BYTES", 256 * MiB),
     network: bool(env, "SCRIPT_NETWORK", false),
     sandbox,
     bwrap,

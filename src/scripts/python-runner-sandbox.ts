@@ -56,12 +56,13 @@ function systemMounts(executable: string): string[] {
 }
 
 /**
- * The namespaces each task gets of its own (zygote.py `--ns`): IPC always, the network unless
- * tasks may use it (they then share the zygote's). Only root can create them (docs/security.md).
+ * The namespaces each task gets of its own (zygote.py `--ns`): IPC and mount (its tmpfs mounts)
+ * always, the network unless tasks may use it (they then share the zygote's). Only root can
+ * create them (docs/security.md).
  */
 export function taskNamespaces(network: boolean): string[] {
   if (!isRoot()) return [];
-  return network ? ["ipc"] : ["ipc", "net"];
+  return network ? ["ipc", "mnt"] : ["ipc", "net", "mnt"];
 }
 
 /**
@@ -96,9 +97,17 @@ export function bwrapArgs(o: {
   return args;
 }
 
-/** The zygote's arguments after zygote.py (docs/security.md, "Layers"). */
-export function zygoteArgs(network: boolean, strict: boolean): string[] {
-  return [`--ns=${taskNamespaces(network).join(",")}`, ...(strict ? ["--strict"] : [])];
+/**
+ * The zygote's arguments after zygote.py (docs/security.md, "Layers"); `tasksDir`: where it sees
+ * working directories when not in bubblewrap.
+ */
+export function zygoteArgs(python: Config["python"], strict: boolean, tasksDir?: string): string[] {
+  return [
+    `--ns=${taskNamespaces(python.network).join(",")}`,
+    `--disk=${python.diskBytes}`,
+    ...(tasksDir !== undefined ? [`--tasks=${tasksDir}`] : []),
+    ...(strict ? ["--strict"] : []),
+  ];
 }
 
 /**
@@ -116,7 +125,7 @@ function bwrapWorks(python: Config["python"]): string | undefined {
       "-I",
       "-B",
       `${IN_SANDBOX.zygote}/zygote.py`,
-      ...zygoteArgs(network, true),
+      ...zygoteArgs(python, true),
       "--probe",
     ],
     { encoding: "utf8", timeout: 10_000, env: { PATH: "/usr/bin:/bin" } },

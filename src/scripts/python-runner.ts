@@ -124,10 +124,10 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
           ...pyArgs,
           `${IN_SANDBOX.zygote}/zygote.py`,
           // The probe at start-up checked these layers: the sandbox without them is no sandbox.
-          ...zygoteArgs(python.network, true),
+          ...zygoteArgs(python, true),
         ]
       : // SCRIPT_SANDBOX=none is the operator's acceptance of less: a missing layer is a warning.
-        [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py"), ...zygoteArgs(python.network, false)],
+        [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py"), ...zygoteArgs(python, false, dirs.root)],
     env,
     prefork: Math.max(1, python.prefork),
     logger,
@@ -171,6 +171,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     uid: number | undefined,
     gid: number | undefined,
     sweep: boolean,
+    own: boolean,
   ) => {
     const runS = spec.timeoutMs !== undefined ? spec.timeoutMs / 1000 : limits.maxRunS;
     return `${JSON.stringify({
@@ -183,6 +184,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       uid,
       gid,
       sweep,
+      own,
       lim: {
         cpu: Math.ceil(Math.min(runS, limits.maxRunS)) + 1,
         as: python.memoryBytes,
@@ -211,7 +213,10 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       }
 
       const cwd = inBwrap ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
-      const rt = runOnChild(pool, child, message(spec, cwd, wd.uid, wd.gid, wd.privateUid), limits);
+      // A directory no other task shares and nothing keeps gets a tmpfs of its own over it.
+      const own = spec.workDirName === undefined && spec.keepWorkDir !== true;
+      const msg = message(spec, cwd, wd.uid, wd.gid, wd.privateUid, own);
+      const rt = runOnChild(pool, child, msg, limits);
       state.running = rt;
       if (state.killReason) rt.kill(state.killReason);
       const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, limits.maxRunS * 1000);

@@ -151,6 +151,18 @@ async function until(what: string, test: () => boolean, ms = 10_000): Promise<vo
   }
 }
 
+/** The working directory (as its process sees it) of the one task that wrote `file` there. */
+function taskDirWith(file: string): string | undefined {
+  for (const pid of fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+    try {
+      if (fs.existsSync(`/proc/${pid}/cwd/${file}`)) return `/proc/${pid}/cwd`;
+    } catch {
+      // ended while we looked
+    }
+  }
+  return undefined;
+}
+
 /** Whether `pid` still runs (a zombie has left its namespaces already). */
 function alive(pid: number): boolean {
   try {
@@ -289,15 +301,12 @@ for (const sandbox of ["auto", "none"] as const) {
       });
       assert.equal(started.body.status, true, started.text);
       const taskId = started.body.data as string;
-      // Its working directory is named after its uid: the one where it said it listens.
-      const tasks = path.join(server.dataDir, "tasks");
+      // Its working directory is a tmpfs of its own, seen only in its mount namespace: reach it
+      // through the working directory of its process, the one where it said it listens.
       let dir = "";
       await until("the listener listens", () => {
-        const found = fs
-          .readdirSync(tasks)
-          .find((d) => fs.existsSync(path.join(tasks, d, "listening")));
-        dir = found ? path.join(tasks, found) : "";
-        return found !== undefined;
+        dir = taskDirWith("listening") ?? "";
+        return dir !== "";
       });
 
       const attempt = await run(server, two, "connector", { port, name });

@@ -16,6 +16,8 @@ from collections.abc import Awaitable
 
 # Frames from these files are the harness, not the script: hidden from tracebacks.
 HARNESS_FILES = {__file__}
+# Set by the zygote when the task writes into tmpfs mounts of this size (docs/script-service.md).
+DISK_BYTES = 0
 
 
 def to_json(obj):
@@ -92,7 +94,11 @@ def user_traceback(exc):
 
 
 def error(exc, with_tb=True):
-    return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc),
+    message = str(exc)
+    if DISK_BYTES and isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
+        message += (f" (the task's disk limit: {DISK_BYTES} bytes in its working directory, "
+                    "as many in /tmp)")
+    return {"ok": False, "error": {"type": type(exc).__name__, "message": message,
                                    "traceback": user_traceback(exc) if with_tb else ""}}
 
 

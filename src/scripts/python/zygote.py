@@ -14,9 +14,11 @@ and reads reports from stdout, one per line:
 The end of a task is decided here and in Node, never by code the task can change: whatever the
 child reported, `k` checks for leftovers of its uid and kills them (docs/security.md).
 
-Arguments: `--ns=ipc,net` names the namespaces each child gets of its own (a network namespace no
-other task is in at the same time), entered as soon as it is forked, before its task arrives
-(`--ns=ipc` when tasks may use the network, `--ns=` for none);
+Arguments: `--ns=ipc,net,mnt` names the namespaces each child gets of its own (a network namespace
+no other task is in at the same time; a mount namespace with a tmpfs of `--disk=BYTES` on /tmp, and
+another over its working directory when the task says `own`), entered as soon as it is forked,
+before its task arrives (`--ns=ipc,mnt` when tasks may use the network, `--ns=` for none);
+`--tasks=PATH` says where working directories are (default /tasks, bubblewrap's);
 `--strict` makes a missing isolation layer (those namespaces, or the seccomp filter that denies
 user namespaces) fatal instead of a warning on stderr; `--probe` checks both and exits, 0 when
 they work (docs/security.md, "Layers").
@@ -101,7 +103,9 @@ _libc = _load_libc()
 _prctl = _libc.prctl if _libc is not None else None
 
 CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWUSER = 0x08000000, 0x40000000, 0x10000000
-NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET}
+CLONE_NEWNS = 0x00020000
+NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET, "mnt": CLONE_NEWNS}
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 # Set by main from --ns: the namespaces every child enters before its task arrives.
 task_namespaces = None
@@ -172,9 +176,14 @@ class TaskNamespaces:
     (docs/security.md, "Layers").
     """
 
-    def __init__(self, flags):
+    def __init__(self, flags, disk=0, tasks="/tasks"):
         self.ipc = bool(flags & CLONE_NEWIPC)
         self.net = bool(flags & CLONE_NEWNET)
+        self.mnt = bool(flags & CLONE_NEWNS) and disk > 0
+        self.disk = disk
+        # Working directories under /tmp (SCRIPT_SANDBOX=none with a data directory there) would
+        # be hidden by a tmpfs on /tmp: such tasks keep the host's.
+        self.own_tmp = tasks != "/tmp" and not tasks.startswith("/tmp/")
         self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY) if self.net else -1
         self.free = []  # network namespaces no process is in (fds)
         self.given = {}  # child pid -> the network namespace it entered, until `k` confirms it
@@ -206,6 +215,25 @@ class TaskNamespaces:
             _check(_libc.setns(net_fd, CLONE_NEWNET), "setns(net)")
         if self.ipc:
             _check(_libc.unshare(CLONE_NEWIPC), "unshare(ipc)")
+        if self.mnt:
+            # A mount namespace of its own, so that its tmpfs mounts are seen by this task only
+            # and go with its last process; private, so none of them reaches the zygote's.
+            _check(_libc.unshare(CLONE_NEWNS), "unshare(mnt)")
+            _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private)")
+            if self.own_tmp:
+                self.tmpfs(b"/tmp", b"mode=1777")
+
+    def tmpfs(self, where, options):
+        """A tmpfs of `disk` bytes at `where`: writes past it fail with ENOSPC, and its pages are
+        memory of the task's cgroup, never the host's disk (docs/security.md, "Disk")."""
+        opts = b"size=%d,%s" % (self.disk, options)
+        _check(_libc.mount(b"tmpfs", where, b"tmpfs", MS_NOSUID | MS_NODEV, opts), "mount(tmpfs)")
+
+    def own_dir(self, cwd, uid):
+        """In the child, once its task has come: a tmpfs over its own working directory, so the
+        directory Node prepared stays empty on the host (and is reused as it is)."""
+        if self.mnt and uid is not None:
+            self.tmpfs(os.fsencode(cwd), b"mode=0700,uid=%d,gid=%d" % (uid, uid))
 
     def forked(self, pid, net_fd):
         if net_fd >= 0:
@@ -285,7 +313,7 @@ def clear_inheritable():
             raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def confine_children(flags, strict):
+def confine_children(flags, strict, disk=0, tasks="/tasks"):
     """Sets up the layers every child gets from the zygote: the user-namespace filter, loaded
     here once, and the namespaces `flags`, checked with a throwaway child. Returns the
     TaskNamespaces children enter (None when there are none, or they cannot be had and not
@@ -305,7 +333,7 @@ def confine_children(flags, strict):
     spaces = None
     if flags:
         try:
-            spaces = TaskNamespaces(flags)
+            spaces = TaskNamespaces(flags, disk, tasks)
             problem = isolation_problem(spaces)
         except OSError as e:
             problem = str(e)
@@ -333,6 +361,10 @@ def run_task(task, result_w, devnull):
         if lim.get(key):
             resource.setrlimit(res, (lim[key], lim[key]))
     uid = task.get("uid")
+    if task.get("own") and task_namespaces is not None:
+        task_namespaces.own_dir(task["cwd"], uid)  # as root: after the uid drop it cannot be
+    if task_namespaces is not None and task_namespaces.mnt:
+        harness.DISK_BYTES = task_namespaces.disk
     try:
         # Before the uid drop when we can: the task uid need not be able to
         # traverse the data dir above its own working dir.
@@ -538,9 +570,13 @@ def warm_up():
 
 
 def parse_args(argv):
-    flags, strict, probe = 0, False, False
+    flags, strict, probe, disk, tasks = 0, False, False, 0, "/tasks"
     for arg in argv:
-        if arg.startswith("--ns="):
+        if arg.startswith("--disk="):
+            disk = int(arg[len("--disk="):])
+        elif arg.startswith("--tasks="):
+            tasks = arg[len("--tasks="):]
+        elif arg.startswith("--ns="):
             for name in filter(None, arg[len("--ns="):].split(",")):
                 flags |= NAMESPACES[name]
         elif arg == "--strict":
@@ -549,13 +585,13 @@ def parse_args(argv):
             probe = True
         else:
             sys.exit(f"zygote.py: unknown argument {arg}")
-    return flags, strict, probe
+    return flags, strict, probe, disk, tasks
 
 
 def main():
     global task_namespaces
-    flags, strict, probe = parse_args(sys.argv[1:])
-    task_namespaces = confine_children(flags, strict)
+    flags, strict, probe, disk, tasks = parse_args(sys.argv[1:])
+    task_namespaces = confine_children(flags, strict, disk, tasks)
     if probe:
         return
     # No signal handlers here, so children inherit Python's defaults and reset nothing:
