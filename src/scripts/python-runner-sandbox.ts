@@ -56,18 +56,19 @@ function systemMounts(executable: string): string[] {
 }
 
 /**
- * The namespaces each task gets of its own (zygote.py `--ns`): IPC and mount (its tmpfs mounts)
- * always, the network unless tasks may use it (they then share the zygote's). Only root can
- * create them (docs/security.md).
+ * The namespaces each task gets of its own (zygote.py `--ns`): IPC, mount (its tmpfs mounts and
+ * its /proc) and pid always, the network unless tasks may use it (they then share the zygote's).
+ * Only root can create them (docs/security.md).
  */
 export function taskNamespaces(network: boolean): string[] {
   if (!isRoot()) return [];
-  return network ? ["ipc", "mnt"] : ["ipc", "net", "mnt"];
+  return network ? ["ipc", "mnt", "pid"] : ["ipc", "net", "mnt", "pid"];
 }
 
 /**
- * The pid namespace is deliberately shared: Node kills a task with `kill(-pgid)` using the pid
- * the child reported, which must be a host pid.
+ * bubblewrap's pid namespace is the host's: Node kills a task with `kill(-pgid)` using the pid the
+ * zygote reported, a host pid; each task is the first process of a pid namespace of its own
+ * (`taskNamespaces`), which the zygote creates as it forks.
  */
 export function bwrapArgs(o: {
   executable: string;

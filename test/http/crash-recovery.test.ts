@@ -5,6 +5,7 @@ import path from "node:path";
 import { describe, it } from "node:test";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
+import { processesOf } from "../helpers/process-tree.ts";
 import { modeEnv, scopeHeaders } from "../helpers/server.ts";
 
 const h = { ...scopeHeaders(), "content-type": "application/json" };
@@ -33,7 +34,7 @@ describe("kill -9 mid-run, then restart", () => {
           id: "py",
           type: "script",
           config: {
-            code: "import os, time\ndef main(p):\n    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(60)\n",
+            code: "import os, time\ndef main(p):\n    open('uid', 'w').write(str(os.getuid()))\n    time.sleep(60)\n",
           },
         },
       ],
@@ -66,23 +67,17 @@ describe("kill -9 mid-run, then restart", () => {
     }
     await killHard(first.child);
     // The killed service's script process dies with it: nothing is left running on the host.
-    const pidFiles = fs
+    // (Its pid is its own pid namespace's; its uid, private to it, finds it from here.)
+    const uidFiles = fs
       .readdirSync(path.join(dataDir, "tasks"))
-      .map((d) => path.join(dataDir, "tasks", d, "pid"));
-    const pids = pidFiles
+      .map((d) => path.join(dataDir, "tasks", d, "uid"));
+    const uids = uidFiles
       .filter((f) => fs.existsSync(f))
       .map((f) => Number(fs.readFileSync(f, "utf8")));
-    assert.equal(pids.length, 1, "the sleeper wrote its pid");
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    for (let i = 0; i < 50 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
-    assert.deepEqual(pids.filter(alive), [], "script processes outlived the killed service");
+    assert.equal(uids.length, 1, "the sleeper wrote its uid");
+    const left = () => uids.flatMap((uid) => processesOf(uid));
+    for (let i = 0; i < 50 && left().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(left(), [], "script processes outlived the killed service");
 
     const second = await startProcess(env);
     try {

@@ -134,6 +134,24 @@ def main(p=None):
     return out
 `;
 
+/** Lists every process it can see and reads its command line, with a child of its own running. */
+const PROCESSES = `import os, subprocess
+def main(p=None):
+    child = subprocess.Popen(["sleep", "30"])
+    while b"sleep" not in open(f"/proc/{child.pid}/cmdline", "rb").read():
+        pass  # until it has run sleep: its command line is empty while it execs
+    seen = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                seen[n] = open(f"/proc/{n}/cmdline", "rb").read().replace(b"\\0", b" ").decode().strip()
+            except OSError:
+                pass
+    child.kill()
+    child.wait()
+    return {"self": os.getpid(), "child": child.pid, "seen": seen}
+`;
+
 const NAMESPACES = `import os
 def main(p=None):
     return {k: os.readlink(f"/proc/self/ns/{k}") for k in ("ipc", "net")}
@@ -161,15 +179,6 @@ function taskDirWith(file: string): string | undefined {
     }
   }
   return undefined;
-}
-
-/** Whether `pid` still runs (a zombie has left its namespaces already). */
-function alive(pid: number): boolean {
-  try {
-    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "latin1"));
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -214,6 +223,7 @@ async function seed(server: TestServer): Promise<void> {
         ["listener.py", LISTENER],
         ["userns.py", USERNS],
         ["ns.py", NAMESPACES],
+        ["processes.py", PROCESSES],
       ],
     ],
     [
@@ -286,8 +296,9 @@ for (const sandbox of ["auto", "none"] as const) {
       // the zygote's namespace either.
       const zygote = zygoteOf(server);
       assert.notEqual(w.ipc, fs.readlinkSync(`/proc/${zygote}/ns/ipc`), "its own IPC namespace");
-      await until(`nothing of the writer's task left (pid ${w.pid}, uid ${w.uid})`, () => {
-        return !alive(w.pid) && processesOf(w.uid).length === 0;
+      // (Its pid is 1 in its own pid namespace: its uid, private to it, finds its processes.)
+      await until(`nothing of the writer's task left (uid ${w.uid})`, () => {
+        return processesOf(w.uid).length === 0;
       });
       assert.deepEqual(segmentsOf(zygote, key), []);
     });
@@ -333,6 +344,17 @@ for (const sandbox of ["auto", "none"] as const) {
         later = await run(server, two, "connector", { port, name });
       assert.equal(later?.net, net, "a later task got the listener's network namespace");
       assert.deepEqual({ ...later, net: undefined }, { ...refused, net: undefined });
+    });
+
+    it("item 8: a task sees only its own processes, not the host's nor the service's", async () => {
+      const r = await run(server, one, "processes", {});
+      assert.deepEqual(
+        Object.keys(r.seen).sort(),
+        [String(r.self), String(r.child)].sort(),
+        JSON.stringify(r.seen).slice(0, 2000),
+      );
+      assert.equal(r.seen[String(r.child)], "sleep 30");
+      assert.equal(r.self, 1, "the first process of a pid namespace of its own");
     });
 
     it("item 8: a task cannot create a user namespace (clone3, clone, unshare), and holds no capability", async () => {

@@ -14,10 +14,11 @@ and reads reports from stdout, one per line:
 The end of a task is decided here and in Node, never by code the task can change: whatever the
 child reported, `k` checks for leftovers of its uid and kills them (docs/security.md).
 
-Arguments: `--ns=ipc,net,mnt` names the namespaces each child gets of its own (a network namespace
-no other task is in at the same time; a mount namespace with a tmpfs of `--disk=BYTES` on /tmp, and
-another over its working directory when the task says `own`), entered as soon as it is forked,
-before its task arrives (`--ns=ipc,mnt` when tasks may use the network, `--ns=` for none);
+Arguments: `--ns=ipc,net,mnt,pid` names the namespaces each child gets of its own (a network
+namespace no other task is in at the same time; a mount namespace with a tmpfs of `--disk=BYTES` on
+/tmp, and another over its working directory when the task says `own`; a pid namespace whose first
+process it is, with its own /proc), entered as it is forked, before its task arrives (without `net`
+when tasks may use the network, `--ns=` for none);
 `--tasks=PATH` says where working directories are (default /tasks, bubblewrap's);
 `--strict` makes a missing isolation layer (those namespaces, or the seccomp filter that denies
 user namespaces) fatal instead of a warning on stderr; `--probe` checks both and exits, 0 when
@@ -103,9 +104,10 @@ _libc = _load_libc()
 _prctl = _libc.prctl if _libc is not None else None
 
 CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWUSER = 0x08000000, 0x40000000, 0x10000000
-CLONE_NEWNS = 0x00020000
-NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET, "mnt": CLONE_NEWNS}
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET, "mnt": CLONE_NEWNS, "pid": CLONE_NEWPID}
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+NR_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 # Set by main from --ns: the namespaces every child enters before its task arrives.
 task_namespaces = None
@@ -179,7 +181,9 @@ class TaskNamespaces:
     def __init__(self, flags, disk=0, tasks="/tasks"):
         self.ipc = bool(flags & CLONE_NEWIPC)
         self.net = bool(flags & CLONE_NEWNET)
-        self.mnt = bool(flags & CLONE_NEWNS) and disk > 0
+        self.mnt = bool(flags & CLONE_NEWNS)
+        # The pid namespace needs the mount namespace: its /proc is mounted there.
+        self.pid = bool(flags & CLONE_NEWPID) and self.mnt and NR_CLONE is not None
         self.disk = disk
         # Working directories under /tmp (SCRIPT_SANDBOX=none with a data directory there) would
         # be hidden by a tmpfs on /tmp: such tasks keep the host's.
@@ -220,8 +224,12 @@ class TaskNamespaces:
             # and go with its last process; private, so none of them reaches the zygote's.
             _check(_libc.unshare(CLONE_NEWNS), "unshare(mnt)")
             _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private)")
-            if self.own_tmp:
+            if self.own_tmp and self.disk > 0:
                 self.tmpfs(b"/tmp", b"mode=1777")
+            if self.pid:
+                # The /proc of its own pid namespace: only its own processes are in it.
+                _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                   None), "mount(proc)")
 
     def tmpfs(self, where, options):
         """A tmpfs of `disk` bytes at `where`: writes past it fail with ENOSPC, and its pages are
@@ -232,7 +240,7 @@ class TaskNamespaces:
     def own_dir(self, cwd, uid):
         """In the child, once its task has come: a tmpfs over its own working directory, so the
         directory Node prepared stays empty on the host (and is reused as it is)."""
-        if self.mnt and uid is not None:
+        if self.mnt and self.disk > 0 and uid is not None:
             self.tmpfs(os.fsencode(cwd), b"mode=0700,uid=%d,gid=%d" % (uid, uid))
 
     def forked(self, pid, net_fd):
@@ -261,6 +269,34 @@ class TaskNamespaces:
                 self.confirmed(pid, False)
 
 
+_pyapi = ctypes.pythonapi
+# Called with the GIL held, as os.fork calls fork(2): the child is a copy of this one thread.
+_clone = ctypes.PyDLL(None, use_errno=True).syscall if NR_CLONE is not None else None
+
+
+def fork_into_pid_namespace():
+    """os.fork, but the child is the first process (pid 1) of a new pid namespace: it and what it
+    starts see no other process, while the zygote and Node know it by its host pid. clone(2) with
+    CLONE_NEWPID does it in the fork itself; Python's fork hooks run around it as for os.fork."""
+    _pyapi.PyOS_BeforeFork()
+    pid = _clone(NR_CLONE, ctypes.c_ulong(CLONE_NEWPID | signal.SIGCHLD), 0, 0, 0, 0)
+    if pid == 0:
+        _pyapi.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    _pyapi.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, f"clone(pid namespace) failed: {os.strerror(err)}")
+    return pid
+
+
+def new_child():
+    """Forks a child, in a pid namespace of its own when tasks get one."""
+    if task_namespaces is not None and task_namespaces.pid:
+        return fork_into_pid_namespace()
+    return os.fork()
+
+
 def isolation_problem(spaces):
     """Why a child could not enter the namespaces of `spaces` (None: it can), checked with a
     throwaway child, whose network namespace is then the first free one."""
@@ -269,7 +305,7 @@ def isolation_problem(spaces):
     except OSError as e:
         return str(e)
     r, w = os.pipe()
-    pid = os.fork()
+    pid = fork_into_pid_namespace() if spaces.pid else os.fork()
     if pid == 0:
         code = 0
         try:
@@ -483,7 +519,7 @@ def fork_child():
     node_ends = (task_w, result_r, out_r, err_r)
     net_fd = task_namespaces.for_child() if task_namespaces is not None else -1
     try:
-        pid = os.fork()
+        pid = new_child()
     except OSError:
         if net_fd >= 0:
             task_namespaces.free.append(net_fd)  # nobody entered it
