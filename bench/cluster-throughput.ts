@@ -2,9 +2,11 @@
  * bench/cluster-throughput: one API process and 1, 2 or 4 worker processes on one PostgreSQL
  * (a throwaway cluster started here). For each worker count: async no-script flow runs per second
  * and script tasks per second, end to end (submit through the API, then collect every result).
- * Then run-sync p50 of the no-script flow through the cluster versus embedded mode.
+ * The same workload on one embedded-mode process in the same run, and each cluster figure as a
+ * ratio of it. Then run-sync p50 of the no-script flow through the cluster versus embedded mode.
  *
- *   npm run bench:cluster-throughput     (BENCH_RUNS=3000 flow runs, BENCH_TASKS=600 tasks per level)
+ *   npm run bench:cluster-throughput     (BENCH_RUNS=3000 flow runs, BENCH_TASKS=600 tasks per level,
+ *                                         BENCH_WORKERS=1,2,4)
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -16,6 +18,8 @@ import { httpJson, load, postJson, row, startBenchServer, uploadScript } from ".
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3000);
 const TASKS = Number(process.env.BENCH_TASKS ?? 600);
+/** Worker counts to measure, e.g. BENCH_WORKERS=1 for a quick look. */
+const WORKERS = (process.env.BENCH_WORKERS ?? "1,2,4").split(",").map(Number);
 const DF = "/dataflow-3-0";
 const PARAM = {
   orders: [
@@ -48,6 +52,28 @@ async function setUp(url: string): Promise<void> {
   await postJson(`${url}${DF}/flow/activate`, { elementName: "plain" });
 }
 
+/** Async flow runs/s and script tasks/s through the API at `api`. */
+async function measure(api: string): Promise<{ runs: number; tasks: number }> {
+  await setUp(api);
+  const runs = await throughput(
+    RUNS,
+    async () =>
+      (
+        (await postJson(`${api}${DF}/run`, { elementName: "plain", parameter: PARAM })).json as {
+          data: string;
+        }
+      ).data,
+    (id) => `${api}${DF}/run/${id}/result?timeout=300`,
+  );
+  const tasks = await throughput(
+    TASKS,
+    async () =>
+      ((await postJson(`${api}/script/external/echo/run`, { x: 1 })).json as { data: string }).data,
+    (id) => `${api}/script/script/result/${id}?timeout=300`,
+  );
+  return { runs, tasks };
+}
+
 /** Submits `n` jobs with 16 callers, then long-polls every result; returns jobs per second end to end. */
 async function throughput(
   n: number,
@@ -75,7 +101,17 @@ async function throughput(
 }
 
 try {
-  for (const workers of [1, 2, 4]) {
+  const alone = await startBenchServer({ SCRIPT_PREFORK: "8", LIMIT_QUEUED_RUNS: "100000" });
+  let alonePerSecond: { runs: number; tasks: number };
+  try {
+    alonePerSecond = await measure(alone.url);
+  } finally {
+    await alone.stop();
+  }
+  console.log(
+    `embedded: async flow runs ${alonePerSecond.runs.toFixed(0)}/s, script tasks ${alonePerSecond.tasks.toFixed(0)}/s`,
+  );
+  for (const workers of WORKERS) {
     const databaseUrl = await pgServer.createDatabase();
     const procs: Proc[] = [
       await spawnNode("serve", { DATABASE_URL: databaseUrl, SLUICE_ROLE: "api" }),
@@ -84,25 +120,11 @@ try {
       procs.push(await spawnNode("worker", { DATABASE_URL: databaseUrl }));
     const api = procs[0]?.url ?? "";
     try {
-      await setUp(api);
-      const runs = await throughput(
-        RUNS,
-        async () =>
-          (
-            (await postJson(`${api}${DF}/run`, { elementName: "plain", parameter: PARAM }))
-              .json as { data: string }
-          ).data,
-        (id) => `${api}${DF}/run/${id}/result?timeout=300`,
-      );
-      const tasks = await throughput(
-        TASKS,
-        async () =>
-          ((await postJson(`${api}/script/external/echo/run`, { x: 1 })).json as { data: string })
-            .data,
-        (id) => `${api}/script/script/result/${id}?timeout=300`,
-      );
+      const { runs, tasks } = await measure(api);
+      const ratio = (v: number, of: number) => `${((100 * v) / of).toFixed(0)} % of embedded`;
       console.log(
-        `workers=${workers}: async flow runs ${runs.toFixed(0)}/s, script tasks ${tasks.toFixed(0)}/s`,
+        `workers=${workers}: async flow runs ${runs.toFixed(0)}/s (${ratio(runs, alonePerSecond.runs)}), ` +
+          `script tasks ${tasks.toFixed(0)}/s (${ratio(tasks, alonePerSecond.tasks)})`,
       );
     } finally {
       for (const p of procs) await killHard(p.child);
