@@ -181,6 +181,12 @@ function pythonConfig(env: Env): Config["python"] {
       `config: SCRIPT_CHECK_CONCURRENCY must be an integer from 1 to 64, got "${checkConcurrency}"`,
     );
   }
+  const diskBytes = int(env, "SCRIPT_DISK_BYTES", 256 * MiB);
+  if (!Number.isSafeInteger(diskBytes) || diskBytes < 0) {
+    throw new Error(
+      `config: SCRIPT_DISK_BYTES must be a whole number of bytes, got "${diskBytes}"`,
+    );
+  }
   return {
     executable: env.PYTHON ?? "/usr/bin/python3",
     concurrency: int(env, "SCRIPT_CONCURRENCY", 64),
@@ -189,7 +195,7 @@ function pythonConfig(env: Env): Config["python"] {
     openFiles: int(env, "SCRIPT_OPEN_FILES", 1024),
     processes: int(env, "SCRIPT_PROCESSES", 64),
     fileSizeBytes: int(env, "SCRIPT_FILE_SIZE_BYTES", 256 * MiB),
-    diskBytes: int(env, "SCRIPT_DISK_BYTES", 256 * MiB),
+    diskBytes,
     network: bool(env, "SCRIPT_NETWORK", false),
     sandbox,
     bwrap,

@@ -106,6 +106,12 @@ describe("sandbox choice (SCRIPT_SANDBOX)", () => {
     }
   });
 
+  test("SCRIPT_DISK_BYTES must be a whole number of bytes", () => {
+    for (const bad of ["1.5", "-1", "lots"])
+      assert.throws(() => loadConfig({ SCRIPT_DISK_BYTES: bad }), /SCRIPT_DISK_BYTES must be/);
+    assert.equal(loadConfig({ SCRIPT_DISK_BYTES: "0" }).python.diskBytes, 0);
+  });
+
   test("SCRIPT_BWRAP must be absolute", () => {
     assert.throws(
       () => loadConfig({ SCRIPT_BWRAP: "bwrap" }),
