@@ -181,19 +181,23 @@ export function monitorMethods(
         .groupBy("status")
         .execute();
     }
-    const [finished, unfinished] = await Promise.all([
-      finishedCounts(scope, elementId)
-        .select((eb) => ["status", eb.fn.sum<number>("n").as("n")])
-        .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
-        .groupBy("status")
-        .execute(),
-      runs()
-        .where("status", "in", ["QUEUED", "STARTED"])
-        .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
-        .groupBy("status")
-        .execute(),
-    ]);
-    return [...finished, ...unfinished];
+    // One statement, one round trip: the counters' rows and the unfinished runs' index entries.
+    return finishedCounts(scope, elementId)
+      .select((eb) => ["status", eb.fn.sum<number>("n").as("n")])
+      .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
+      .groupBy("status")
+      .unionAll(
+        mdb
+          .selectFrom("runs")
+          .select((eb) => ["status", eb.fn.countAll<number>().as("n")])
+          .where("app", "=", scope.app)
+          .where("space", "=", scope.space)
+          .where("element_id", "=", Number(elementId))
+          .where("status", "in", ["QUEUED", "STARTED"])
+          .$if(q.triggers !== null, (qb) => qb.where("trigger_type", "in", q.triggers ?? []))
+          .groupBy("status"),
+      )
+      .execute();
   }
 
   const finishedCounts = (scope: Scope, elementId: string) =>
