@@ -1,5 +1,6 @@
 import { type Job, PgBoss } from "pg-boss";
 import { ErrorCode, SluiceError } from "../errors.ts";
+import { createGroupCommit } from "./group-commit.ts";
 import { liveJobs } from "./pg-live-jobs.ts";
 import { stopping } from "./stopping.ts";
 import type { RunJob, RunQueue } from "./types.ts";
@@ -255,15 +256,33 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     lanes.find((l) => l.kind === job.kind)?.wake();
   }
 
+  const submits = createGroupCommit(async (store, batch) => {
+    inflight += batch.length;
+    try {
+      // pg-boss inserts the jobs on the runs' own transaction: all commit, or none.
+      await store.insertRunsWith(
+        batch.map((b) => b.run),
+        async (tx) => {
+          for (const kind of KINDS) {
+            const jobs = batch.filter((b) => b.job.kind === kind);
+            if (jobs.length === 0) continue;
+            const data = jobs.map((b) => ({ data: { runId: b.job.runId, kind } }));
+            await boss.insert(queueOf(kind), data, { db: tx });
+          }
+        },
+      );
+      sentSinceCount += batch.length;
+    } finally {
+      inflight -= batch.length;
+    }
+    // A lane in this process need not wait for its next poll.
+    for (const lane of lanes) if (batch.some((b) => b.job.kind === lane.kind)) lane.wake();
+  });
+
   return {
     async submit(run, job, store) {
       if (stopped) throw stopping();
-      // pg-boss inserts the job on the run's own transaction: both commit, or neither.
-      await sending(job, (name, data) =>
-        store.insertRunWith(run, async (tx) => {
-          await boss.send(name, data, { db: tx });
-        }),
-      );
+      await submits.add(store, { run, job });
     },
 
     liveJobs: (runIds, claimedWithinMs) =>

@@ -20,7 +20,7 @@ export interface RunQueue {
   submit(
     run: NewRun,
     job: RunJob,
-    store: Pick<Store, "insertRun" | "insertRunWith">,
+    store: Pick<Store, "insertRun" | "insertRunsWith">,
   ): Promise<void>;
   /**
    * Of these runs, the ones with a job that will still reach a worker: waiting, or claimed within

@@ -83,13 +83,19 @@ function toRecord(row: RunRow): RunRecord {
  * Counts a new run for its element's `totalRuns`. Called inside insertRun's transaction: one
  * upsert on a one-row-per-element table, so the overview never counts runs.
  */
-export async function countRun(tx: Transaction<Database>, elementId: string): Promise<void> {
+export async function countRun(
+  tx: Transaction<Database>,
+  elementId: string,
+  runs = 1,
+): Promise<void> {
   await tx
     .withTables<MonitorTables>()
     .insertInto("element_run_stats")
-    .values({ element_id: Number(elementId), total_runs: 1 })
+    .values({ element_id: Number(elementId), total_runs: runs })
     .onConflict((oc) =>
-      oc.column("element_id").doUpdateSet({ total_runs: sql`element_run_stats.total_runs + 1` }),
+      oc
+        .column("element_id")
+        .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${runs}` }),
     )
     .execute();
 }

@@ -185,10 +185,18 @@ export function createKyselyStore(
       });
     },
 
-    async insertRunWith(run, also) {
+    async insertRunsWith(runs, also) {
+      if (runs.length === 0) return;
       await db.transaction().execute(async (tx) => {
-        await tx.insertInto("runs").values(runRow(run)).execute();
-        if (run.elementType === "DPL") await countRun(tx, run.elementId);
+        await tx
+          .insertInto("runs")
+          .values(runs.map((r) => runRow(r)))
+          .execute();
+        const flows = new Map<string, number>();
+        for (const r of runs)
+          if (r.elementType === "DPL") flows.set(r.elementId, (flows.get(r.elementId) ?? 0) + 1);
+        // Sorted, so that two transactions never wait on each other's counter rows crosswise.
+        for (const id of [...flows.keys()].sort()) await countRun(tx, id, flows.get(id));
         await also({
           executeSql: async (text, values) => {
             const r = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));

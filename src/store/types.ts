@@ -195,10 +195,10 @@ export interface Store {
   /** Inserts a run; with `end`, one that already ended (a fast run-sync is written once). */
   insertRun(run: NewRun, end?: RunEnd): Promise<void>;
   /**
-   * Inserts a QUEUED run and runs `also` in the same transaction: the cluster queue sends the
-   * run's job there, so the run and its job commit together or not at all (docs/cluster.md).
+   * Inserts QUEUED runs and runs `also` in the same transaction: the cluster queue inserts the
+   * runs' jobs there, so runs and jobs commit together or not at all (docs/cluster.md).
    */
-  insertRunWith(run: NewRun, also: (tx: SqlExecutor) => Promise<void>): Promise<void>;
+  insertRunsWith(runs: readonly NewRun[], also: (tx: SqlExecutor) => Promise<void>): Promise<void>;
   /** QUEUED → STARTED; false when the run is no longer QUEUED. */
   startRun(id: string, startTime: number, nodeId: string | null): Promise<boolean>;
   /** Unfinished → terminal; false when the run had already ended (terminal states never change). */

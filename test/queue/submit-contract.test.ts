@@ -137,10 +137,10 @@ describe("cluster queue: the run and its job commit together", () => {
     const q = await queue();
     const run = newRun();
     // The store's transaction refuses pg-boss's insert, as a database error in the send would.
-    const failing: Pick<OpenedStore, "insertRun" | "insertRunWith"> = {
+    const failing: Pick<OpenedStore, "insertRun" | "insertRunsWith"> = {
       insertRun: (r) => store.insertRun(r),
-      insertRunWith: (r, also) =>
-        store.insertRunWith(r, (tx) =>
+      insertRunsWith: (r, also) =>
+        store.insertRunsWith(r, (tx) =>
           also({
             executeSql: async (text, values) => {
               if (/pgboss/i.test(text)) throw new Error("send failed");
