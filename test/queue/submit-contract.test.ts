@@ -101,6 +101,28 @@ for (const [name, make] of Object.entries(backends)) {
       await q.stop();
     });
 
+    it("200 concurrent submits are each stored and delivered exactly once", async () => {
+      const q = await queue();
+      const seen = new Map<string, number>();
+      const runs = Array.from({ length: 200 }, () => newRun({ elementType: "DPL" }));
+      let left = runs.length;
+      let all: () => void = () => {};
+      const delivered = new Promise<void>((r) => {
+        all = r;
+      });
+      await q.start(async (job) => {
+        seen.set(job.runId, (seen.get(job.runId) ?? 0) + 1);
+        if (--left === 0) all();
+      });
+      await Promise.all(runs.map((r) => q.submit(r, { runId: r.id, kind: "flow" }, store)));
+      await delivered;
+      for (const r of runs) {
+        assert.equal(seen.get(r.id), 1, r.id);
+        assert.equal((await store.getRun(null, r.id))?.id, r.id);
+      }
+      await q.stop();
+    });
+
     it("a stopping queue refuses with 429 before anything is written", async () => {
       const q = await queue();
       await q.stop();
