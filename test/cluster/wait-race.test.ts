@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { createRunEvents } from "../../src/runs/run-events.ts";
+import { waitForRunEnd } from "../../src/runs/wait.ts";
+import type { Run, Store } from "../../src/store/types.ts";
+import { createFakeClock } from "../scheduler/fake-clock.ts";
+
+/**
+ * In a cluster a run's end reaches a waiting API node by NOTIFY, on another connection than the
+ * waiter's read: it can arrive while the read that still saw the run STARTED is on its way back.
+ */
+describe("waiting for a run's end across nodes", () => {
+  it("an end notified between the read and the subscription still ends the wait at once", async () => {
+    const clock = createFakeClock();
+    const events = createRunEvents({ clock });
+    let status: Run["status"] = "STARTED";
+    let reads = 0;
+    const store = {
+      async getRun() {
+        reads++;
+        const seen = { id: "r1", status } as Run;
+        if (reads === 1) {
+          // The worker ends the run and its NOTIFY is handled before this read's answer.
+          status = "SUCCESS";
+          events.notify("r1");
+        }
+        return seen;
+      },
+    } as unknown as Store;
+    let settled = false;
+    const waited = waitForRunEnd({ store, events, clock }, null, "r1", 300_000).then((r) => {
+      settled = true;
+      return r;
+    });
+    // Let the reads and their continuations run; no time passes on the fake clock.
+    for (let i = 0; i < 20 && !settled; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(settled, true, "the wait did not sit out its timeout");
+    assert.equal((await waited)?.status, "SUCCESS");
+  });
+});
