@@ -16,7 +16,7 @@ import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
-import { createPythonRunner } from "./scripts/python-runner.ts";
+import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
@@ -66,7 +66,41 @@ export async function createServices(opts: {
   });
   const topology = await createTopology(config, { logger, events });
   const { store, queue, bridge } = topology;
-  const runner = await createPythonRunner({ config, logger });
+  // What is open so far closes again when a later part refuses to start (SCRIPT_CGROUP=required
+  // without cgroups, a database gone): a failed start must not leave connections or processes.
+  const runner = await createPythonRunner({ config, logger }).catch((err: unknown) =>
+    closeAfter(err, [() => queue.stop(), () => bridge?.close(), () => store.close()]),
+  );
+  try {
+    return await assemble({ config, logger, clock, nodeId, events, topology, runner });
+  } catch (err) {
+    return closeAfter(err, [
+      () => queue.stop(),
+      () => bridge?.close(),
+      () => runner.close(),
+      () => store.close(),
+    ]);
+  }
+}
+
+/** Closes what was opened before a failed start, then rethrows the failure that stopped it. */
+async function closeAfter(err: unknown, steps: (() => Promise<void> | void)[]): Promise<never> {
+  await closeAll(steps).catch(() => undefined);
+  throw err;
+}
+
+/** Everything built on the topology and the runner; its background work starts last. */
+async function assemble(deps: {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  nodeId: string;
+  events: RunEvents;
+  topology: Topology;
+  runner: PythonRunner;
+}): Promise<Services> {
+  const { config, logger, clock, nodeId, events, topology, runner } = deps;
+  const { store, queue, bridge } = topology;
   const metrics = createMetrics();
   metrics.observe(events, store);
   metrics.watch(queue, runner);
