@@ -16,6 +16,7 @@ import { monitorRoutes } from "./http/monitor-routes.ts";
 import { installNulCheck } from "./http/no-nul.ts";
 import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
+import { installRequestForms } from "./http/request-forms.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
@@ -84,6 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   installBodyDecoding(app);
   installNulCheck(app);
+  installRequestForms(app);
   app.addHook("onRequest", async (req) => {
     if (req.raw.httpVersion === "1.1" && !req.headers.host)
       throw badRequest("the Host header is required in HTTP/1.1");

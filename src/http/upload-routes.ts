@@ -10,6 +10,7 @@ import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
+import { formBoolean } from "./request-forms.ts";
 import { UploadItem } from "./script-schemas.ts";
 
 /** POST /file/batch-upload (endpoint 21): .py and .zip files become PY elements. */
@@ -100,9 +101,7 @@ function formError(err: unknown): unknown {
   return badRequest(`the multipart/form-data body is malformed: ${text}`);
 }
 
+/** A form boolean (docs/errors.md, "How fields are read"); left out or empty is false. */
 function parseBool(value: string | undefined, field: string): boolean {
-  if (value === undefined || value === "") return false;
-  if (value === "true" || value === "1") return true;
-  if (value === "false" || value === "0") return false;
-  throw badRequest(`${field} must be true or false`);
+  return formBoolean(value, field) ?? false;
 }

@@ -19,7 +19,9 @@ const isRoot = process.getuid?.() === 0;
 /** `a=1` lines: about 400 bytes of compiler memory per source byte. */
 const assignments = (bytes: number): string => "a=1\n".repeat(Math.floor(bytes / 4));
 const comparisonChain = (bytes: number): string =>
-  `x=${Array(Math.floor(bytes / 2)).fill("a").join("<")}\n`;
+  `x=${Array(Math.floor(bytes / 2))
+    .fill("a")
+    .join("<")}\n`;
 const VALID = "def main(p):\n    return p\n";
 
 interface Item {

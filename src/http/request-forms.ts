@@ -1,0 +1,103 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { badRequest } from "../errors.ts";
+
+/**
+ * The one place where the forms different client serialisers give the same request are made
+ * alike, before any schema or handler sees them (docs/errors.md, "How fields are read"):
+ *
+ * - `null` for a declared field is the field left out (Jackson and System.Text.Json write unset
+ *   fields as null). Only fields the route's schema declares are touched: free-form values
+ *   (`parameter`, a flow graph's own data) reach the flow or script exactly as sent.
+ * - In a query string an empty value is the field left out; integers and booleans are read from
+ *   their text (a query string has no other way to carry them).
+ * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
+ * - An empty body sent as application/json is no body.
+ */
+export function installRequestForms(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (text.trim() === "") return done(null, undefined);
+    parseJson(req, text, done);
+  });
+  app.addHook("preValidation", async (req) => {
+    const schema = req.routeOptions.schema;
+    if (!schema) return;
+    if (schema.querystring && isRecord(req.query)) {
+      normalizeQuery(req, req.query, schema.querystring as Schema);
+    }
+    if (schema.body && req.body !== undefined) {
+      req.body = dropNulls(req.body, schema.body as Schema);
+    }
+  });
+}
+
+/** A boolean sent as text: true/false/1/0 in any letter case; anything else is undefined. */
+export function textBoolean(value: string): boolean | undefined {
+  const lower = value.trim().toLowerCase();
+  if (lower === "true" || lower === "1") return true;
+  if (lower === "false" || lower === "0") return false;
+  return undefined;
+}
+
+/** A form or query boolean: absent when missing or empty, else textBoolean or a 400 naming it. */
+export function formBoolean(value: string | undefined, field: string): boolean | undefined {
+  if (value === undefined || value === "") return undefined;
+  const parsed = textBoolean(value);
+  if (parsed === undefined) throw badRequest(`${field} must be true, false, 1 or 0`);
+  return parsed;
+}
+
+interface Schema {
+  type?: string | string[];
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  anyOf?: Schema[];
+  default?: unknown;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function typesOf(schema: Schema): string[] {
+  if (schema.anyOf) return schema.anyOf.flatMap(typesOf);
+  if (schema.type === undefined) return [];
+  return Array.isArray(schema.type) ? schema.type : [schema.type];
+}
+
+function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, schema: Schema) {
+  for (const [key, prop] of Object.entries(schema.properties ?? {})) {
+    const value = query[key];
+    if (value === "" || value === undefined) {
+      delete query[key];
+      continue;
+    }
+    if (typeof value !== "string") continue;
+    const types = typesOf(prop);
+    if (types.includes("boolean")) {
+      const parsed = textBoolean(value);
+      if (parsed === undefined) throw badRequest(`querystring.${key} must be true, false, 1 or 0`);
+      query[key] = parsed;
+    } else if (types.includes("integer") && /^-?\d+$/.test(value.trim())) {
+      query[key] = Number(value.trim());
+    }
+  }
+  req.query = query;
+}
+
+/** Declared fields holding null become absent, through nested declared objects and arrays. */
+function dropNulls(value: unknown, schema: Schema): unknown {
+  if (Array.isArray(value)) {
+    const items = schema.items;
+    return items ? value.map((item) => dropNulls(item, items)) : value;
+  }
+  if (!isRecord(value) || !schema.properties) return value;
+  for (const [key, prop] of Object.entries(schema.properties)) {
+    if (!(key in value)) continue;
+    if (value[key] === null && !typesOf(prop).includes("null")) delete value[key];
+    else value[key] = dropNulls(value[key], prop);
+  }
+  return value;
+}

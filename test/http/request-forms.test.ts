@@ -1,0 +1,141 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+
+/**
+ * The same logical request as different client serialisers send it (docs/errors.md, "How fields
+ * are read"): Jackson and System.Text.Json write unset fields as null, Go and JavaScript leave
+ * them out, browser forms send empty values and booleans as text.
+ */
+describe("request fields as every client sends them", () => {
+  let server: TestServer;
+  const h = scopeHeaders();
+  const call = (method: string, p: string, body?: unknown) =>
+    server.call(method, p, { headers: h, body });
+  const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
+
+  before(async () => {
+    server = await startServer();
+    const deployed = await call("POST", `${DF}/flow/deploy`, {
+      elementName: "forms",
+      elementId: null,
+      folderId: null,
+      path: "/forms",
+      revisionName: "r1",
+      description: null,
+      flow: NO_SCRIPT_FLOW,
+      configure: {},
+    });
+    assert.equal(deployed.body.status, true, deployed.text);
+    const activated = await call("POST", `${DF}/flow/activate`, {
+      elementName: "forms",
+      folderId: null,
+      path: "/forms",
+      elementId: null,
+    });
+    assert.equal(activated.body.data, "APPROVED", activated.text);
+    const up = await upload(
+      server,
+      [{ name: "echo.py", content: "def main(p):\n    return p\n" }],
+      {
+        path: "/forms",
+      },
+    );
+    assert.equal(up.body.data[0].status, 0, up.text);
+  });
+  after(() => server.close());
+
+  it("null optional fields are the fields left out: run-sync answers the same result", async () => {
+    const omitted = await call("POST", `${DF}/run-sync`, {
+      elementName: "forms",
+      path: "/forms",
+      parameter: ORDERS,
+    });
+    const nulls = await call("POST", `${DF}/run-sync`, {
+      elementName: "forms",
+      path: "/forms",
+      folderId: null,
+      elementId: null,
+      runName: null,
+      parentRunId: null,
+      timeout: null,
+      inProcess: null,
+      parameter: ORDERS,
+    });
+    assert.equal(omitted.body.status, true, omitted.text);
+    assert.deepEqual(nulls.body.data, omitted.body.data, nulls.text);
+  });
+
+  it("a run-list filter whose unset fields are null lists what the bare filter lists", async () => {
+    const bare = await call("POST", `${DF}/monitor/runs`, {
+      pageNo: 0,
+      pageSize: 10,
+      elementName: "forms",
+      path: "/forms",
+    });
+    const jackson = await call("POST", `${DF}/monitor/runs`, {
+      pageNo: 0,
+      pageSize: 10,
+      elementName: "forms",
+      path: "/forms",
+      folderId: null,
+      elementId: null,
+      versionFilter: null,
+      runStatusFilter: null,
+      quickSearch: null,
+      colFilters: null,
+      orderBy: null,
+    });
+    assert.equal(bare.body.status, true, bare.text);
+    assert.ok(bare.body.data.totalCount >= 1, bare.text);
+    assert.equal(jackson.body.data.totalCount, bare.body.data.totalCount, jackson.text);
+  });
+
+  it("an explicit null where the field is required is still refused, naming it", async () => {
+    const r = await call("POST", `${DF}/run-sync`, { elementName: null, parameter: ORDERS });
+    assert.equal(r.body.code, 400, r.text);
+    assert.match(r.body.message, /elementName/);
+  });
+
+  it("text booleans in a query string: TRUE, 1, false and 0 in any case; anything else names the field", async () => {
+    for (const value of ["TRUE", "1", "False", "0", ""]) {
+      const r = await call(
+        "POST",
+        `/script/external/echo/run-sync?path=/forms&terminateOnTimeout=${value}`,
+        { a: value },
+      );
+      assert.deepEqual(r.body, { a: value }, `${value}: ${r.text}`);
+    }
+    const bad = await call(
+      "POST",
+      "/script/external/echo/run-sync?path=/forms&terminateOnTimeout=yes",
+      { a: 1 },
+    );
+    assert.equal(bad.body.code, 400, bad.text);
+    assert.match(bad.body.message, /terminateOnTimeout must be true, false, 1 or 0/);
+  });
+
+  it("an empty query value is the field left out", async () => {
+    const r = await call("POST", "/script/external/echo/run-sync?path=/forms&timeout=", { b: 2 });
+    assert.deepEqual(r.body, { b: 2 }, r.text);
+  });
+
+  it("an empty body sent as application/json is no body", async () => {
+    const r = await server.call("POST", "/script/external/echo/run-sync?path=/forms", {
+      headers: { ...h, "content-type": "application/json" },
+      raw: "",
+    });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers.get("x-task-status"), "SUCCESS", r.text);
+  });
+
+  it("multipart overwrite accepts text booleans in any case and names the field otherwise", async () => {
+    const file = { name: "echo.py", content: "def main(p):\n    return [p]\n" };
+    const yes = await upload(server, [file], { path: "/forms", overwrite: "True" });
+    assert.equal(yes.body.data[0].message, "overwritten", yes.text);
+    const bad = await upload(server, [file], { path: "/forms", overwrite: "yes" });
+    assert.equal(bad.body.code, 400, bad.text);
+    assert.match(bad.body.message, /overwrite must be true, false, 1 or 0/);
+  });
+});
