@@ -59,7 +59,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     ajv: {
       customOptions: {
-        coerceTypes: "array",
+        // No coercion: a JSON value of the wrong type is a 400 naming the field; query strings
+        // and text booleans are read in one place before validation (docs/errors.md).
+        coerceTypes: false,
         useDefaults: true,
         removeAdditional: false,
         allErrors: false,

@@ -87,7 +87,10 @@ function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, sch
   req.query = query;
 }
 
-/** Declared fields holding null become absent, through nested declared objects and arrays. */
+/**
+ * Declared fields holding null become absent and declared booleans sent as text become booleans,
+ * through nested declared objects and arrays; every other value keeps its JSON type.
+ */
 function dropNulls(value: unknown, schema: Schema): unknown {
   if (Array.isArray(value)) {
     const items = schema.items;
@@ -96,8 +99,12 @@ function dropNulls(value: unknown, schema: Schema): unknown {
   if (!isRecord(value) || !schema.properties) return value;
   for (const [key, prop] of Object.entries(schema.properties)) {
     if (!(key in value)) continue;
-    if (value[key] === null && !typesOf(prop).includes("null")) delete value[key];
-    else value[key] = dropNulls(value[key], prop);
+    const field = value[key];
+    const types = typesOf(prop);
+    if (field === null && !types.includes("null")) delete value[key];
+    else if (typeof field === "string" && types.includes("boolean") && !types.includes("string"))
+      value[key] = textBoolean(field) ?? field;
+    else value[key] = dropNulls(field, prop);
   }
   return value;
 }

@@ -138,4 +138,36 @@ describe("request fields as every client sends them", () => {
     assert.equal(bad.body.code, 400, bad.text);
     assert.match(bad.body.message, /overwrite must be true, false, 1 or 0/);
   });
+  it("a value of the wrong JSON type is a 400 naming the field, never a coerced lookup", async () => {
+    const cases: [string, unknown, RegExp][] = [
+      [`${DF}/run-sync`, { elementName: 123, parameter: ORDERS }, /elementName/],
+      [`${DF}/run/terminate`, { runIds: "abc" }, /runIds/],
+      [`${DF}/run/terminate`, { runIds: { a: "b" } }, /runIds/],
+      [`${DF}/run/delete`, { runIds: [1, 2] }, /runIds/],
+      [`${DF}/monitor/runs`, { pageNo: "0", pageSize: 10, elementName: "forms" }, /pageNo/],
+    ];
+    for (const [url, body, field] of cases) {
+      const r = await call("POST", url, body);
+      assert.equal(r.body.code, 400, `${JSON.stringify(body)}: ${r.text}`);
+      assert.match(r.body.message, field, r.text);
+    }
+  });
+
+  it("a boolean sent as text in a JSON body is read like one in a query string", async () => {
+    const r = await call("POST", `${DF}/run-sync`, {
+      elementName: "forms",
+      path: "/forms",
+      inProcess: "TRUE",
+      parameter: ORDERS,
+    });
+    assert.equal(r.body.status, true, r.text);
+    const bad = await call("POST", `${DF}/run-sync`, {
+      elementName: "forms",
+      path: "/forms",
+      inProcess: "yes",
+      parameter: ORDERS,
+    });
+    assert.equal(bad.body.code, 400, bad.text);
+    assert.match(bad.body.message, /inProcess/);
+  });
 });
