@@ -102,8 +102,10 @@ export function flowMethods(
         .updateTable("elements")
         .set({
           status,
-          release_user: user ? JSON.stringify(user) : null,
-          release_time: now,
+          // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
+          ...(status === "APPROVED"
+            ? { release_user: user ? JSON.stringify(user) : null, release_time: now }
+            : {}),
           updated_at: now,
         })
         .where("id", "=", Number(elementId))

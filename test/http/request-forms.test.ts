@@ -170,4 +170,25 @@ describe("request fields as every client sends them", () => {
     assert.equal(bad.body.code, 400, bad.text);
     assert.match(bad.body.message, /inProcess/);
   });
+  it("a deactivation leaves lastRelease as the last deploy or activate set it", async () => {
+    const carol = scopeHeaders({ app: "app1", space: "space1", user: "carol" });
+    const flows = async () =>
+      (await call("GET", `${DF}/monitor/flows`)).body.data.find(
+        (f: { element: { elementName: string } }) => f.element.elementName === "forms",
+      );
+    const before = (await flows()).lastRelease;
+    assert.equal(before.user.userId, "alice", JSON.stringify(before));
+    const off = await server.call("POST", `${DF}/flow/deactivate`, {
+      headers: carol,
+      body: { elementName: "forms", path: "/forms" },
+    });
+    assert.equal(off.body.status, true, off.text);
+    assert.deepEqual((await flows()).lastRelease, before);
+    const on = await server.call("POST", `${DF}/flow/activate`, {
+      headers: carol,
+      body: { elementName: "forms", path: "/forms" },
+    });
+    assert.equal(on.body.data, "APPROVED", on.text);
+    assert.equal((await flows()).lastRelease.user.userId, "carol");
+  });
 });
