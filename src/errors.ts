@@ -113,3 +113,19 @@ export function languageOf(header: string | string[] | undefined): Language {
 }
 
 export const badRequest = (what: string) => new SluiceError(ErrorCode.BAD_REQUEST, [what]);
+
+/**
+ * The text of anything thrown. JSONata throws plain objects with a `message` (not Error
+ * instances), which String() would turn into "[object Object]" in run errors and handler payloads.
+ */
+export function errorText(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  if (
+    typeof err === "object" &&
+    err !== null &&
+    "message" in err &&
+    typeof err.message === "string"
+  )
+    return err.message;
+  return String(err);
+}

@@ -1,3 +1,4 @@
+import { errorText } from "../errors.ts";
 /**
  * Runs one flow graph (docs/flow-graph.md): Promise-based scheduling, a node starts as soon as all its upstream
  * nodes are settled and at least one incoming edge was taken; otherwise it is skipped, which
@@ -103,7 +104,7 @@ function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   return Promise.race([p, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
 }
 
-const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const message = errorText;
 
 /** One execution of a graph: its plan, the state of every vertex, and how it ends. */
 interface Execution {

@@ -2,6 +2,7 @@
 import { Cron } from "croner";
 import type { TSchema } from "typebox";
 import type { Locator } from "../elements/locator.ts";
+import { errorText } from "../errors.ts";
 import {
   ErrorHandlers,
   FILE_CLEANUP_VARIANTS,
@@ -47,7 +48,7 @@ export function cronError(crontab: string): string | null {
     new Cron(crontab, { paused: true }).stop();
     return null;
   } catch (err) {
-    return err instanceof Error ? err.message : String(err);
+    return errorText(err);
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { Locator } from "../elements/locator.ts";
-import { ErrorCode } from "../errors.ts";
+import { ErrorCode, errorText } from "../errors.ts";
 import { executeFlow, type FlowDeps, type FlowRunResult } from "../flows/executor.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
 import type { Run, ScopeFilter } from "../store/types.ts";
@@ -92,7 +92,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
       });
       return { outcome: flowOutcome(out), configure, afterEnd };
     } catch (err) {
-      const error = err instanceof Error ? err.message : String(err);
+      const error = errorText(err);
       return { outcome: { status: "FAILURE", error }, afterEnd };
     } finally {
       if (sentinel) clock.clearTimeout(sentinel);

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
-import { ErrorCode, type ErrorCodeValue, SluiceError } from "../errors.ts";
+import { ErrorCode, type ErrorCodeValue, errorText, SluiceError } from "../errors.ts";
 import type { RunJob, RunQueue } from "../queue/types.ts";
 import {
   type NewRun,
@@ -154,7 +154,7 @@ async function executeLimited<Req extends RunRequest>(
     ex = await executor.execute(rec, parameter, ctl.signal);
   } catch (err) {
     ex = {
-      outcome: { status: "FAILURE", error: err instanceof Error ? err.message : String(err) },
+      outcome: { status: "FAILURE", error: errorText(err) },
     };
   } finally {
     clock.clearTimeout(limit);

@@ -96,6 +96,27 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
     await deployAndActivate(server, "dpl-custom", failing(), {
       errorHandlers: { custom: { element: { elementName: "handler-flow" } } },
     });
+    // A transform whose expression throws: JSONata throws plain objects, not Errors.
+    await deployAndActivate(
+      server,
+      "jsonata-throws",
+      {
+        vertexes: [
+          { id: "in", type: "input" },
+          {
+            id: "calc",
+            type: "transform",
+            config: { operators: [{ id: "e1", type: "expr", expr: '$error("out of stock")' }] },
+          },
+          { id: "out", type: "output" },
+        ],
+        edges: [
+          { source: "in", target: "calc" },
+          { source: "calc", target: "out" },
+        ],
+      },
+      { errorHandlers: { bot: { webhookUrl: `${hook.url}/jsonata` } } },
+    );
     await deployAndActivate(server, "sentinel", sleeping(1.0), {
       runTimeout: { type: "sentinel", seconds: 0.3 },
       errorHandlers: { bot: { webhookUrl: `${hook.url}/sentinel` } },
@@ -105,6 +126,16 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
     await server.close();
     await smtp.close();
     hook.close();
+  });
+
+  it("an expression's error reaches the run and the generic bot as its text", async () => {
+    const runId = await runSync("jsonata-throws");
+    await server.services.errorHandlers.idle();
+    const [hit] = hitsFor("/jsonata");
+    assert.equal(hit?.body.runId, runId);
+    assert.equal(hit?.body.failedNodeId, "calc");
+    assert.match(String(hit?.body.error), /out of stock/);
+    assert.doesNotMatch(String(hit?.body.error), /\[object Object\]/);
   });
 
   it("on FAILURE: mails every address, posts the event to a generic bot, runs the custom PY element", async () => {
@@ -140,6 +171,9 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
     assert.equal(generic?.body.triggerType, "SYNC");
     assert.equal(generic?.body.failedNodeId, "py");
     assert.equal(generic?.body.version, "1");
+    // The failure's own text, not an object turned into "[object Object]".
+    assert.equal(typeof generic?.body.error, "string");
+    assert.match(String(generic?.body.error), /RuntimeError: no stock/);
 
     const [child] = await server.services.store.childRuns(runId);
     assert.equal(child?.elementType, "PY");
