@@ -35,6 +35,11 @@ export async function runRoutes(
       throw badRequest("body.elementName or body.elementId is required");
     if (b.folderId !== undefined && b.path !== undefined)
       throw badRequest("folderId and path must not both be given");
+    // These endpoints run flows; a Python element runs through the script service.
+    if (b.elementType !== undefined && b.elementType !== "DPL")
+      throw badRequest(
+        `body.elementType must be DPL: flows are DPL, a PY element runs through the script service`,
+      );
     return {
       elementName: b.elementName,
       elementId: b.elementId,

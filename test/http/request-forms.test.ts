@@ -191,4 +191,18 @@ describe("request fields as every client sends them", () => {
     assert.equal(on.body.data, "APPROVED", on.text);
     assert.equal((await flows()).lastRelease.user.userId, "carol");
   });
+  it("elementType PY on /run and /run-sync is a 400 saying flows are DPL", async () => {
+    for (const url of [`${DF}/run`, `${DF}/run-sync`]) {
+      const r = await call("POST", url, { elementName: "echo", elementType: "PY", path: "/forms" });
+      assert.equal(r.body.code, 400, r.text);
+      assert.match(r.body.message, /elementType must be DPL/);
+    }
+    const dpl = await call("POST", `${DF}/run-sync`, {
+      elementName: "forms",
+      elementType: "DPL",
+      path: "/forms",
+      parameter: ORDERS,
+    });
+    assert.equal(dpl.body.status, true, dpl.text);
+  });
 });
