@@ -111,7 +111,28 @@ function describeValidation(err: FastifyError): string {
   if (missing) return `${field} is required`;
   if (typeof params.additionalProperty === "string")
     return `${field}.${params.additionalProperty} is not allowed`;
+  const allowed = allowedValues(err.validation ?? [], first.instancePath);
+  if (allowed.length > 0) return `${field} must be one of ${allowed.join(", ")}`;
   return `${field} ${first.message ?? "is invalid"}`;
+}
+
+/**
+ * An enum, or a union of constants (each branch fails with its own `const` error), names every
+ * value it accepts (docs/errors.md).
+ */
+function allowedValues(
+  errors: NonNullable<FastifyError["validation"]>,
+  instancePath: string,
+): string[] {
+  const values: string[] = [];
+  for (const e of errors) {
+    if (e.instancePath !== instancePath) continue;
+    const p = e.params as { allowedValue?: unknown; allowedValues?: unknown };
+    if (e.keyword === "const") values.push(String(p.allowedValue));
+    if (e.keyword === "enum" && Array.isArray(p.allowedValues))
+      values.push(...p.allowedValues.map(String));
+  }
+  return values;
 }
 
 /**

@@ -205,4 +205,20 @@ describe("request fields as every client sends them", () => {
     });
     assert.equal(dpl.body.status, true, dpl.text);
   });
+  it("an enum error lists the allowed values, in English and in zh-cn", async () => {
+    const body = { pageNo: 0, pageSize: 10, elementName: "forms", runStatusFilter: ["DONE"] };
+    const en = await call("POST", `${DF}/monitor/runs`, body);
+    assert.equal(en.body.code, 400, en.text);
+    assert.match(
+      en.body.message,
+      /runStatusFilter\.0 must be one of QUEUED, STARTED, SUCCESS, FAILURE, CANCELED/,
+    );
+    const zh = await server.call("POST", `${DF}/monitor/runs`, {
+      headers: { ...h, language: "zh-cn" },
+      body,
+    });
+    assert.equal(zh.body.code, 400, zh.text);
+    assert.notEqual(zh.body.message, en.body.message);
+    assert.match(zh.body.message, /QUEUED, STARTED, SUCCESS, FAILURE, CANCELED/);
+  });
 });
