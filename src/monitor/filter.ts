@@ -37,11 +37,15 @@ const STATUSES: readonly RunStatus[] = ["QUEUED", "STARTED", ...FINISHED];
 const TRIGGERS: readonly TriggerType[] = ["API", "SCHEDULED", "SYNC", "ASYNC"];
 const SORT_FIELDS: readonly SortField[] = [
   "runId",
+  "runName",
   "createTime",
   "startTime",
   "endTime",
   "duration",
   "runStatus",
+  "triggerType",
+  "version",
+  "initiator",
 ];
 const STRING_COLUMNS: readonly StringColumn[] = ["runId", "runName", "initiator", "version"];
 const INTERVAL_COLUMNS: readonly IntervalColumn[] = [
@@ -71,9 +75,20 @@ function valuesOf<T extends string>(
   return [...out];
 }
 
+/** A key the filter's kind does not read would be dropped silently and match every run. */
+function onlyKeys(f: ColFilterInput, where: string, allowed: readonly string[]): void {
+  for (const key of Object.keys(f)) {
+    if (key !== "name" && !allowed.includes(key))
+      throw badRequest(
+        `${where}.${key} is not allowed for column ${f.name}; allowed: name, ${allowed.join(", ")}`,
+      );
+  }
+}
+
 function colFilterOf(f: ColFilterInput, i: number): ColFilter {
   const where = `colFilters[${i}]`;
   if (isOneOf(STRING_COLUMNS, f.name)) {
+    onlyKeys(f, where, ["value", "op"]);
     if (typeof f.value !== "string")
       throw badRequest(`${where}.value is required for column ${f.name}`);
     const op = f.op ?? "contains";
@@ -81,6 +96,7 @@ function colFilterOf(f: ColFilterInput, i: number): ColFilter {
     return { kind: "string", column: f.name, value: f.value, op };
   }
   if (isOneOf(INTERVAL_COLUMNS, f.name)) {
+    onlyKeys(f, where, ["from", "to"]);
     const from = f.from ?? null;
     const to = f.to ?? null;
     if (from !== null && to !== null && from > to)

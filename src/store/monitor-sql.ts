@@ -22,8 +22,13 @@ const SORT_COLUMN = {
   startTime: "start_time",
   endTime: "end_time",
   duration: "duration",
-  runStatus: "status",
+  runName: "run_name",
+  triggerType: "trigger_type",
+  version: "version",
+  initiator: "initiator",
 } as const;
+/** runStatus sorts in lifecycle order, not alphabetically (docs/monitoring.md). */
+const STATUS_RANK = sql<number>`CASE status WHEN 'QUEUED' THEN 0 WHEN 'STARTED' THEN 1 WHEN 'SUCCESS' THEN 2 WHEN 'FAILURE' THEN 3 ELSE 4 END`;
 const INTERVAL_COLUMN = {
   startTime: "start_time",
   endTime: "end_time",
@@ -32,7 +37,14 @@ const INTERVAL_COLUMN = {
 } as const;
 const STRING_COLUMN = { runId: "id", runName: "run_name", version: "version" } as const;
 /** Columns that are NULL until the run starts or ends. */
-const NULLABLE: ReadonlySet<string> = new Set(["start_time", "end_time", "duration"]);
+const NULLABLE: ReadonlySet<string> = new Set([
+  "start_time",
+  "end_time",
+  "duration",
+  "run_name",
+  "version",
+  "initiator",
+]);
 /** The initiator object's keys that name a person (ReleaseOverview user); searched by value, never as JSON text. */
 const INITIATOR_KEYS = ["userId", "userName", "nickName", "email"] as const;
 
@@ -176,6 +188,10 @@ export function applyOrder<O>(
 ): SelectQueryBuilder<Database, "runs", O> {
   let out = qb;
   for (const k of keys) {
+    if (k.field === "runStatus") {
+      out = out.orderBy(STATUS_RANK, k.asc ? "asc" : "desc");
+      continue;
+    }
     const col = SORT_COLUMN[k.field];
     if (dialect === "postgres" && NULLABLE.has(col)) {
       out = out.orderBy(col, (ob) => (k.asc ? ob.asc().nullsFirst() : ob.desc().nullsLast()));

@@ -245,7 +245,17 @@ export interface Store {
 // --- Monitoring reads (docs/monitoring.md): the query the store compiles and what it answers ---
 
 /** Fields of RunOrderInfo.name (docs/monitoring.md). */
-export type SortField = "runId" | "createTime" | "startTime" | "endTime" | "duration" | "runStatus";
+export type SortField =
+  | "runId"
+  | "runName"
+  | "createTime"
+  | "startTime"
+  | "endTime"
+  | "duration"
+  | "runStatus"
+  | "triggerType"
+  | "version"
+  | "initiator";
 export type StringColumn = "runId" | "runName" | "initiator" | "version";
 export type IntervalColumn = "startTime" | "endTime" | "createTime" | "duration";
 export type StringOp = "contains" | "eq" | "prefix";

@@ -221,4 +221,71 @@ describe("request fields as every client sends them", () => {
     assert.notEqual(zh.body.message, en.body.message);
     assert.match(zh.body.message, /QUEUED, STARTED, SUCCESS, FAILURE, CANCELED/);
   });
+  it("interval colFilters refuse keys they do not read, naming them", async () => {
+    const r = await call("POST", `${DF}/monitor/runs`, {
+      pageNo: 0,
+      pageSize: 10,
+      elementName: "forms",
+      path: "/forms",
+      colFilters: [{ name: "startTime", start: 0, end: 1 }],
+    });
+    assert.equal(r.body.code, 400, r.text);
+    assert.match(r.body.message, /colFilters\[0\]\.start is not allowed for column startTime/);
+  });
+
+  it("runs sort by every listed column; runStatus in lifecycle order", async () => {
+    await call("POST", `${DF}/flow/deploy`, {
+      elementName: "sorts",
+      path: "/forms",
+      revisionName: "r1",
+      flow: {
+        vertexes: [
+          { id: "in", type: "input" },
+          {
+            id: "calc",
+            type: "transform",
+            config: {
+              operators: [{ id: "e1", type: "expr", expr: '$params.fail ? $error("no") : "ok"' }],
+            },
+          },
+          { id: "out", type: "output" },
+        ],
+        edges: [
+          { source: "in", target: "calc" },
+          { source: "calc", target: "out" },
+        ],
+      },
+      configure: {},
+    });
+    await call("POST", `${DF}/flow/activate`, { elementName: "sorts", path: "/forms" });
+    for (const fail of [false, true, false]) {
+      await call("POST", `${DF}/run-sync`, {
+        elementName: "sorts",
+        path: "/forms",
+        parameter: { fail },
+      });
+    }
+    const statuses = async (asc: boolean) =>
+      (
+        await call("POST", `${DF}/monitor/runs`, {
+          pageNo: 0,
+          pageSize: 10,
+          elementName: "sorts",
+          path: "/forms",
+          orderBy: [{ name: "runStatus", asc }],
+        })
+      ).body.data.runs.map((x: { runStatus: string }) => x.runStatus);
+    assert.deepEqual(await statuses(true), ["SUCCESS", "SUCCESS", "FAILURE"]);
+    assert.deepEqual(await statuses(false), ["FAILURE", "SUCCESS", "SUCCESS"]);
+    for (const name of ["runName", "triggerType", "version", "initiator"]) {
+      const r = await call("POST", `${DF}/monitor/runs`, {
+        pageNo: 0,
+        pageSize: 10,
+        elementName: "sorts",
+        path: "/forms",
+        orderBy: [{ name, asc: true }],
+      });
+      assert.equal(r.body.data?.totalCount, 3, `${name}: ${r.text}`);
+    }
+  });
 });

@@ -334,7 +334,8 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       startTime: ["r04", "r05", "r00", "r01", "r02", "r03", "r06"],
       endTime: ["r03", "r04", "r00", "r01", "r02", "r05", "r06"],
       duration: ["r03", "r04", "r02", "r00", "r05", "r01", "r06"],
-      runStatus: ["r05", "r01", "r04", "r03", "r00", "r02", "r06"],
+      // Lifecycle order: QUEUED, STARTED, SUCCESS, FAILURE, CANCELED (not alphabetical).
+      runStatus: ["r04", "r03", "r00", "r02", "r06", "r01", "r05"],
     };
     for (const [name, asc] of Object.entries(SORTED)) {
       it(`orderBy ${name} ascending and descending, ties by runId`, async () => {
@@ -352,7 +353,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
             { name: "createTime", asc: true },
           ],
         }),
-        ["r00", "r02", "r06", "r03", "r04", "r01", "r05"],
+        ["r05", "r01", "r00", "r02", "r06", "r03", "r04"],
       );
     });
 
