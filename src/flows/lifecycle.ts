@@ -217,7 +217,7 @@ async function deploy(
     validationContext(deps, scope),
   );
   if (results.some((r) => r.severity === 2)) return results;
-  const folder = await targetFolder(store, scope, req, clock.now());
+  const folder = await deployTarget(store, scope, req, clock.now());
   const { element } = await store.deployFlow({
     scope,
     folderId: folder.id,
@@ -234,3 +234,33 @@ async function deploy(
 }
 
 const userObject = (user: string | null) => (user ? { userId: user } : null);
+
+/**
+ * The folder a deploy writes into (docs/dataflow-service.md, "Lifecycle"): with `elementId`, the
+ * element's own folder wherever it is, and a name or folder that names another element is a 400;
+ * otherwise `path` (created when missing) or `folderId`.
+ */
+async function deployTarget(
+  store: Store,
+  scope: Scope,
+  req: DeployRequest,
+  now: number,
+): Promise<{ id: string }> {
+  if (req.elementId === undefined || req.elementId === "")
+    return targetFolder(store, scope, req, now);
+  const el = await locateElement(store, scope, { elementId: req.elementId }, "DPL");
+  const id = String(req.elementId);
+  if (el.name !== req.elementName)
+    throw badRequest(
+      `elementName "${req.elementName}" does not match element ${id}, which is named "${el.name}"`,
+    );
+  if (req.folderId !== undefined && req.path !== undefined)
+    throw badRequest("folderId and path must not both be given");
+  if (req.folderId !== undefined && req.folderId !== el.folderId)
+    throw badRequest(
+      `folderId "${req.folderId}" is not the folder of element ${id} (${el.folderId})`,
+    );
+  if (req.path !== undefined && req.path !== el.path)
+    throw badRequest(`path "${req.path}" is not the folder of element ${id} (${el.path})`);
+  return { id: el.folderId };
+}

@@ -68,11 +68,12 @@ export async function validateFlow(
   } else if (flow.edges !== undefined && flow.edges !== null && !Array.isArray(flow.edges)) {
     add(ValidationCode.INVALID_GRAPH, "flow", "flow", ["flow", "edges"], "edges must be an array");
   } else {
-    collectVertexes(flow.vertexes, vertexes, add);
-    collectEdges((flow.edges ?? []) as unknown[], vertexes, edges, add);
+    const declared = collectVertexes(flow.vertexes, vertexes, add);
+    collectEdges((flow.edges ?? []) as unknown[], vertexes, declared, edges, add);
     await checkNodes(vertexes, edges, preludeErr === null ? prelude : "", ctx, add);
     checkCycles(vertexes, edges, add);
-    checkReachable(vertexes, edges, add);
+    // With a vertex rejected, its successors would all be "unreachable": noise about one fault.
+    if (declared.size === vertexes.length) checkReachable(vertexes, edges, add);
   }
 
   const inputSchemas = vertexes
@@ -106,14 +107,20 @@ type Add = (
   severity?: ValidationResult["severity"],
 ) => void;
 
-/** Well-formed vertexes with unique ids and known types go on to the deeper checks. */
-function collectVertexes(raw: unknown[], found: Found[], add: Add): void {
+/**
+ * Well-formed vertexes with unique ids and known types go on to the deeper checks. Returns every
+ * id declared, accepted or not: an edge to a vertex already reported (say, of an unknown type)
+ * is not reported again as an edge to nothing.
+ */
+function collectVertexes(raw: unknown[], found: Found[], add: Add): Set<string> {
   const seen = new Set<string>();
+  const declared = new Set<string>();
   let outputs = 0;
   raw.forEach((v, i) => {
     const path: JsonPath = ["flow", "vertexes", i];
     const nodeId = isRecord(v) && typeof v.id === "string" ? v.id : `#${i}`;
     const nodeType = isRecord(v) && typeof v.type === "string" ? v.type : "unknown";
+    if (isRecord(v) && typeof v.id === "string") declared.add(v.id);
     const shape = schemaIssues(Vertex, v);
     for (const s of shape) {
       const code =
@@ -156,11 +163,13 @@ function collectVertexes(raw: unknown[], found: Found[], add: Add): void {
     }
     found.push({ index: i, vertex });
   });
+  return declared;
 }
 
 function collectEdges(
   raw: unknown[],
   vertexes: readonly Found[],
+  declared: ReadonlySet<string>,
   found: { index: number; edge: Edge }[],
   add: Add,
 ): void {
@@ -177,6 +186,8 @@ function collectEdges(
     let ok = true;
     for (const end of ["source", "target"] as const) {
       if (!ids.has(edge[end])) {
+        ok = false;
+        if (declared.has(edge[end])) continue;
         add(
           ValidationCode.EDGE_UNKNOWN_VERTEX,
           nodeId,
@@ -184,7 +195,6 @@ function collectEdges(
           [...path, end],
           `edge ${end} "${edge[end]}" is not a vertex`,
         );
-        ok = false;
       }
     }
     if (edge.when !== undefined) {

@@ -105,14 +105,27 @@ export function resolveContext(
     access === "external" ||
     (access === "contextEnv" && auth.mode === "signature");
   if (required || (access !== "list" && (identity.app || identity.space))) {
-    if (!identity.app) throw badRequest("header app is required");
-    if (!identity.space) throw badRequest("header space is required");
-    if (access === "context" && identity.user === undefined)
-      throw badRequest("header user is required");
+    const missing = [
+      identity.app ? null : "app",
+      identity.space ? null : "space",
+      access === "context" && identity.user === undefined ? "user" : null,
+    ].filter((h) => h !== null);
+    if (missing.length > 0) throw missingHeaders(missing, access);
   }
   const scope =
     identity.app && identity.space ? { app: identity.app, space: identity.space } : null;
   return { scope, user: identity.user ?? null, language };
+}
+
+/**
+ * One error naming every missing scope header at once (docs/auth.md, "Headers per endpoint"), so
+ * that a caller who sent none learns the whole set from one answer.
+ */
+function missingHeaders(missing: string[], access: Access): SluiceError {
+  const needed = access === "context" ? "app, space and user" : "app and space";
+  const list =
+    missing.length === 1 ? `header ${missing[0]} is` : `headers ${missing.join(", ")} are`;
+  return badRequest(`${list} required (this endpoint needs ${needed}, or a session cookie)`);
 }
 
 /** Resolves every request's context before its body is even parsed, so auth answers first. */

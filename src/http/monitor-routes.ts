@@ -108,6 +108,9 @@ export async function monitorRoutes(
       config: { access: "list" },
       schema: { response: { 200: Envelope(Type.Array(FlowElementInfoWithInProcess)) } },
     },
-    async (req) => ok((await store.listFlows(req.ctx.scope)).map(flowListItem)),
+    async (req) => {
+      const scope = req.ctx.scope;
+      return ok((await store.listFlows(scope)).map((row) => flowListItem(row, scope === null)));
+    },
   );
 }

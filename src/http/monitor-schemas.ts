@@ -111,4 +111,10 @@ export const FlowElementInfoWithInProcess = Type.Object({
   path: Opt(Str),
   elementId: Opt(Str),
   description: Opt(Description),
+  app: Opt(
+    Type.String({ description: "only when the list spans every scope (auth off, no scope)" }),
+  ),
+  space: Opt(
+    Type.String({ description: "only when the list spans every scope (auth off, no scope)" }),
+  ),
 });

@@ -4,7 +4,7 @@ import { Type } from "typebox";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { TaskService } from "../scripts/task-service.ts";
-import type { Run, Store } from "../store/types.ts";
+import type { Run, Scope, Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
 import {
@@ -61,9 +61,9 @@ export async function runRoutes(
         scope: scopeOf(req),
         user: req.ctx.user,
         locator: locatorOf(b),
-        parameter: b.parameter ?? null,
+        parameter: b.parameter ?? {},
         inProcess: b.inProcess ?? false,
-        parentRunId: b.parentRunId,
+        parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
         trigger: "ASYNC",
       });
       reply.header("x-run-id", id);
@@ -104,8 +104,8 @@ export async function runRoutes(
           scope: scopeOf(req),
           user: req.ctx.user,
           locator: locatorOf(b),
-          parameter: b.parameter ?? null,
-          parentRunId: b.parentRunId,
+          parameter: b.parameter ?? {},
+          parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
         },
         b.timeout,
       );
@@ -148,6 +148,23 @@ export async function runRoutes(
       return ok(Object.fromEntries(req.body.runIds.map((id) => [id, deleted.has(id)])));
     },
   );
+}
+
+/**
+ * A request's `parentRunId` names a run of the caller's own app and space (docs/dataflow-service.md,
+ * "Runs"): a link to another tenant's run, or to none, would show in monitoring and cascade
+ * terminations. An empty string is no parent, as Go clients send an unset string.
+ */
+async function parentOf(
+  store: Store,
+  scope: Scope | null,
+  parentRunId: string | undefined,
+): Promise<string | undefined> {
+  if (parentRunId === undefined || parentRunId === "") return undefined;
+  const parent = scope ? await store.getRun(scope, parentRunId) : undefined;
+  if (!parent)
+    throw badRequest(`body.parentRunId "${parentRunId}" names no run of this app and space`);
+  return parent.id;
 }
 
 function sendRunResult(reply: FastifyReply, run: Run): FastifyReply {

@@ -46,8 +46,17 @@ const SORT_FIELDS: readonly SortField[] = [
   "triggerType",
   "version",
   "initiator",
+  "summary",
 ];
-const STRING_COLUMNS: readonly StringColumn[] = ["runId", "runName", "initiator", "version"];
+const STRING_COLUMNS: readonly StringColumn[] = [
+  "runId",
+  "runName",
+  "initiator",
+  "version",
+  "summary",
+  "triggerType",
+  "runStatus",
+];
 const INTERVAL_COLUMNS: readonly IntervalColumn[] = [
   "startTime",
   "endTime",

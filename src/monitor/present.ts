@@ -189,9 +189,15 @@ export interface FlowElementInfoWithInProcess {
   path: string;
   elementId: string;
   description?: Record<string, string>;
+  app?: string;
+  space?: string;
 }
 
-export function flowListItem(row: FlowListRow): FlowElementInfoWithInProcess {
+/**
+ * `withScope`: the list spans every scope (auth off, no headers, docs/auth.md), so each item says
+ * which app and space it belongs to; two scopes may each hold a flow of the same name and path.
+ */
+export function flowListItem(row: FlowListRow, withScope = false): FlowElementInfoWithInProcess {
   const el = row.element;
   const out: FlowElementInfoWithInProcess = {
     elementName: el.name,
@@ -202,5 +208,9 @@ export function flowListItem(row: FlowListRow): FlowElementInfoWithInProcess {
     elementId: el.id,
   };
   put(out, "description", el.description);
+  if (withScope) {
+    out.app = el.scope.app;
+    out.space = el.scope.space;
+  }
   return out;
 }

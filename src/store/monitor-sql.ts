@@ -26,6 +26,7 @@ const SORT_COLUMN = {
   triggerType: "trigger_type",
   version: "version",
   initiator: "initiator",
+  summary: "summary",
 } as const;
 /** runStatus sorts in lifecycle order, not alphabetically (docs/monitoring.md). */
 const STATUS_RANK = sql<number>`CASE status WHEN 'QUEUED' THEN 0 WHEN 'STARTED' THEN 1 WHEN 'SUCCESS' THEN 2 WHEN 'FAILURE' THEN 3 ELSE 4 END`;
@@ -35,7 +36,14 @@ const INTERVAL_COLUMN = {
   createTime: "create_time",
   duration: "duration",
 } as const;
-const STRING_COLUMN = { runId: "id", runName: "run_name", version: "version" } as const;
+const STRING_COLUMN = {
+  runId: "id",
+  runName: "run_name",
+  version: "version",
+  summary: "summary",
+  triggerType: "trigger_type",
+  runStatus: "status",
+} as const;
 /** Columns that are NULL until the run starts or ends. */
 const NULLABLE: ReadonlySet<string> = new Set([
   "start_time",
@@ -44,6 +52,7 @@ const NULLABLE: ReadonlySet<string> = new Set([
   "run_name",
   "version",
   "initiator",
+  "summary",
 ]);
 /** The initiator object's keys that name a person (ReleaseOverview user); searched by value, never as JSON text. */
 const INITIATOR_KEYS = ["userId", "userName", "nickName", "email"] as const;
@@ -119,6 +128,8 @@ function colFilter(eb: Runs, dialect: Dialect, f: ColFilter): Expression<SqlBool
   return textMatch(sql.ref(col), f.op, f.value, dialect);
 }
 
+const IN_SEARCH_TEXT: ReadonlySet<string> = new Set(["runId", "runName", "summary", "initiator"]);
+
 /** The lower-cased run text of migration 007's trigram index (PostgreSQL); same expression. */
 const SEARCH_TEXT = sql<string>`(lower(id || ' ' || coalesce(run_name, '') || ' ' || coalesce(summary, '') || ' ' || coalesce(initiator, '')))`;
 
@@ -132,7 +143,8 @@ function searchNeedles(q: RunQuery): string[] {
   const out: string[] = [];
   if (q.quickSearch !== null && !needsJsonEscape(q.quickSearch)) out.push(q.quickSearch);
   for (const f of q.colFilters) {
-    if (f.kind === "interval" || f.op === "eq" || f.column === "version") continue;
+    // Only the columns SEARCH_TEXT joins can lend a needle.
+    if (f.kind === "interval" || f.op === "eq" || !IN_SEARCH_TEXT.has(f.column)) continue;
     if (f.column === "initiator" && needsJsonEscape(f.value)) continue;
     out.push(f.value);
   }

@@ -255,8 +255,16 @@ export type SortField =
   | "runStatus"
   | "triggerType"
   | "version"
-  | "initiator";
-export type StringColumn = "runId" | "runName" | "initiator" | "version";
+  | "initiator"
+  | "summary";
+export type StringColumn =
+  | "runId"
+  | "runName"
+  | "initiator"
+  | "version"
+  | "summary"
+  | "triggerType"
+  | "runStatus";
 export type IntervalColumn = "startTime" | "endTime" | "createTime" | "duration";
 export type StringOp = "contains" | "eq" | "prefix";
 
