@@ -16,7 +16,7 @@ import {
 describe("what request fields mean", () => {
   let server: TestServer;
   const h = scopeHeaders();
-  const call = (method: string, p: string, body?: unknown, headers = h) =>
+  const call = (method: string, p: string, body?: unknown, headers: Record<string, string> = h) =>
     server.call(method, p, { headers, body });
   const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
   const ECHO = "def main(p):\n    return {'got': p}\n";
