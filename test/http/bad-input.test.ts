@@ -80,7 +80,7 @@ describe("bad input gets a clear envelope", () => {
   });
   it("missing scope headers on a script endpoint are 400 naming the header", async () => {
     const r = await server.call("POST", "/script/script/run", { body: { elementName: "x" } });
-    expectEnvelope(r, 400, /header app/);
+    expectEnvelope(r, 400, /headers app, space are required/);
   });
   it("health answers at the root", async () => {
     const r = await server.call("GET", "/health");
