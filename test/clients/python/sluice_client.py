@@ -436,6 +436,9 @@ def main() -> int:
     except Mismatch as e:
         print(f"MISMATCH: {e}", file=sys.stderr)
         return 1
+    except requests.RequestException as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
