@@ -4,7 +4,9 @@
 #
 #   runtime:  python3 (the task interpreter), bubblewrap (the script sandbox), python3-seccomp
 #             (libseccomp's Python binding: the zygote's filter that denies tasks user namespaces)
-#   tests:    postgresql (server binaries for the throwaway test clusters), chromium (console tests)
+#   tests:    postgresql (server binaries for the throwaway test clusters), chromium (console tests),
+#             default-jdk-headless, libjackson2-databind-java and python3-requests (the Java and
+#             Python client tests, docs/errors.md "Clients as business systems write them")
 #
 # When something is missing and this runs as root on Debian, it installs it with apt-get and says
 # so. Otherwise it prints the exact command: mode `install` then only warns (npm install goes on),
@@ -31,6 +33,12 @@ if [ "$mode" = install ]; then
   python=${PYTHON:-$python}
 fi
 chromium=/usr/bin/chromium # the console tests drive Debian's Chromium
+# The client tests compile and run the Java client with these, against Debian's Jackson jars
+# (libjackson2-databind-java brings jackson-core and jackson-annotations with it), and run the
+# Python client on the system interpreter, whatever PYTHON says.
+javac=/usr/bin/javac
+java=/usr/bin/java
+jackson_jars=(/usr/share/java/jackson-databind.jar /usr/share/java/jackson-core.jar /usr/share/java/jackson-annotations.jar)
 
 # Found as the tests' PostgreSQL helper finds them: initdb and postgres in one directory of
 # $PG_BIN, /usr/lib/postgresql/<major>/bin, then $PATH.
@@ -100,6 +108,24 @@ check() {
     if [ ! -x "$chromium" ]; then
       missing_pkgs+=(chromium)
       missing_what+=("$chromium")
+    fi
+    # default-jdk-headless is the JDK of the Debian release (OpenJDK 17 on bookworm): the client
+    # is plain Java 17, so any newer javac compiles it too.
+    if [ ! -x "$javac" ] || [ ! -x "$java" ]; then
+      missing_pkgs+=(default-jdk-headless)
+      missing_what+=("a JDK ($javac and $java)")
+    fi
+    local jar
+    for jar in "${jackson_jars[@]}"; do
+      if [ ! -f "$jar" ]; then
+        missing_pkgs+=(libjackson2-databind-java)
+        missing_what+=("$jar (Jackson)")
+        break
+      fi
+    done
+    if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -I -c "import requests" >/dev/null 2>&1; then
+      missing_pkgs+=(python3-requests)
+      missing_what+=("requests for /usr/bin/python3 (import requests)")
     fi
   fi
 }

@@ -1,0 +1,185 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { startServer, type TestServer } from "../helpers/server.ts";
+
+/**
+ * Two real clients of the kind business systems use, written as their teams write them
+ * (docs/errors.md, "Clients as business systems write them"): Java with Jackson's default
+ * ObjectMapper over java.net.http, and Python with requests and dataclasses. Each runs the same
+ * scenario against a real server in signature mode and checks every answer itself; this test
+ * compiles the Java client once, runs both as child processes, and checks their exits, their
+ * steps, and the runs they started in the store. `npm test` runs this file in both modes.
+ */
+
+const CLIENTS = path.resolve(import.meta.dirname, "../clients");
+const FIXTURES = path.join(CLIENTS, "fixtures");
+// Debian's libjackson2-databind-java (bin/system-deps.sh installs it for the tests).
+const JACKSON = ["jackson-databind", "jackson-core", "jackson-annotations"].map(
+  (jar) => `/usr/share/java/${jar}.jar`,
+);
+const JAVAC = "/usr/bin/javac";
+const JAVA = "/usr/bin/java";
+const PYTHON = "/usr/bin/python3";
+
+const SECRETS = { app: "clients-app-secret", internal: "clients-internal-secret" };
+const ENV = {
+  AUTH_MODE: "signature",
+  AUTH_APP_SECRETS: `app1=${SECRETS.app}`,
+  AUTH_INTERNAL_SECRET: SECRETS.internal,
+};
+
+/** The steps both clients print, in order: the same scenario in both languages. */
+const STEPS = [
+  "upload",
+  "deploy-orders",
+  "deploy-scored",
+  "activate-orders",
+  "activate-scored",
+  "run-async",
+  "run-result",
+  "run-sync",
+  "run-bad-parameter",
+  "list-runs-async",
+  "list-runs-sync",
+  "script-external-run-sync",
+  "script-result",
+  "script-run-sync",
+  "script-run",
+  "script-lifespan",
+  "list-tasks",
+];
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a program to its end; resolves on its exit, never on a timer. */
+function runProgram(command: string, args: string[], env: Record<string, string>): Promise<Exit> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+/** "ok STEP [ID]" lines in order, and the final "done N steps". */
+function parseSteps(stdout: string): { steps: string[]; ids: Map<string, string> } {
+  const lines = stdout.trim().split("\n");
+  const last = lines.pop();
+  assert.equal(last, `done ${STEPS.length} steps`, stdout);
+  const steps: string[] = [];
+  const ids = new Map<string, string>();
+  for (const line of lines) {
+    const m = /^ok (\S+)(?: (.+))?$/.exec(line);
+    assert.ok(m?.[1], `unexpected output line: ${line}`);
+    steps.push(m[1]);
+    if (m[2] !== undefined) ids.set(m[1], m[2]);
+  }
+  return { steps, ids };
+}
+
+describe("business-system clients (Java + Jackson, Python + requests)", () => {
+  let server: TestServer;
+  let classes = "";
+
+  before(async () => {
+    server = await startServer(ENV);
+    classes = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-java-client-"));
+    const sources = fs
+      .readdirSync(path.join(CLIENTS, "java", "sluiceclient"))
+      .filter((f) => f.endsWith(".java"))
+      .map((f) => path.join(CLIENTS, "java", "sluiceclient", f));
+    const javac = await runProgram(JAVAC, ["-d", classes, "-cp", JACKSON.join(":"), ...sources], {
+      PATH: "/usr/bin:/bin",
+    });
+    assert.equal(javac.code, 0, `javac failed:\n${javac.stdout}${javac.stderr}`);
+  });
+  after(async () => {
+    await server?.close();
+    if (classes) fs.rmSync(classes, { recursive: true, force: true });
+  });
+
+  /** Environment of a client: only what it reads (no proxy or locale of the test runner). */
+  const clientEnv = (space: string, user: string): Record<string, string> => ({
+    PATH: "/usr/bin:/bin",
+    SLUICE_URL: server.url,
+    SLUICE_APP: "app1",
+    SLUICE_SPACE: space,
+    SLUICE_USER: user,
+    SLUICE_APP_SECRET: SECRETS.app,
+    SLUICE_INTERNAL_SECRET: SECRETS.internal,
+    SLUICE_FIXTURES_DIR: FIXTURES,
+    DATAFLOW_PREFIX: server.config.dataflowPrefix,
+    SCRIPT_PREFIX: server.config.scriptPrefix,
+  });
+
+  /** The client's own checks passed, and what it says it started is in the store as it says. */
+  async function assertScenario(exit: Exit, space: string, user: string): Promise<void> {
+    assert.equal(exit.code, 0, `client failed (${exit.signal ?? exit.code}):\n${exit.stderr}`);
+    assert.equal(exit.stderr, "");
+    const { steps, ids } = parseSteps(exit.stdout);
+    assert.deepEqual(steps, STEPS);
+    assert.equal(ids.get("run-result"), ids.get("run-async"));
+    assert.equal(ids.get("list-runs-async"), ids.get("run-async"));
+    assert.equal(ids.get("list-runs-sync"), ids.get("run-sync"));
+    assert.equal(ids.get("script-result"), ids.get("script-external-run-sync"));
+    assert.equal(ids.get("list-tasks"), ids.get("script-external-run-sync"));
+    assert.equal(ids.get("script-lifespan"), ids.get("script-run"));
+
+    const scope = { app: "app1", space };
+    const expected: [string, string, string, string][] = [
+      ["run-async", "orders", "DPL", "ASYNC"],
+      ["run-sync", "scored", "DPL", "SYNC"],
+      ["script-external-run-sync", "greet", "PY", "SYNC"],
+      ["script-run-sync", "score", "PY", "SYNC"],
+      ["script-run", "score", "PY", "ASYNC"],
+    ];
+    for (const [step, elementName, elementType, trigger] of expected) {
+      const run = await server.services.store.getRun(scope, ids.get(step) ?? "");
+      assert.deepEqual(
+        [run?.elementName, run?.elementType, run?.triggerType, run?.status, run?.initiator],
+        [elementName, elementType, trigger, "SUCCESS", { userId: user }],
+        step,
+      );
+    }
+    // The parameter is free-form: the orders' null notes are stored as the client sent them.
+    const asyncRun = await server.services.store.getRun(scope, ids.get("run-async") ?? "");
+    assert.deepEqual(JSON.parse(asyncRun?.runParam ?? "null"), {
+      orders: [
+        { amount: 2, qty: 3, note: null },
+        { amount: 0, qty: 9, note: null },
+        { amount: 5, qty: 1, note: null },
+      ],
+      tag: "async",
+    });
+  }
+
+  it("the Java client (Jackson default ObjectMapper, java.net.http) runs the whole scenario", async () => {
+    const exit = await runProgram(
+      JAVA,
+      ["-cp", [classes, ...JACKSON].join(":"), "sluiceclient.Main"],
+      clientEnv("java", "java-team"),
+    );
+    await assertScenario(exit, "java", "java-team");
+  });
+
+  it("the Python client (requests, dataclasses with None fields) runs the whole scenario", async () => {
+    const exit = await runProgram(
+      PYTHON,
+      [path.join(CLIENTS, "python", "sluice_client.py")],
+      clientEnv("python", "py-team"),
+    );
+    await assertScenario(exit, "python", "py-team");
+  });
+});
