@@ -4,6 +4,7 @@ import { checkElementName } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
+import { dropGraphNulls } from "./graph-nulls.ts";
 import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
 import { validateFlow } from "./validator.ts";
 
@@ -203,6 +204,7 @@ async function deploy(
   if (nameProblem) throw badRequest(`elementName ${nameProblem}`);
   if ((req.elementType ?? "DPL") !== "DPL")
     throw badRequest("elementType must be DPL for a flow deploy");
+  dropGraphNulls(req.flow, req.configure);
   const hasFlow = req.flow !== undefined;
   const hasConfigure = req.configure !== undefined;
   if (hasFlow !== hasConfigure)

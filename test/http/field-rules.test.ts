@@ -248,6 +248,69 @@ describe("what request fields mean", () => {
     assert.deepEqual(texts, [...texts].sort().reverse(), sorted.text);
   });
 
+  it("a graph and configure built from classes (every unset field null) deploys and runs", async () => {
+    const locator = {
+      elementName: "echo",
+      elementType: null,
+      folderId: null,
+      path: "/r",
+      elementId: null,
+    };
+    const vertex = {
+      name: null,
+      retries: null,
+      retryDelayMs: null,
+      timeoutSeconds: null,
+      continueOnError: null,
+    };
+    const d = await call("POST", `${DF}/flow/deploy`, {
+      elementName: "classy",
+      revisionName: "r1",
+      path: "/r",
+      flow: {
+        vertexes: [
+          { id: "in", type: "input", config: null, ...vertex },
+          { id: "py", type: "script", config: { element: locator, code: null }, ...vertex },
+          {
+            id: "t",
+            type: "transform",
+            config: { operators: [{ id: "e", type: "expr", expr: "got" }] },
+            ...vertex,
+          },
+          { id: "out", type: "output", config: null, ...vertex },
+        ],
+        edges: [
+          { id: null, source: "in", target: "py", when: null },
+          { id: null, source: "py", target: "t", when: null },
+          { id: null, source: "t", target: "out", when: null },
+        ],
+      },
+      configure: {
+        triggers: [{ type: "manual", name: null }],
+        errorHandlers: { email: null, bot: null, custom: null },
+        runTimeout: { type: "system", seconds: null },
+        fileCleanup: null,
+        prelude: null,
+        runNameTemplate: null,
+        logContent: null,
+      },
+    });
+    assert.equal(d.body.status, true, d.text);
+    assert.deepEqual(d.body.data, [], d.text);
+    await call("POST", `${DF}/flow/activate`, { elementName: "classy", path: "/r" });
+    const run = await call("POST", `${DF}/run-sync`, {
+      elementName: "classy",
+      parameter: { k: 1 },
+    });
+    assert.deepEqual(run.body.data, { k: 1 }, run.text);
+    const el = await server.services.store.findElements(
+      { app: h.app, space: h.space },
+      { type: "DPL", name: "classy" },
+    );
+    const rev = await server.services.store.flowRevision(el[0]?.id ?? "", 1);
+    assert.ok(!JSON.stringify(rev?.flow).includes("null"), "stored without the nulls");
+  });
+
   it("an unknown vertex type is one error for that vertex, not also errors about its edges", async () => {
     const d = await call("POST", `${DF}/flow/deploy`, {
       elementName: "badtype",
