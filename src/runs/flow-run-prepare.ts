@@ -23,6 +23,8 @@ export interface Release {
   graph: Graph;
   configure: Configure;
   version: number;
+  /** Only script nodes write into a run's working directory; without one it never exists. */
+  usesWorkDir: boolean;
 }
 
 /**
@@ -50,7 +52,13 @@ export function createRunPreparer(deps: {
         throw new SluiceError(ErrorCode.BUSINESS, [
           `revision ${version} of element ${elementId} is missing`,
         ]);
-      rel = { graph: rev.flow as Graph, configure: normalizeConfigure(rev.configure), version };
+      const graph = rev.flow as Graph;
+      rel = {
+        graph,
+        configure: normalizeConfigure(rev.configure),
+        version,
+        usesWorkDir: graph.vertexes.some((v) => v.type === "script"),
+      };
       releases.set(key, rel);
     }
     return rel;

@@ -67,6 +67,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     // file-cleanup.ts). After the end is recorded, once the runner handed the directory back, and
     // off the answer's path: the directory syscalls wait on the file system.
     const afterEnd = () => {
+      if (rel && !rel.usesWorkDir) return;
       const policy = rel?.configure.fileCleanup ?? { type: "afterRun" as const };
       setImmediate(() => void cleanupAtRunEnd(config.dataDir, r.id, policy));
     };

@@ -1,9 +1,10 @@
-import { CompiledQuery, type Kysely, sql } from "kysely";
+import { CompiledQuery, type Kysely } from "kysely";
 import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
 import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
+import { createRunWrites, runRow } from "./run-writes.ts";
 import type { Database } from "./schema.ts";
 import type {
   Dialect,
@@ -11,10 +12,8 @@ import type {
   ElementQuery,
   ElementType,
   Folder,
-  NewRun,
   NewScriptElement,
   Run,
-  RunEnd,
   RunStatus,
   Scope,
   ScriptElement,
@@ -64,6 +63,8 @@ export function createKyselyStore(
     if (!made) throw new Error(`folder ${path} vanished after creation`);
     return made;
   }
+
+  const writes = createRunWrites(db);
 
   const elementByNumber = async (id: number): Promise<Element> =>
     toElement(
@@ -169,21 +170,7 @@ export function createKyselyStore(
       });
     },
 
-    async insertRun(run: NewRun, end?: RunEnd) {
-      const row = runRow(run, end);
-      // totalRuns is a flow figure (/monitor/flows): an unfinished script task needs no counter,
-      // nor a transaction.
-      if (run.elementType !== "DPL" && !end) {
-        await db.insertInto("runs").values(row).execute();
-        return;
-      }
-      // The run, its flow's totalRuns and (finished already) its status counter commit together.
-      await db.transaction().execute(async (tx) => {
-        await tx.insertInto("runs").values(row).execute();
-        if (run.elementType === "DPL") await countRun(tx, run.elementId);
-        if (end) await countFinished(tx, [row], 1);
-      });
-    },
+    insertRun: writes.insertRun,
 
     async insertRunsWith(runs, also) {
       if (runs.length === 0) return;
@@ -216,30 +203,7 @@ export function createKyselyStore(
       return Number(r.numUpdatedRows) > 0;
     },
 
-    async endRun(id, end: RunEnd) {
-      // The end and its status counter (docs/monitoring.md) commit together.
-      return db.transaction().execute(async (tx) => {
-        const ended = await tx
-          .updateTable("runs")
-          .set({
-            status: end.status,
-            end_time: end.endTime,
-            duration: sql<number>`${end.endTime} - coalesce(start_time, create_time)`,
-            summary: end.summary,
-            result: end.result ?? null,
-            error: end.error ?? null,
-            stdout: end.stdout ?? null,
-            stderr: end.stderr ?? null,
-            detail: end.detail ? JSON.stringify(end.detail) : null,
-          })
-          .where("id", "=", id)
-          .where("status", "in", ["QUEUED", "STARTED"])
-          .returning(["app", "space", "element_id", "trigger_type", "status"])
-          .executeTakeFirst();
-        if (ended) await countFinished(tx, [ended], 1);
-        return ended !== undefined;
-      });
-    },
+    endRun: writes.endRun,
 
     async getRun(scope, id): Promise<Run | undefined> {
       const row = await db
@@ -332,46 +296,7 @@ export function createKyselyStore(
   };
 }
 
-function endColumns(end: RunEnd, startTime: number) {
-  return {
-    status: end.status,
-    end_time: end.endTime,
-    duration: end.endTime - startTime,
-    summary: end.summary,
-    result: end.result ?? null,
-    error: end.error ?? null,
-    stdout: end.stdout ?? null,
-    stderr: end.stderr ?? null,
-    detail: end.detail ? JSON.stringify(end.detail) : null,
-  };
-}
-
 /** Element IDs are integers; anything else (or beyond 15 digits, past int64 and exact doubles) is unknown. */
 function numericId(id: string): number | undefined {
   return /^\d{1,15}$/.test(id) ? Number(id) : undefined;
-}
-
-/** The runs table's row for a new run (and its end, when it is written ended). */
-function runRow(run: NewRun, end?: RunEnd) {
-  return {
-    id: run.id,
-    app: run.scope.app,
-    space: run.scope.space,
-    element_id: Number(run.elementId),
-    element_type: run.elementType,
-    element_name: run.elementName,
-    folder_id: run.folderId,
-    version: run.version,
-    trigger_type: run.triggerType,
-    status: run.status,
-    run_name: run.runName,
-    run_param: run.runParam,
-    initiator: run.initiator ? JSON.stringify(run.initiator) : null,
-    parent_run_id: run.parentRunId,
-    in_process: run.inProcess ? 1 : 0,
-    node_id: run.nodeId,
-    create_time: run.createTime,
-    start_time: run.startTime ?? null,
-    ...(end ? endColumns(end, run.startTime ?? run.createTime) : {}),
-  };
 }
