@@ -53,6 +53,59 @@ const STEPS = [
   "list-tasks",
 ];
 
+/**
+ * The two graphs as the flow editor would write them, without a null: the clients build them from
+ * classes that send every unset field as null, and the deploy stores exactly these.
+ */
+const INPUT = {
+  id: "in",
+  type: "input",
+  config: { schema: { type: "object", required: ["orders"] } },
+};
+const CLEAN = {
+  id: "clean",
+  type: "transform",
+  config: {
+    operators: [
+      { id: "f1", type: "expr", expr: "orders" },
+      { id: "f2", type: "filter", expr: "amount > 0" },
+      { id: "m1", type: "map", fields: { total: "amount * qty" } },
+    ],
+  },
+};
+const SCORE = {
+  id: "score",
+  type: "script",
+  config: { element: { elementName: "score", path: "/clients/scripts" } },
+};
+const OUT = { id: "out", type: "output" };
+const GRAPHS: Record<string, unknown> = {
+  orders: {
+    vertexes: [INPUT, CLEAN, OUT],
+    edges: [
+      { source: "in", target: "clean" },
+      { source: "clean", target: "out" },
+    ],
+  },
+  scored: {
+    vertexes: [INPUT, CLEAN, SCORE, OUT],
+    edges: [
+      { source: "in", target: "clean" },
+      { source: "clean", target: "score" },
+      { source: "score", target: "out" },
+    ],
+  },
+};
+/** Both clients' configure, its defaults written out, as stored without its nulls. */
+const CONFIGURE = {
+  triggers: [{ type: "manual" }],
+  errorHandlers: {},
+  runNameTemplate: "${elementName}-${param.tag}",
+  runTimeout: { type: "system" },
+  logContent: "DETAILED",
+  fileCleanup: { type: "default" },
+};
+
 interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -152,6 +205,12 @@ describe("business-system clients (Java + Jackson, Python + requests)", () => {
         [elementName, elementType, trigger, "SUCCESS", { userId: user }],
         step,
       );
+    }
+    // Each graph and configure, sent with every unset field null, is stored as written by hand.
+    for (const name of ["orders", "scored"]) {
+      const [el] = await server.services.store.findElements(scope, { type: "DPL", name });
+      const rev = await server.services.store.flowRevision(el?.id ?? "", 1);
+      assert.deepEqual([rev?.flow, rev?.configure], [GRAPHS[name], CONFIGURE], name);
     }
     // The parameter is free-form: the orders' null notes are stored as the client sent them.
     const asyncRun = await server.services.store.getRun(scope, ids.get("run-async") ?? "");

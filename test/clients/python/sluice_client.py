@@ -1,22 +1,20 @@
 """The client scenario of test/http/clients.test.ts in Python (docs/errors.md, "Clients as business
 systems write them"): `requests`, bodies from dataclasses through `dataclasses.asdict`, so every
-field left at None goes out as JSON null.
+field left at None goes out as JSON null, the deploy's graph and configure included.
 
 Upload scripts, deploy and activate two flows, run them async and sync, list runs, run scripts.
 Every answer is checked; the first mismatch is printed and the exit status is 1. Each step that
 passes prints "ok STEP [ID]".
 
 Configuration: SLUICE_URL (or the first argument), SLUICE_APP, SLUICE_SPACE, SLUICE_USER,
-SLUICE_FIXTURES_DIR (score.py, greet.py and the flows' JSON); SLUICE_APP_SECRET and
-SLUICE_INTERNAL_SECRET sign tokens (signature mode); DATAFLOW_PREFIX and SCRIPT_PREFIX as the
-server's.
+SLUICE_FIXTURES_DIR (score.py and greet.py); SLUICE_APP_SECRET and SLUICE_INTERNAL_SECRET sign
+tokens (signature mode); DATAFLOW_PREFIX and SCRIPT_PREFIX as the server's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 import sys
 import time
@@ -49,37 +47,154 @@ class Mismatch(Exception):
 
 
 @dataclass
+class ElementRef:
+    """FlowElementInfo of activate and deactivate; also how a flow names an element (a script
+    node's element, a custom error handler's)."""
+    elementName: str
+    elementType: Optional[str] = None
+    folderId: Optional[str] = None
+    path: Optional[str] = None
+    elementId: Optional[str] = None
+
+
+# The flow graph (docs/flow-graph.md, "Graph"): every field left at None goes out as null.
+
+
+@dataclass
+class InputConfig:
+    schema: Optional[dict[str, Any]] = None  # a JSON Schema: free-form data, not a dataclass
+
+
+@dataclass
+class ExprOperator:
+    id: Optional[str]
+    expr: str
+    type: str = "expr"
+
+
+@dataclass
+class FilterOperator:
+    id: Optional[str]
+    expr: str
+    type: str = "filter"
+
+
+@dataclass
+class MapOperator:
+    id: Optional[str]
+    fields: dict[str, str]
+    type: str = "map"
+
+
+@dataclass
+class TransformConfig:
+    operators: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class ScriptConfig:
+    """An uploaded script (element) or inline code, not both."""
+    element: Optional[ElementRef] = None
+    code: Optional[str] = None
+
+
+@dataclass
+class Vertex:
+    id: str
+    type: str
+    name: Optional[str] = None
+    config: Any = None  # InputConfig, TransformConfig, ScriptConfig; None for an output
+    retries: Optional[int] = None
+    retryDelayMs: Optional[int] = None
+    timeoutSeconds: Optional[float] = None
+    continueOnError: Optional[bool] = None
+
+
+@dataclass
+class Edge:
+    source: str
+    target: str
+    id: Optional[str] = None
+    when: Optional[str] = None  # a JSONata condition; None, the edge is always taken
+
+
+@dataclass
+class Graph:
+    vertexes: list[Vertex] = field(default_factory=list)
+    edges: Optional[list[Edge]] = None
+
+
+# configure (docs/flow-graph.md, "configure").
+
+
+@dataclass
+class Trigger:
+    """One dataclass for both trigger types: a manual trigger leaves the cron fields None."""
+    type: str
+    name: Optional[str] = None
+    crontab: Optional[str] = None
+    timezone: Optional[str] = None
+    parameter: Any = None
+
+
+@dataclass
+class EmailHandler:
+    to: list[str]
+    subject: Optional[str] = None
+
+
+@dataclass
+class BotHandler:
+    webhookUrl: str
+    kind: Optional[str] = None
+
+
+@dataclass
+class CustomHandler:
+    element: ElementRef
+
+
+@dataclass
+class ErrorHandlers:
+    email: Optional[EmailHandler] = None
+    bot: Optional[BotHandler] = None
+    custom: Optional[CustomHandler] = None
+
+
+@dataclass
+class RunTimeout:
+    type: str  # system, or customized and sentinel with their seconds
+    seconds: Optional[int] = None
+
+
+@dataclass
+class FileCleanup:
+    type: str  # default, keep, afterRun, or days with its days
+    days: Optional[int] = None
+
+
+@dataclass
 class Configure:
-    triggers: Optional[list[dict[str, Any]]] = None
-    errorHandlers: Optional[dict[str, Any]] = None
+    triggers: Optional[list[Trigger]] = None
+    errorHandlers: Optional[ErrorHandlers] = None
     prelude: Optional[str] = None
     runNameTemplate: Optional[str] = None
-    runTimeout: Optional[dict[str, Any]] = None
+    runTimeout: Optional[RunTimeout] = None
     logContent: Optional[str] = None
-    fileCleanup: Optional[dict[str, Any]] = None
+    fileCleanup: Optional[FileCleanup] = None
 
 
 @dataclass
 class DeployRequest:
     elementName: str
     revisionName: str
-    # The graph as the flow editor exported it: JSON data, not dataclasses (see flow()).
-    flow: Optional[dict[str, Any]] = None
+    flow: Optional[Graph] = None
     configure: Optional[Configure] = None
     elementType: Optional[str] = None
     folderId: Optional[str] = None
     path: Optional[str] = None
     elementId: Optional[str] = None
     description: Optional[dict[str, str]] = None
-
-
-@dataclass
-class ElementRef:
-    elementName: str
-    elementType: Optional[str] = None
-    folderId: Optional[str] = None
-    path: Optional[str] = None
-    elementId: Optional[str] = None
 
 
 @dataclass
@@ -279,19 +394,50 @@ class Scenario:
                    f"upload item {i} is {SCRIPTS}/{name} status 0 created", r.text)
         self.passed("upload", f"{items[0]['filePath']} {items[1]['filePath']}")
 
-    def flow(self, name: str) -> dict[str, Any]:
-        """A flow's graph as its JSON file, the way the flow editor exports it. The graph is not
-        built from dataclasses: its own fields are read as sent, so a None a dataclass would send
-        for an unset vertex, edge or locator field is refused (docs/errors.md, "Clients as
-        business systems write them")."""
-        return json.loads((self.fixtures / f"{name}.flow.json").read_text())
+    @staticmethod
+    def flow(name: str) -> Graph:
+        """A flow's graph built from dataclasses: "orders" cleans the orders (input, transform,
+        output); "scored" also runs the uploaded score script on them. Every field left at None
+        goes out as null, which the deploy reads as absent (docs/flow-graph.md): a vertex's name,
+        retries, retryDelayMs, timeoutSeconds and continueOnError, the output's config, the script
+        locator's elementType, folderId and elementId, the script node's code, an edge's id and
+        when."""
+        vertexes = [
+            Vertex("in", "input", config=InputConfig(schema={"type": "object", "required": ["orders"]})),
+            Vertex("clean", "transform", config=TransformConfig(operators=[
+                ExprOperator("f1", "orders"),
+                FilterOperator("f2", "amount > 0"),
+                MapOperator("m1", {"total": "amount * qty"}),
+            ])),
+        ]
+        if name == "scored":
+            vertexes.append(Vertex("score", "script",
+                                   config=ScriptConfig(element=ElementRef("score", path=SCRIPTS))))
+        vertexes.append(Vertex("out", "output"))
+        edges = [Edge(a.id, b.id) for a, b in zip(vertexes, vertexes[1:])]
+        return Graph(vertexes=vertexes, edges=edges)
+
+    @staticmethod
+    def configure() -> Configure:
+        """configure with its defaults written out, as a team's form would send them: a manual
+        trigger (its cron fields None), no error handler (email, bot and custom None), the system
+        run timeout (seconds None), detailed logs, the default file cleanup (days None), no
+        prelude."""
+        return Configure(
+            triggers=[Trigger("manual")],
+            errorHandlers=ErrorHandlers(),
+            runNameTemplate="${elementName}-${param.tag}",
+            runTimeout=RunTimeout("system"),
+            logContent="DETAILED",
+            fileCleanup=FileCleanup("default"),
+        )
 
     def deploy(self, name: str) -> None:
         req = DeployRequest(
             elementName=name,
             revisionName="r1",
             flow=self.flow(name),
-            configure=Configure(runNameTemplate="${elementName}-${param.tag}"),
+            configure=self.configure(),
             elementType="DPL",
             path=FLOWS,
             description={"en": f"{name} from the Python client"},

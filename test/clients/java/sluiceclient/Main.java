@@ -3,20 +3,34 @@ package sluiceclient;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import sluiceclient.Requests.Configure;
 import sluiceclient.Requests.DeployRequest;
+import sluiceclient.Requests.Edge;
 import sluiceclient.Requests.ElementRef;
+import sluiceclient.Requests.ErrorHandlers;
+import sluiceclient.Requests.ExprOperator;
+import sluiceclient.Requests.FileCleanup;
+import sluiceclient.Requests.FilterOperator;
+import sluiceclient.Requests.Graph;
 import sluiceclient.Requests.GreetParameter;
+import sluiceclient.Requests.InputConfig;
+import sluiceclient.Requests.MapOperator;
 import sluiceclient.Requests.Order;
 import sluiceclient.Requests.OrdersParameter;
 import sluiceclient.Requests.PagedRunsFilter;
+import sluiceclient.Requests.RunTimeout;
 import sluiceclient.Requests.RunRequest;
 import sluiceclient.Requests.RunSyncRequest;
 import sluiceclient.Requests.ScriptRunRequest;
+import sluiceclient.Requests.ScriptConfig;
 import sluiceclient.Requests.ScriptRunSyncRequest;
+import sluiceclient.Requests.TransformConfig;
+import sluiceclient.Requests.Trigger;
+import sluiceclient.Requests.Vertex;
 import sluiceclient.Responses.Envelope;
 import sluiceclient.Responses.Lifespan;
 import sluiceclient.Responses.MonitorRunResp;
@@ -33,7 +47,7 @@ import sluiceclient.SluiceClient.Reply;
  * Each step that passes prints "ok STEP [ID]".
  *
  * <p>Configuration: SLUICE_URL (or the first argument), SLUICE_APP, SLUICE_SPACE, SLUICE_USER,
- * SLUICE_FIXTURES_DIR (score.py, greet.py and the flows' JSON); SLUICE_APP_SECRET and SLUICE_INTERNAL_SECRET sign
+ * SLUICE_FIXTURES_DIR (score.py and greet.py); SLUICE_APP_SECRET and SLUICE_INTERNAL_SECRET sign
  * tokens (signature mode); DATAFLOW_PREFIX and SCRIPT_PREFIX as the server's.
  */
 public final class Main {
@@ -159,8 +173,7 @@ public final class Main {
     req.elementName = name;
     req.revisionName = "r1";
     req.flow = flow(name);
-    req.configure = new Configure();
-    req.configure.runNameTemplate = "${elementName}-${param.tag}";
+    req.configure = configure();
     req.elementType = "DPL";
     req.path = FLOWS;
     req.description = Map.of("en", name + " from the Java client");
@@ -338,13 +351,53 @@ public final class Main {
   // ---- graphs and parameters ----
 
   /**
-   * A flow's graph as its JSON file, the way the flow editor exports it. The graph is not built
-   * from request classes: its own fields are read as sent, so a null a class would write for an
-   * unset vertex, edge or locator field is refused (docs/errors.md, "Clients as business systems
-   * write them").
+   * A flow's graph built from the request classes: "orders" cleans the orders (input, transform,
+   * output); "scored" also runs the uploaded score script on them. Every field left unset goes out
+   * as null, which the deploy reads as absent (docs/flow-graph.md): a vertex's name, retries,
+   * retryDelayMs, timeoutSeconds and continueOnError, the output's config, the script locator's
+   * elementType, folderId and elementId, the script node's code, an edge's id and when.
    */
-  private JsonNode flow(String name) throws Exception {
-    return client.mapper.readTree(fixtures.resolve(name + ".flow.json").toFile());
+  private static Graph flow(String name) {
+    InputConfig input = new InputConfig();
+    input.schema = Map.of("type", "object", "required", List.of("orders"));
+    TransformConfig clean = new TransformConfig();
+    clean.operators =
+        List.of(
+            new ExprOperator("f1", "orders"),
+            new FilterOperator("f2", "amount > 0"),
+            new MapOperator("m1", Map.of("total", "amount * qty")));
+    List<Vertex> vertexes = new ArrayList<>();
+    vertexes.add(new Vertex("in", "input", input));
+    vertexes.add(new Vertex("clean", "transform", clean));
+    if (name.equals("scored")) {
+      ScriptConfig score = new ScriptConfig();
+      score.element = new ElementRef("score", SCRIPTS);
+      vertexes.add(new Vertex("score", "script", score));
+    }
+    vertexes.add(new Vertex("out", "output", null));
+    Graph g = new Graph();
+    g.vertexes = vertexes;
+    g.edges = new ArrayList<>();
+    for (int i = 1; i < vertexes.size(); i++) {
+      g.edges.add(new Edge(vertexes.get(i - 1).id, vertexes.get(i).id));
+    }
+    return g;
+  }
+
+  /**
+   * configure with its defaults written out, as a team's form would send them: a manual trigger
+   * (its cron fields null), no error handler (email, bot and custom null), the system run timeout
+   * (seconds null), detailed logs, the default file cleanup (days null), no prelude.
+   */
+  private static Configure configure() {
+    Configure c = new Configure();
+    c.triggers = List.of(Trigger.manual());
+    c.errorHandlers = new ErrorHandlers();
+    c.runNameTemplate = "${elementName}-${param.tag}";
+    c.runTimeout = new RunTimeout("system");
+    c.logContent = "DETAILED";
+    c.fileCleanup = new FileCleanup("default");
+    return c;
   }
 
   private static OrdersParameter orders(String tag) {

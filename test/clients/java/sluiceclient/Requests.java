@@ -1,34 +1,193 @@
 package sluiceclient;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import java.util.List;
 import java.util.Map;
 
 /**
  * Request classes as a business system's Java team writes them: boxed fields for everything
  * optional, serialised by a default {@code new ObjectMapper()}, so every field left unset goes out
- * as {@code null} (docs/errors.md, "How fields are read"). Most are public fields; {@link
- * PagedRunsFilter} is a bean with getters and setters, the other style Jackson reads.
+ * as {@code null} (docs/errors.md, "How fields are read"). That includes the deploy's graph and
+ * configure, down to a vertex's unset retries and a script locator's unset folderId
+ * (docs/flow-graph.md). Most are public fields; {@link PagedRunsFilter} is a bean with getters and
+ * setters, the other style Jackson reads.
  */
 public final class Requests {
   private Requests() {}
 
-  /** configure (docs/flow-graph.md, "configure"): only the run name template is set. */
+  // ---- the flow graph (docs/flow-graph.md, "Graph") ----
+
+  public static class Graph {
+    public List<Vertex> vertexes;
+    public List<Edge> edges;
+  }
+
+  /** A vertex; what is not set (name, retries, ..., an output's config) goes out as null. */
+  public static class Vertex {
+    public String id;
+    public String type;
+    public String name;
+    public NodeConfig config;
+    public Integer retries;
+    public Integer retryDelayMs;
+    public Double timeoutSeconds;
+    public Boolean continueOnError;
+
+    public Vertex() {}
+
+    public Vertex(String id, String type, NodeConfig config) {
+      this.id = id;
+      this.type = type;
+      this.config = config;
+    }
+  }
+
+  public static class Edge {
+    public String id;
+    public String source;
+    public String target;
+    /** A JSONata condition; unset, the edge is always taken. */
+    public String when;
+
+    public Edge() {}
+
+    public Edge(String source, String target) {
+      this.source = source;
+      this.target = target;
+    }
+  }
+
+  /** A node's config: one class per node type (docs/flow-graph.md, "Node types"). */
+  public interface NodeConfig {}
+
+  public static class InputConfig implements NodeConfig {
+    /** A JSON Schema: free-form data, not a class. */
+    public Map<String, Object> schema;
+  }
+
+  public static class TransformConfig implements NodeConfig {
+    public List<Operator> operators;
+  }
+
+  /** A script node runs an uploaded script ({@code element}) or inline {@code code}, not both. */
+  public static class ScriptConfig implements NodeConfig {
+    public ElementRef element;
+    public String code;
+  }
+
+  /** A transform operator: one subclass per operator type (docs/flow-graph.md, "Transform operators"). */
+  public abstract static class Operator {
+    public String id;
+    public String type;
+
+    protected Operator(String id, String type) {
+      this.id = id;
+      this.type = type;
+    }
+  }
+
+  /** {@code expr}: one JSONata expression over the whole input. */
+  public static class ExprOperator extends Operator {
+    public String expr;
+
+    public ExprOperator(String id, String expr) {
+      super(id, "expr");
+      this.expr = expr;
+    }
+  }
+
+  public static class FilterOperator extends Operator {
+    public String expr;
+
+    public FilterOperator(String id, String expr) {
+      super(id, "filter");
+      this.expr = expr;
+    }
+  }
+
+  public static class MapOperator extends Operator {
+    public Map<String, String> fields;
+
+    public MapOperator(String id, Map<String, String> fields) {
+      super(id, "map");
+      this.fields = fields;
+    }
+  }
+
+  // ---- configure (docs/flow-graph.md, "configure") ----
+
   public static class Configure {
-    public List<Map<String, Object>> triggers;
-    public Map<String, Object> errorHandlers;
+    public List<Trigger> triggers;
+    public ErrorHandlers errorHandlers;
     public String prelude;
     public String runNameTemplate;
-    public Map<String, Object> runTimeout;
+    public RunTimeout runTimeout;
     public String logContent;
-    public Map<String, Object> fileCleanup;
+    public FileCleanup fileCleanup;
+  }
+
+  /** One class for both trigger types: a manual trigger leaves the cron fields null. */
+  public static class Trigger {
+    public String type;
+    public String name;
+    public String crontab;
+    public String timezone;
+    public Object parameter;
+
+    public static Trigger manual() {
+      Trigger t = new Trigger();
+      t.type = "manual";
+      return t;
+    }
+  }
+
+  public static class ErrorHandlers {
+    public EmailHandler email;
+    public BotHandler bot;
+    public CustomHandler custom;
+  }
+
+  public static class EmailHandler {
+    public List<String> to;
+    public String subject;
+  }
+
+  public static class BotHandler {
+    public String webhookUrl;
+    public String kind;
+  }
+
+  public static class CustomHandler {
+    public ElementRef element;
+  }
+
+  /** {@code system}, or {@code customized} and {@code sentinel} with their seconds. */
+  public static class RunTimeout {
+    public String type;
+    public Integer seconds;
+
+    public RunTimeout() {}
+
+    public RunTimeout(String type) {
+      this.type = type;
+    }
+  }
+
+  /** {@code default}, {@code keep}, {@code afterRun}, or {@code days} with its days. */
+  public static class FileCleanup {
+    public String type;
+    public Integer days;
+
+    public FileCleanup() {}
+
+    public FileCleanup(String type) {
+      this.type = type;
+    }
   }
 
   public static class DeployRequest {
     public String elementName;
     public String revisionName;
-    /** The graph as the flow editor exported it: JSON data, not classes (see Main#flow). */
-    public JsonNode flow;
+    public Graph flow;
     public Configure configure;
     public String elementType;
     public String folderId;
@@ -37,7 +196,10 @@ public final class Requests {
     public Map<String, String> description;
   }
 
-  /** FlowElementInfo of activate and deactivate. */
+  /**
+   * FlowElementInfo of activate and deactivate; also how a flow names an element (a script node's
+   * {@code element}, a custom error handler's).
+   */
   public static class ElementRef {
     public String elementName;
     public String elementType;
