@@ -17,6 +17,7 @@ import { installNulCheck } from "./http/no-nul.ts";
 import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
 import { installRequestForms } from "./http/request-forms.ts";
+import { rerunRoutes } from "./http/rerun-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
@@ -119,6 +120,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, {
+        flows: deps.flows,
+        tasks: deps.tasks,
+        store: deps.store,
+      });
+      await dataflow.register(rerunRoutes, {
         flows: deps.flows,
         tasks: deps.tasks,
         store: deps.store,

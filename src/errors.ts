@@ -19,11 +19,14 @@ export const ErrorCode = {
   RUN_FAILED: 28020004,
   RUN_CANCELED: 28020005,
   RUN_WAIT_ELAPSED: 28020006,
+  RUN_NOT_RERUNNABLE: 28020007,
+  RUN_NOT_RESUMABLE: 28020008,
   SCRIPT_FAILED: 28030001,
   SCRIPT_TIMEOUT: 28030002,
   TASK_NOT_FOUND: 28030003,
   TASK_NOT_FINISHED: 28030004,
   TASK_CANCELED: 28030005,
+  IMPORT_CONFLICT: 28040001,
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -60,6 +63,8 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     en: "wait elapsed; run {0} goes on (status {1})",
     "zh-cn": "等待超时；运行 {0} 仍在继续（状态 {1}）",
   },
+  28020007: { en: "run {0} cannot be re-run: {1}", "zh-cn": "运行 {0} 无法重新运行：{1}" },
+  28020008: { en: "run {0} cannot be resumed: {1}", "zh-cn": "运行 {0} 无法从失败节点继续：{1}" },
   28030001: { en: "{0}", "zh-cn": "{0}" },
   28030002: { en: "script timeout: task {0} {1}", "zh-cn": "脚本超时：任务 {0} {1}" },
   28030003: { en: "task does not exist: {0}", "zh-cn": "任务不存在：{0}" },
@@ -68,6 +73,10 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     "zh-cn": "任务 {0} 尚未结束（状态 {1}）",
   },
   28030005: { en: "task {0} was canceled", "zh-cn": "任务 {0} 已取消" },
+  28040001: {
+    en: "import refused, nothing was written: {0}",
+    "zh-cn": "导入被拒绝，未写入任何内容：{0}",
+  },
 };
 
 export class SluiceError extends Error {

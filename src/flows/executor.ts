@@ -29,6 +29,8 @@ export interface NodeLog {
   output?: unknown;
   stdout?: string;
   stderr?: string;
+  /** A resume: this node did not run again; its log and output are those of this run's. */
+  reusedFrom?: string;
 }
 
 export interface FlowRunResult {
@@ -49,6 +51,8 @@ export interface ExecuteFlowOptions {
   deps: FlowDeps;
   /** Node timeouts, retry delays and the run's own timeout; default: the system clock. */
   clock?: Clock | undefined;
+  /** A resume: the node logs of the failed run whose succeeded nodes are not run again. */
+  reuse?: { runId: string; nodes: readonly NodeLog[] } | undefined;
 }
 
 interface Plan {
@@ -321,12 +325,45 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
         }, rt.seconds * 1000)
       : undefined;
 
+  if (opts.reuse) await reuseRecorded(x, opts.reuse);
   for (let i = 0; i < n; i++) consider(x, i);
   if (x.running === 0) finish();
   await finished;
   if (runTimer) x.clock.clearTimeout(runTimer);
   opts.signal.removeEventListener("abort", onOuterAbort);
   return resultOfRun(x, timedOutAfter);
+}
+
+/**
+ * A resume (docs/dataflow-service.md, "Re-run and resume"): a vertex that succeeded in the failed
+ * run, and whose upstream vertexes are all reused too, settles at once with its recorded output,
+ * so its side effects are not repeated; its edges are taken again by their `when` over that output.
+ * A vertex with an upstream that runs again runs again (its input may differ now).
+ */
+async function reuseRecorded(x: Execution, reuse: NonNullable<ExecuteFlowOptions["reuse"]>) {
+  const byId = new Map(reuse.nodes.map((l) => [l.nodeId, l]));
+  const { vertexes, incoming, sourceIndex, outgoing } = x.plan;
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (let i = 0; i < vertexes.length; i++) {
+      const v = vertexes[i] as Vertex;
+      const rec = byId.get(v.id);
+      if (x.status[i] !== "PENDING" || rec?.status !== "SUCCESS" || rec.nodeType !== v.type)
+        continue;
+      const upstream = (incoming[i] ?? []).map((e) => x.status[sourceIndex.get(e) ?? -1]);
+      if (upstream.some((s) => s !== "SUCCESS")) continue;
+      for (const { edge } of outgoing[i] ?? [])
+        if (
+          edge.when === undefined ||
+          truthy(await evalExpr(edge.when, rec.output, x.opts.parameter))
+        )
+          x.taken.add(edge);
+      x.outputs[i] = rec.output;
+      x.logs[i] = { ...rec, reusedFrom: reuse.runId };
+      settle(x, i, "SUCCESS");
+      changed = true;
+    }
+  }
 }
 
 /** docs/flow-graph.md: the output node's input; else the single sink's output; else an object keyed by sink id. */

@@ -2,8 +2,10 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import { ErrorCode, languageHeader, SluiceError } from "../errors.ts";
+import { normalizeConfigure } from "../flows/graph.ts";
 import { runDisplay } from "../monitor/present.ts";
-import type { Store } from "../store/types.ts";
+import { checkResumable } from "../runs/rerun.ts";
+import type { Run, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
 import { RunDisplayResp } from "./monitor-schemas.ts";
 
@@ -21,6 +23,7 @@ const NodeLog = Type.Object({
   output: Opt(Type.Unknown({ description: "kept with logContent DETAILED" })),
   stdout: Opt(Type.String()),
   stderr: Opt(Type.String()),
+  reusedFrom: Opt(Type.String({ description: "a resume: the run whose output this node reused" })),
 });
 
 export const RunDetail = Type.Object({
@@ -39,6 +42,9 @@ export const RunDetail = Type.Object({
   stdout: Opt(Type.String({ description: "script tasks" })),
   stderr: Opt(Type.String({ description: "script tasks" })),
   result: Opt(Type.Unknown()),
+  resumable: Type.Boolean({
+    description: "a FAILURE flow run whose node outputs were kept (logContent DETAILED)",
+  }),
 });
 
 /**
@@ -75,6 +81,7 @@ export async function consoleApi(
         run: runDisplay(run, element, language),
         elementType: run.elementType,
         nodes,
+        resumable: false,
       };
       if (run.parentRunId) out.parentRunId = run.parentRunId;
       if (run.error) out.error = run.error;
@@ -86,10 +93,21 @@ export async function consoleApi(
         const rev = await store.flowRevision(run.elementId, Number(run.version));
         const g = rev?.flow as { vertexes?: unknown[]; edges?: unknown[] } | undefined;
         if (g) out.graph = { vertexes: g.vertexes ?? [], edges: g.edges ?? [] };
+        out.resumable = rev !== undefined && resumable(run, rev.configure);
       }
       if (run.status === "SUCCESS" && run.result != null && run.result.length <= 1_000_000)
         out.result = JSON.parse(run.result);
       return ok(out);
     },
   );
+}
+
+/** Whether POST /run/{runId}/resume would accept the run (the console shows its button then). */
+function resumable(run: Run, configure: unknown): boolean {
+  try {
+    checkResumable(run, normalizeConfigure(configure));
+    return true;
+  } catch {
+    return false;
+  }
 }

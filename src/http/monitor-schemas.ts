@@ -62,6 +62,15 @@ export const RunDisplayResp = Type.Object({
   elementName: Opt(Str),
   elementDescription: Opt(Str),
   folderId: Opt(Str),
+  rerunOf: Opt(
+    Type.Object(
+      {
+        runId: Str,
+        kind: Type.Union([Type.Literal("rerun"), Type.Literal("resume")]),
+      },
+      { description: "the run this one re-runs or resumes" },
+    ),
+  ),
 });
 
 export const MonitorRunResp = Type.Object({

@@ -64,6 +64,26 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "scripts",
     summary: "20. Return value, stdout and stderr of a task",
   },
+  "POST /run/{runId}/rerun": {
+    tag: "runs",
+    summary: "22. Re-run a finished run (flow or script task): same parameter, same revision",
+    description:
+      "A new run linked to the old one (`rerunOf`); `sync: true` waits like run-sync. A script task answers `x-task-id` too.",
+  },
+  "POST /run/{runId}/resume": {
+    tag: "runs",
+    summary: "23. Resume a failed flow run from its failed node",
+    description:
+      "A new run of the same revision that reuses the recorded outputs of the nodes that succeeded; refused (28020008) when they were not kept.",
+  },
+  "POST /export": {
+    tag: "flows",
+    summary: "24. Export a folder or listed elements (flows, configure, the scripts they use)",
+  },
+  "POST /import": {
+    tag: "flows",
+    summary: "25. Import an export: all or nothing, idempotent, `dryRun` reports the plan",
+  },
   "POST /file/batch-upload": {
     tag: "scripts",
     summary: "21. Import .py files and .zip packages as PY elements",
@@ -138,7 +158,15 @@ export function responseHeaders(key: string): Record<string, unknown> {
         "The request's ID (echoed when the caller sent one); it is in every log line of the request.",
     },
   };
-  if (["POST /run", "GET /run/{runId}/result", "POST /run-sync"].includes(key))
+  if (
+    [
+      "POST /run",
+      "GET /run/{runId}/result",
+      "POST /run-sync",
+      "POST /run/{runId}/rerun",
+      "POST /run/{runId}/resume",
+    ].includes(key)
+  )
     return { ...requestId, ...runId };
   if (["POST /external/{elementName}/run", "POST /script/run"].includes(key))
     return { ...requestId, ...taskId };
@@ -169,11 +197,14 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28020004: "run ended in FAILURE",
   28020005: "run was CANCELED",
   28020006: "wait elapsed for a synchronous run; the run goes on",
+  28020007: "run cannot be re-run (it has not finished)",
+  28020008: "run cannot be resumed (not a FAILURE flow run, or its node outputs were not kept)",
   28030001: "script run failure",
   28030002: "script timeout",
   28030003: "task does not exist",
   28030004: "task not finished yet",
   28030005: "task was CANCELED",
+  28040001: "import refused: it conflicts with what the installation holds; nothing was written",
 };
 
 /** The `code` field's catalog, built from src/errors.ts so the two cannot drift apart. */

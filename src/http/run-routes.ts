@@ -167,7 +167,7 @@ async function parentOf(
   return parent.id;
 }
 
-function sendRunResult(reply: FastifyReply, run: Run): FastifyReply {
+export function sendRunResult(reply: FastifyReply, run: Run): FastifyReply {
   const headers = { "x-run-id": run.id };
   if (run.status === "FAILURE")
     throw new SluiceError(

@@ -224,7 +224,7 @@ function pyType(elementType: string | undefined): "PY" {
  * Maps an unsuccessful task to its failure envelope (docs/errors.md, docs/script-service.md). A task killed because the
  * wait elapsed answers the timeout (28030002, docs/errors.md) with the status it ended in.
  */
-function assertSucceeded(run: Run, killedOnTimeout: boolean): void {
+export function assertSucceeded(run: Run, killedOnTimeout: boolean): void {
   const headers = { "x-task-id": run.id, "x-task-status": run.status };
   if (killedOnTimeout && run.status === "FAILURE")
     throw new SluiceError(ErrorCode.SCRIPT_TIMEOUT, [run.id, "was killed"], headers);

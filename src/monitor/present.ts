@@ -1,5 +1,11 @@
 import type { ScheduleOverview } from "../scheduler/scheduler.ts";
-import type { Element, FlowListRow, FlowOverviewRow, RunRecord } from "../store/types.ts";
+import type {
+  Element,
+  FlowListRow,
+  FlowOverviewRow,
+  RerunLink,
+  RunRecord,
+} from "../store/types.ts";
 
 /** Wire shapes of the API (docs/monitoring.md: RunInfo, RunDisplayResp, FlowOverviewRecord, …) from store rows. */
 
@@ -23,6 +29,8 @@ export interface RunInfo {
 }
 
 export interface RunDisplay extends RunInfo {
+  /** The run this one re-runs or resumes (docs/dataflow-service.md, "Re-run and resume"). */
+  rerunOf?: RerunLink;
   elementName?: string;
   elementDescription?: string;
   folderId?: string;
@@ -70,6 +78,7 @@ export function runDisplay(
     element ? pickDescription(element.description, language) : undefined,
   );
   out.folderId = r.folderId;
+  put(out, "rerunOf", r.rerunOf);
   return out;
 }
 

@@ -7,7 +7,8 @@ import { type Configure, type Graph, normalizeConfigure } from "../flows/graph.t
 import { describeIssues, runParameterIssues } from "../flows/json-schema.ts";
 import { renderRunName } from "../flows/run-name.ts";
 import { newId } from "../ids.ts";
-import type { Element, NewRun, Scope, Store, TriggerType } from "../store/types.ts";
+import type { Element, NewRun, RerunKind, Run, Scope, Store, TriggerType } from "../store/types.ts";
+import { checkResumable } from "./rerun.ts";
 
 export interface StartRequest {
   scope: Scope;
@@ -17,6 +18,11 @@ export interface StartRequest {
   inProcess: boolean;
   parentRunId?: string | null | undefined;
   trigger: TriggerType;
+  /**
+   * A re-run or resume of `of` (docs/dataflow-service.md, "Re-run and resume"): the element and
+   * revision come from that run, not from the locator and the current release.
+   */
+  rerun?: { of: Run; kind: RerunKind } | undefined;
 }
 
 export interface Release {
@@ -79,12 +85,22 @@ export function createRunPreparer(deps: {
     return el;
   }
 
+  /** The element a request runs: its rerun's element (by ID, in the caller's scope) or located. */
+  async function elementOf(req: StartRequest): Promise<Element> {
+    if (!req.rerun) return locateFlow(req.scope, req.locator);
+    const el = await store.elementById(req.scope, req.rerun.of.elementId);
+    if (!el) throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [req.rerun.of.elementName]);
+    return el;
+  }
+
   async function prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun> {
-    const el = await locateFlow(req.scope, req.locator);
+    const el = await elementOf(req);
     if (el.status !== "APPROVED" || el.releaseVersion == null) {
       throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
     }
-    const rel = await release(el.id, el.releaseVersion);
+    // A re-run repeats the revision its run used, whatever the release is now.
+    const rel = await release(el.id, req.rerun ? Number(req.rerun.of.version) : el.releaseVersion);
+    if (req.rerun?.kind === "resume") checkResumable(req.rerun.of, rel.configure);
     const issues = runParameterIssues(rel.graph, req.parameter);
     if (issues.length > 0)
       throw badRequest(
@@ -139,6 +155,7 @@ function flowRunRecord(
     runParam: JSON.stringify(req.parameter ?? null),
     initiator: req.user ? { userId: req.user } : null,
     parentRunId: req.parentRunId ?? null,
+    rerunOf: req.rerun ? { runId: req.rerun.of.id, kind: req.rerun.kind } : null,
     inProcess: req.inProcess,
     nodeId: status === "STARTED" ? at.nodeId : null,
     createTime: now,

@@ -15,6 +15,7 @@ import {
   type RunLifecycle,
 } from "./lifecycle.ts";
 import type { Execution, Outcome } from "./outcome.ts";
+import { recordedNodes } from "./rerun.ts";
 import { scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
 
@@ -90,6 +91,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         signal,
         deps: flowDeps(deps, lifecycle, r),
         clock,
+        reuse: await reusedNodes(deps.store, r),
       });
       return { outcome: flowOutcome(out), configure, afterEnd };
     } catch (err) {
@@ -121,6 +123,15 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     waitForEnd: lifecycle.waitForEnd,
     terminate: lifecycle.terminate,
   };
+}
+
+/** A resume's failed run, as recorded: its node logs are what the new run does not do again. */
+async function reusedNodes(store: FlowRunsDeps["store"], r: ExecRun) {
+  if (r.rerunOf?.kind !== "resume") return undefined;
+  const failed = await store.getRun(r.scope, r.rerunOf.runId);
+  // Deleted since the resume was accepted: nothing can be reused, and nothing silently reruns.
+  if (!failed) throw new Error(`run ${r.rerunOf.runId}, which this run resumes, was deleted`);
+  return { runId: failed.id, nodes: recordedNodes(failed) };
 }
 
 function flowOutcome(out: FlowRunResult): Outcome {

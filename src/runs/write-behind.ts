@@ -67,5 +67,6 @@ export function endedRun(rec: NewRun, end: RunEnd): Run {
     stdout: end.stdout ?? null,
     stderr: end.stderr ?? null,
     detail: end.detail ?? null,
+    rerunOf: rec.rerunOf ?? null,
   };
 }

@@ -11,7 +11,7 @@ import {
   type SyncWait,
 } from "../runs/lifecycle.ts";
 import { type Execution, type Outcome, RunStop } from "../runs/outcome.ts";
-import type { NewRun, Run, Scope, ScopeFilter, TriggerType } from "../store/types.ts";
+import type { NewRun, RerunLink, Run, Scope, ScopeFilter, TriggerType } from "../store/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
 export interface TaskRequest {
@@ -23,6 +23,8 @@ export interface TaskRequest {
   trigger: TriggerType;
   /** The run that started this task (an error handler's failed run). */
   parentRunId?: string | null | undefined;
+  /** A re-run of an earlier task (docs/dataflow-service.md, "Re-run and resume"). */
+  rerunOf?: RerunLink | undefined;
 }
 
 /** A run-sync's answer: the task as the store records it when the answer is made. */
@@ -76,6 +78,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
       runParam: JSON.stringify(req.parameter ?? null),
       initiator: req.user ? { userId: req.user } : null,
       parentRunId: req.parentRunId ?? null,
+      rerunOf: req.rerunOf ?? null,
       inProcess,
       nodeId: status === "STARTED" ? deps.nodeId : null,
       createTime: now,

@@ -63,6 +63,8 @@ const RUN_COLUMNS = [
   "end_time",
   "duration",
   "summary",
+  "rerun_of",
+  "rerun_kind",
 ] as const;
 
 type RunRow = Pick<Selectable<RunTable>, (typeof RUN_COLUMNS)[number]>;

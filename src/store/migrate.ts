@@ -6,6 +6,7 @@ import * as m004 from "./migrations/004-schedules.ts";
 import * as m005 from "./migrations/005-search-columns.ts";
 import * as m006 from "./migrations/006-monitor-counters.ts";
 import * as m007 from "./migrations/007-monitor-trigram.ts";
+import * as m009 from "./migrations/009-rerun-link.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -21,6 +22,8 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "005-search-columns": m005,
   "006-monitor-counters": m006,
   "007-monitor-trigram": m007,
+  // 008 is taken by revision history (another branch); Kysely orders by name.
+  "009-rerun-link": m009,
 };
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
@@ -28,7 +31,13 @@ export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<vo
   for (const [name, mod] of Object.entries(MIGRATIONS)) {
     migrations[name] = { up: (k) => mod.up(k, dialect) };
   }
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  // Branches number their migrations apart (008, 009) and may merge in either order: a database
+  // that applied 009 first still takes 008 later.
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations },
+    allowUnorderedMigrations: true,
+  });
   const { error } = await migrator.migrateToLatest();
   if (error) throw error;
 }

@@ -90,5 +90,9 @@ export function toRun(row: Selectable<RunTable>): Run {
     stdout: row.stdout,
     stderr: row.stderr,
     detail: parseJson(row.detail),
+    rerunOf:
+      row.rerun_of == null
+        ? null
+        : { runId: row.rerun_of, kind: row.rerun_kind === "resume" ? "resume" : "rerun" },
   };
 }

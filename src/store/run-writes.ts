@@ -185,6 +185,8 @@ export function runRow(run: NewRun, end?: RunEnd) {
     node_id: run.nodeId,
     create_time: run.createTime,
     start_time: run.startTime ?? null,
+    rerun_of: run.rerunOf?.runId ?? null,
+    rerun_kind: run.rerunOf?.kind ?? null,
     // Every row has every column, so that rows with and without an end share one multi-row insert.
     ...(end ? endColumns(end, run.startTime ?? run.createTime) : UNFINISHED),
   };

@@ -104,4 +104,7 @@ export interface RunTable {
   stderr: string | null;
   /** JSON: node logs, error handler results and other per-run detail. */
   detail: string | null;
+  /** Migration 009: the run this one re-runs or resumes, and which of the two. */
+  rerun_of: string | null;
+  rerun_kind: string | null;
 }

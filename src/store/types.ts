@@ -47,6 +47,13 @@ export interface ScriptElement extends Element {
   content: Uint8Array;
 }
 
+/** How a run repeats an earlier one (docs/dataflow-service.md, "Re-run and resume"). */
+export type RerunKind = "rerun" | "resume";
+export interface RerunLink {
+  runId: string;
+  kind: RerunKind;
+}
+
 export interface Run {
   id: string;
   scope: Scope;
@@ -74,6 +81,8 @@ export interface Run {
   stdout: string | null;
   stderr: string | null;
   detail: Record<string, unknown> | null;
+  /** The run this one re-runs or resumes; null for every other run. */
+  rerunOf: RerunLink | null;
 }
 
 export type NewRun = Omit<
@@ -87,8 +96,10 @@ export type NewRun = Omit<
   | "stdout"
   | "stderr"
   | "detail"
+  | "rerunOf"
 > & {
   startTime?: number | null;
+  rerunOf?: RerunLink | null;
 };
 
 export interface RunEnd {

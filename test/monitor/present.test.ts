@@ -47,6 +47,7 @@ const queued: RunRecord = {
   endTime: null,
   duration: null,
   summary: null,
+  rerunOf: null,
 };
 
 describe("present", () => {

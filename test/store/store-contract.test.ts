@@ -312,8 +312,18 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           stdout: null,
           stderr: null,
           detail: null,
+          rerunOf: null,
         });
         assert.equal(typeof got.createTime, "number");
+      });
+
+      it("a re-run's link to its run is stored with it (migration 009)", async () => {
+        const run = newRun({ rerunOf: { runId: "r-old", kind: "resume" } });
+        await store.insertRun(run);
+        assert.deepEqual((await store.getRun(SCOPE, run.id))?.rerunOf, {
+          runId: "r-old",
+          kind: "resume",
+        });
       });
 
       it("startRun moves only QUEUED runs to STARTED", async () => {

@@ -1,0 +1,44 @@
+import { ErrorCode, SluiceError } from "../errors.ts";
+import type { NodeLog } from "../flows/executor.ts";
+import type { Configure } from "../flows/graph.ts";
+import { type Run, TERMINAL } from "../store/types.ts";
+
+/**
+ * The rules of re-run and resume (docs/dataflow-service.md, "Re-run and resume"), checked at
+ * request time so that a refusal writes nothing.
+ */
+
+/** Only a finished run is repeated: an unfinished one has no outcome to repeat yet. */
+export function checkRerunnable(run: Run): void {
+  if (!TERMINAL.has(run.status))
+    throw new SluiceError(ErrorCode.RUN_NOT_RERUNNABLE, [
+      run.id,
+      `it has not finished (status ${run.status})`,
+    ]);
+  if (run.elementType === "DPL" && run.version == null)
+    throw new SluiceError(ErrorCode.RUN_NOT_RERUNNABLE, [run.id, "it records no revision"]);
+}
+
+/** The node logs a failed flow run recorded (its detail.nodes), or none. */
+export function recordedNodes(run: Pick<Run, "detail">): NodeLog[] {
+  const nodes = run.detail?.nodes;
+  return Array.isArray(nodes) ? (nodes as NodeLog[]) : [];
+}
+
+/**
+ * A resume reuses the outputs the failed run recorded; those are kept only with `logContent`
+ * DETAILED (src/flows/executor.ts writes `output` into each node log then). The configure is the
+ * revision's own, the same one the failed run ran with.
+ */
+export function checkResumable(run: Run, configure: Configure): void {
+  const refuse = (why: string) => new SluiceError(ErrorCode.RUN_NOT_RESUMABLE, [run.id, why]);
+  if (run.elementType !== "DPL") throw refuse("only a flow run resumes; re-run a script task");
+  if (run.status !== "FAILURE")
+    throw refuse(`only a FAILURE run resumes (status ${run.status}); re-run it instead`);
+  if (configure.logContent !== "DETAILED")
+    throw refuse(
+      `the outputs of its nodes were not kept (configure.logContent is ${configure.logContent}; a resume needs DETAILED); re-run it instead`,
+    );
+  if (recordedNodes(run).length === 0)
+    throw refuse("it recorded no node logs (it failed before its graph ran); re-run it instead");
+}
