@@ -4,6 +4,7 @@ import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { bundleRoutes } from "./http/bundle-routes.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { fail } from "./http/envelope.ts";
@@ -130,6 +131,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         store: deps.store,
       });
       await dataflow.register(flowRoutes, { lifecycle: deps.lifecycle });
+      await dataflow.register(bundleRoutes, {
+        store: deps.store,
+        clock: deps.clock,
+        lifecycle: deps.lifecycle,
+      });
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),

@@ -32,6 +32,8 @@ export interface FlowLifecycle {
   batchDeactivate(scope: Scope, user: string | null, locs: ElementInfo[]): Promise<BatchResult[]>;
   /** Listeners learn of every change that can alter a flow's schedules (deploy, status). */
   onChange(listener: (element: Element) => void): void;
+  /** Flows an import wrote (docs/export-import.md): told to the listeners like a deploy. */
+  imported(scope: Scope, elementIds: readonly string[]): Promise<void>;
 }
 
 /** Deploy, revisions and DRAFT/APPROVED/OBSOLETE exactly as docs/dataflow-service.md. */
@@ -117,6 +119,10 @@ export function createFlowLifecycle(deps: {
 
     onChange(listener) {
       listeners.push(listener);
+    },
+
+    async imported(scope, elementIds) {
+      for (const id of elementIds) await changed(scope, id);
     },
   };
 }

@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { newId } from "../ids.ts";
+import { bundleMethods } from "./kysely-bundles.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
@@ -73,6 +74,7 @@ export function createKyselyStore(
 
   return {
     ...flowMethods(db, elementByNumber),
+    ...bundleMethods(db),
     ...monitorMethods(db, dialect),
     ...scheduleMethods(db),
     db,

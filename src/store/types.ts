@@ -150,6 +150,28 @@ export interface NewFlowDeploy {
   now: number;
 }
 
+/** A flow an import writes (docs/export-import.md). */
+export interface ImportFlow {
+  path: string;
+  name: string;
+  /** An element that exists: only its missing revisions (and its release) are written. */
+  elementId: string | null;
+  /** A new element: its status and description. */
+  status: FlowStatus;
+  description: Record<string, string> | null;
+  revisions: Omit<FlowRevision, "elementId">[];
+  /** The release to set; null leaves it. */
+  releaseVersion: number | null;
+  /** Recorded as the release user when the release moves. */
+  user: Record<string, unknown> | null;
+}
+
+/** Everything one import writes, committed together or not at all. */
+export interface ImportWrites {
+  scripts: { path: string; name: string; kind: "module" | "package"; content: Uint8Array }[];
+  flows: ImportFlow[];
+}
+
 /** A flow's current release, as the cron wiring registers it. */
 export interface FlowRelease {
   elementId: string;
@@ -202,6 +224,12 @@ export interface Store {
     now: number,
   ): Promise<void>;
   flowRevision(elementId: string, version: number): Promise<FlowRevision | undefined>;
+  /** Every revision of a flow, oldest first (export). */
+  flowRevisions(elementId: string): Promise<FlowRevision[]>;
+  /** Elements of every type in the folder at `path` and the folders below it (export). */
+  elementsUnder(scope: Scope, path: string): Promise<Element[]>;
+  /** An import's writes in one transaction; answers the IDs of the flows written, in order. */
+  applyImport(scope: Scope, writes: ImportWrites, now: number): Promise<string[]>;
 
   /** Inserts a run; with `end`, one that already ended (a fast run-sync is written once). */
   insertRun(run: NewRun, end?: RunEnd): Promise<void>;

@@ -285,6 +285,78 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       });
     });
 
+    describe("import (docs/export-import.md)", () => {
+      const rev = (version: number) => ({
+        version,
+        name: `r${version}`,
+        flow: { vertexes: [{ id: "in", type: "input" }] },
+        configure: {},
+        createdAt: T0,
+        userId: null,
+      });
+      const flow = (name: string, versions: number[]) => ({
+        path: "/imp/flows",
+        name,
+        elementId: null,
+        status: "APPROVED" as const,
+        description: null,
+        revisions: versions.map(rev),
+        releaseVersion: versions.at(-1) ?? null,
+        user: null,
+      });
+
+      it("applyImport writes scripts, folders, flows and revisions; elementsUnder finds them", async () => {
+        const ids = await store.applyImport(
+          SCOPE,
+          {
+            scripts: [
+              { path: "/imp/py", name: "s", kind: "module", content: new Uint8Array([1, 2]) },
+            ],
+            flows: [flow("f", [1, 2])],
+          },
+          T0,
+        );
+        assert.equal(ids.length, 1);
+        const els = await store.elementsUnder(SCOPE, "/imp");
+        assert.deepEqual(
+          els.map((e) => [e.path, e.type, e.name, e.status, e.releaseVersion]),
+          [
+            ["/imp/flows", "DPL", "f", "APPROVED", 2],
+            ["/imp/py", "PY", "s", null, null],
+          ],
+        );
+        assert.deepEqual(
+          (await store.flowRevisions(ids[0] ?? "")).map((r) => r.version),
+          [1, 2],
+        );
+        assert.deepEqual(await store.elementsUnder(OTHER, "/imp"), []);
+        assert.deepEqual(await store.elementsUnder(SCOPE, "/im"), []);
+      });
+
+      it("applyImport is all or nothing: a failing write leaves no trace of the others", async () => {
+        await assert.rejects(
+          store.applyImport(
+            SCOPE,
+            {
+              scripts: [{ path: "/atomic", name: "s", kind: "module", content: new Uint8Array() }],
+              // The same version twice violates the revisions' primary key.
+              flows: [
+                { ...flow("ok", [1]), path: "/atomic" },
+                { ...flow("bad", [1, 1]), path: "/atomic" },
+              ],
+            },
+            T0,
+          ),
+        );
+        assert.deepEqual(await store.elementsUnder(SCOPE, "/atomic"), []);
+        assert.deepEqual(
+          await store.elementsUnder(SCOPE, "/imp/flows").then((e) => e.map((x) => x.name)),
+          ["f"],
+        );
+        assert.equal(await store.folderByPath(SCOPE, "/atomic"), undefined);
+      });
+    });
+
     describe("runs", () => {
       it("insertRun then getRun returns every field, timestamps as numbers", async () => {
         const run = newRun({

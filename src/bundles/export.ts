@@ -1,0 +1,116 @@
+import { createHash } from "node:crypto";
+import { locateElement } from "../elements/locator.ts";
+import { checkFolderPath } from "../elements/paths.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import type { Element, FlowRevision, Scope, Store } from "../store/types.ts";
+import {
+  BUNDLE_FORMAT,
+  type Bundle,
+  type BundleFlow,
+  type BundleRevision,
+  type BundleScript,
+  type ExportRequest,
+} from "./format.ts";
+import { portable } from "./references.ts";
+
+/**
+ * An export (docs/export-import.md): the selected flows, every flow they run as a sub-flow, and
+ * every Python element they or their error handlers use, in one document.
+ */
+export async function exportBundle(
+  store: Store,
+  scope: Scope,
+  req: ExportRequest,
+  now: number,
+): Promise<Bundle> {
+  const roots = await selected(store, scope, req);
+  const allRevisions = req.allRevisions ?? true;
+  const scripts = new Map<string, Element>();
+  for (const el of roots) if (el.type === "PY") scripts.set(el.id, el);
+  const queue = roots.filter((el) => el.type === "DPL");
+  const seen = new Set<string>();
+  const flows: BundleFlow[] = [];
+  for (let el = queue.shift(); el; el = queue.shift()) {
+    if (seen.has(el.id) || el.releaseVersion == null) continue;
+    seen.add(el.id);
+    const revs = allRevisions
+      ? await store.flowRevisions(el.id)
+      : [await store.flowRevision(el.id, el.releaseVersion)].filter((r) => r !== undefined);
+    const revisions: BundleRevision[] = [];
+    for (const rev of revs) {
+      const p = await portable(store, scope, rev, (ref) => {
+        if (ref.type === "PY") scripts.set(ref.id, ref);
+        else if (!seen.has(ref.id)) queue.push(ref);
+      });
+      revisions.push(bundleRevision(rev, p));
+    }
+    flows.push({
+      path: el.path,
+      name: el.name,
+      status: el.status ?? "DRAFT",
+      releaseVersion: el.releaseVersion,
+      ...(el.description ? { description: el.description } : {}),
+      revisions,
+    });
+  }
+  const out: BundleScript[] = [];
+  for (const el of scripts.values()) {
+    const script = await store.scriptById(scope, el.id);
+    if (!script) continue;
+    // Today a script has one current content; script versions (docs/export-import.md) would
+    // export the versions the flows pin here, with `version` set.
+    out.push({
+      path: script.path,
+      name: script.name,
+      kind: script.kind,
+      content: Buffer.from(script.content).toString("base64"),
+      sha256: createHash("sha256").update(script.content).digest("hex"),
+    });
+  }
+  return {
+    format: BUNDLE_FORMAT,
+    formatVersion: 1,
+    exportedAt: new Date(now).toISOString(),
+    source: { app: scope.app, space: scope.space },
+    allRevisions,
+    flows,
+    scripts: out,
+  };
+}
+
+function bundleRevision(
+  rev: FlowRevision,
+  p: { flow: Record<string, unknown>; configure: Record<string, unknown> },
+): BundleRevision {
+  return {
+    version: rev.version,
+    name: rev.name,
+    flow: p.flow,
+    configure: p.configure,
+    createdAt: rev.createdAt,
+    ...(rev.userId ? { userId: rev.userId } : {}),
+  };
+}
+
+/** Exactly one of a folder path, a folder ID or a list of locators. */
+async function selected(store: Store, scope: Scope, req: ExportRequest): Promise<Element[]> {
+  const given = [req.path, req.folderId, req.elements].filter((x) => x !== undefined).length;
+  if (given !== 1) throw badRequest("give exactly one of path, folderId and elements");
+  if (req.elements) {
+    const out: Element[] = [];
+    for (const loc of req.elements) out.push(await locateElement(store, scope, loc, "DPL"));
+    return out;
+  }
+  let path = req.path;
+  if (path !== undefined) {
+    const problem = checkFolderPath(path);
+    if (problem) throw badRequest(`path ${problem}`);
+    if (!(await store.folderByPath(scope, path)))
+      throw new SluiceError(ErrorCode.FOLDER_NOT_FOUND, [path]);
+  } else {
+    const folder = await store.folderById(scope, req.folderId ?? "");
+    if (!folder) throw new SluiceError(ErrorCode.FOLDER_NOT_FOUND, [req.folderId ?? ""]);
+    path = folder.path;
+  }
+  return store.elementsUnder(scope, path);
+}

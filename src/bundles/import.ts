@@ -1,0 +1,209 @@
+import { checkElementName, checkFolderPath, joinPath } from "../elements/paths.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import type {
+  Element,
+  ElementType,
+  ImportFlow,
+  ImportWrites,
+  Scope,
+  Store,
+} from "../store/types.ts";
+import type { Bundle, BundleFlow, BundleScript, ImportItem, ImportReport } from "./format.ts";
+import { portable, type Ref, refsOf, resolveRef } from "./references.ts";
+
+/**
+ * An import (docs/export-import.md): planned in full before anything is written, so a dry run and
+ * a refusal answer the same plan; written in one transaction. Same content is skipped, so an
+ * import can be repeated.
+ */
+export async function importBundle(
+  store: Store,
+  scope: Scope,
+  user: string | null,
+  req: { bundle: Bundle; dryRun?: boolean | undefined },
+  now: number,
+): Promise<{ report: ImportReport; flowIds: string[] }> {
+  const dryRun = req.dryRun ?? false;
+  const { report, writes } = await planImport(store, scope, req.bundle, user);
+  report.dryRun = dryRun;
+  if (dryRun) return { report, flowIds: [] };
+  if (report.conflicts.length > 0) throw conflictError(report.conflicts);
+  const flowIds = await store.applyImport(scope, writes, now);
+  return { report, flowIds };
+}
+
+function conflictError(conflicts: ImportItem[]): SluiceError {
+  const shown = conflicts
+    .slice(0, 5)
+    .map((c) => `${c.elementType} ${joinPath(c.path, c.elementName)}: ${c.reason ?? "conflict"}`);
+  const more = conflicts.length > 5 ? `; and ${conflicts.length - 5} more` : "";
+  const n = conflicts.length === 1 ? "1 conflict" : `${conflicts.length} conflicts`;
+  return new SluiceError(ErrorCode.IMPORT_CONFLICT, [
+    `${n} (POST /import with dryRun lists them): ${shown.join("; ")}${more}`,
+  ]);
+}
+
+interface Plan {
+  report: ImportReport;
+  writes: ImportWrites;
+}
+
+async function planImport(
+  store: Store,
+  scope: Scope,
+  bundle: Bundle,
+  user: string | null,
+): Promise<Plan> {
+  checkNames(bundle);
+  const plan: Plan = {
+    report: { dryRun: true, created: [], updated: [], skipped: [], conflicts: [] },
+    writes: { scripts: [], flows: [] },
+  };
+  for (const s of bundle.scripts) await planScript(store, scope, s, plan);
+  for (const f of bundle.flows) {
+    const item: ImportItem = { elementType: "DPL", path: f.path, elementName: f.name };
+    const planned = await planFlow(store, scope, f, user);
+    if (typeof planned === "string") {
+      plan.report[planned].push(item);
+      continue;
+    }
+    if ("conflict" in planned) {
+      plan.report.conflicts.push({ ...item, reason: planned.conflict });
+      continue;
+    }
+    const missing = await missingRefs(store, scope, bundle, planned);
+    if (missing) {
+      plan.report.conflicts.push({ ...item, reason: missing });
+      continue;
+    }
+    const versions = planned.revisions.map((r) => r.version);
+    plan.report[planned.elementId === null ? "created" : "updated"].push({ ...item, versions });
+    plan.writes.flows.push(planned);
+  }
+  return plan;
+}
+
+/** Paths and names as a deploy or upload checks them; each element once in the file. */
+function checkNames(bundle: Bundle): void {
+  const seen = new Set<string>();
+  const entries = [
+    ...bundle.scripts.map((s) => ["PY", s] as const),
+    ...bundle.flows.map((f) => ["DPL", f] as const),
+  ];
+  for (const [type, e] of entries) {
+    const problem = checkFolderPath(e.path) ?? checkElementName(e.name);
+    if (problem) throw badRequest(`bundle: ${type} ${joinPath(e.path, e.name)}: ${problem}`);
+    const key = `${type} ${joinPath(e.path, e.name)}`;
+    if (seen.has(key)) throw badRequest(`bundle: ${key} is listed twice`);
+    seen.add(key);
+  }
+}
+
+async function existing(
+  store: Store,
+  scope: Scope,
+  type: ElementType,
+  path: string,
+  name: string,
+): Promise<Element | undefined> {
+  const folder = await store.folderByPath(scope, path);
+  if (!folder) return undefined;
+  return (await store.findElements(scope, { type, name, folderId: folder.id }))[0];
+}
+
+async function planScript(store: Store, scope: Scope, s: BundleScript, plan: Plan) {
+  const item: ImportItem = { elementType: "PY", path: s.path, elementName: s.name };
+  const content = new Uint8Array(Buffer.from(s.content, "base64"));
+  const el = await existing(store, scope, "PY", s.path, s.name);
+  if (!el) {
+    plan.report.created.push(item);
+    plan.writes.scripts.push({ path: s.path, name: s.name, kind: s.kind, content });
+    return;
+  }
+  const now = await store.scriptById(scope, el.id);
+  const same = now && now.kind === s.kind && Buffer.from(now.content).equals(content);
+  if (same) plan.report.skipped.push(item);
+  else plan.report.conflicts.push({ ...item, reason: "its content differs from this space's" });
+}
+
+type FlowPlan = ImportFlow | { conflict: string } | "skipped";
+
+/** A new flow, the revisions an existing one lacks, or why it conflicts. */
+async function planFlow(
+  store: Store,
+  scope: Scope,
+  f: BundleFlow,
+  user: string | null,
+): Promise<FlowPlan> {
+  const versions = f.revisions.map((r) => r.version);
+  if (new Set(versions).size !== versions.length)
+    throw badRequest(`bundle: DPL ${joinPath(f.path, f.name)} lists a revision twice`);
+  if (!versions.includes(f.releaseVersion))
+    throw badRequest(`bundle: DPL ${joinPath(f.path, f.name)} lacks its release revision`);
+  const revision = (r: BundleFlow["revisions"][number]) => ({
+    version: r.version,
+    name: r.name,
+    flow: r.flow,
+    configure: r.configure,
+    createdAt: r.createdAt,
+    userId: r.userId ?? null,
+  });
+  const el = await existing(store, scope, "DPL", f.path, f.name);
+  const base = { path: f.path, name: f.name, user: user ? { userId: user } : null };
+  if (!el)
+    return {
+      ...base,
+      elementId: null,
+      status: f.status,
+      description: f.description ?? null,
+      revisions: f.revisions.map(revision),
+      releaseVersion: f.releaseVersion,
+    };
+  const held = new Map<number, string>();
+  for (const rev of await store.flowRevisions(el.id))
+    held.set(rev.version, JSON.stringify(await portable(store, scope, rev)));
+  const missing = [];
+  for (const r of f.revisions) {
+    const text = held.get(r.version);
+    if (text === undefined) missing.push(revision(r));
+    else if (text !== JSON.stringify({ flow: r.flow, configure: r.configure }))
+      return { conflict: `revision ${r.version} differs from this space's revision ${r.version}` };
+  }
+  const releaseMoves = f.releaseVersion > (el.releaseVersion ?? 0);
+  if (missing.length === 0 && !releaseMoves) return "skipped";
+  return {
+    ...base,
+    elementId: el.id,
+    status: f.status,
+    description: null,
+    revisions: missing,
+    releaseVersion: releaseMoves ? f.releaseVersion : null,
+  };
+}
+
+/** Why a written revision could not run here: an element it uses is in neither place. */
+async function missingRefs(
+  store: Store,
+  scope: Scope,
+  bundle: Bundle,
+  f: ImportFlow,
+): Promise<string | undefined> {
+  for (const r of f.revisions) {
+    for (const ref of refsOf(r.flow, r.configure)) {
+      if (inBundle(bundle, ref) || (await resolveRef(store, scope, ref))) continue;
+      const name = ref.loc.elementName ?? `elementId ${String(ref.loc.elementId)}`;
+      return `revision ${r.version} uses ${ref.type ?? "element"} ${name}, which neither the file nor this space holds`;
+    }
+  }
+  return undefined;
+}
+
+function inBundle(bundle: Bundle, ref: Ref): boolean {
+  const { loc, type } = ref;
+  if (loc.elementId !== undefined || loc.folderId !== undefined || !loc.elementName) return false;
+  const match = (e: { path: string; name: string }) =>
+    e.name === loc.elementName && (loc.path === undefined || e.path === loc.path);
+  return (
+    (type !== "DPL" && bundle.scripts.some(match)) || (type !== "PY" && bundle.flows.some(match))
+  );
+}

@@ -1,0 +1,49 @@
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { FastifyInstance } from "fastify";
+import { exportBundle } from "../bundles/export.ts";
+import { Bundle, ExportBody, ImportBody, ImportReport } from "../bundles/format.ts";
+import { importBundle } from "../bundles/import.ts";
+import type { Clock } from "../clock.ts";
+import type { FlowLifecycle } from "../flows/lifecycle.ts";
+import type { Store } from "../store/types.ts";
+import { scopeOf } from "./context.ts";
+import { Envelope, ok } from "./envelope.ts";
+
+/** Endpoints 24–25: export and import (docs/export-import.md), in the caller's app and space. */
+export async function bundleRoutes(
+  fastify: FastifyInstance,
+  opts: { store: Store; clock: Clock; lifecycle: FlowLifecycle },
+): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { store, clock, lifecycle } = opts;
+
+  app.post(
+    "/export",
+    {
+      config: { access: "context" },
+      schema: { body: ExportBody, response: { 200: Envelope(Bundle) } },
+    },
+    async (req) => ok(await exportBundle(store, scopeOf(req), req.body, clock.now())),
+  );
+
+  app.post(
+    "/import",
+    {
+      config: { access: "context" },
+      schema: { body: ImportBody, response: { 200: Envelope(ImportReport) } },
+    },
+    async (req) => {
+      const scope = scopeOf(req);
+      const { report, flowIds } = await importBundle(
+        store,
+        scope,
+        req.ctx.user,
+        req.body,
+        clock.now(),
+      );
+      // Schedules and cached locators learn of the written flows as of a deploy.
+      await lifecycle.imported(scope, flowIds);
+      return ok(report);
+    },
+  );
+}

@@ -1,0 +1,176 @@
+import { type Kysely, sql, type Transaction } from "kysely";
+import { newId } from "../ids.ts";
+import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
+import type { Database } from "./schema.ts";
+import type { FlowRevision, ImportFlow, ImportWrites, Scope, Store } from "./types.ts";
+
+type BundleMethods = Pick<Store, "elementsUnder" | "flowRevisions" | "applyImport">;
+
+/** The reads an export makes and the one transaction of an import (docs/export-import.md). */
+export function bundleMethods(db: Kysely<Database>): BundleMethods {
+  return {
+    async elementsUnder(scope, path) {
+      // The folder itself and every folder below it; substr, not LIKE, so `_` and `%` in a
+      // folder name match only themselves.
+      const prefix = path === "/" ? "/" : `${path}/`;
+      const rows = await db
+        .selectFrom("elements as e")
+        .innerJoin("folders as f", "f.id", "e.folder_id")
+        .select(ELEMENT_COLUMNS)
+        .where("e.app", "=", scope.app)
+        .where("e.space", "=", scope.space)
+        .where((eb) =>
+          eb.or([
+            eb("f.path", "=", path),
+            eb(sql`substr(f.path, 1, ${prefix.length})`, "=", prefix),
+          ]),
+        )
+        .orderBy("f.path")
+        .orderBy("e.type")
+        .orderBy("e.name")
+        .execute();
+      return rows.map(toElement);
+    },
+
+    async flowRevisions(elementId): Promise<FlowRevision[]> {
+      const rows = await db
+        .selectFrom("flow_revisions")
+        .selectAll()
+        .where("element_id", "=", Number(elementId))
+        .orderBy("version")
+        .execute();
+      return rows.map((row) => ({
+        elementId: String(row.element_id),
+        version: row.version,
+        name: row.name,
+        flow: JSON.parse(row.flow),
+        configure: JSON.parse(row.configure),
+        createdAt: Number(row.created_at),
+        userId: row.user_id,
+      }));
+    },
+
+    async applyImport(scope, writes: ImportWrites, now) {
+      // One transaction: an element that appeared since the plan was made (a unique key) or a
+      // revision written meanwhile (the primary key) fails it whole, and nothing is written.
+      return db.transaction().execute(async (tx) => {
+        for (const s of writes.scripts) {
+          const folderId = await folderIn(tx, scope, s.path, now);
+          await tx
+            .insertInto("elements")
+            .values({
+              ...newElement(scope, folderId, "PY", s.name, now),
+              kind: s.kind,
+              content: s.content,
+            })
+            .execute();
+        }
+        const ids: string[] = [];
+        for (const f of writes.flows) ids.push(await writeFlow(tx, scope, f, now));
+        return ids;
+      });
+    },
+  };
+}
+
+function newElement(scope: Scope, folderId: string, type: "PY" | "DPL", name: string, now: number) {
+  return {
+    app: scope.app,
+    space: scope.space,
+    folder_id: folderId,
+    type,
+    name,
+    description: null,
+    status: null,
+    kind: null,
+    content: null,
+    release_version: null,
+    release_user: null,
+    release_time: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+/** A new flow element, or an existing one's missing revisions, and the release when it moves. */
+async function writeFlow(
+  tx: Transaction<Database>,
+  scope: Scope,
+  f: ImportFlow,
+  now: number,
+): Promise<string> {
+  let id: number;
+  if (f.elementId === null) {
+    const folderId = await folderIn(tx, scope, f.path, now);
+    const row = await tx
+      .insertInto("elements")
+      .values({
+        ...newElement(scope, folderId, "DPL", f.name, now),
+        description: f.description ? JSON.stringify(f.description) : null,
+        status: f.status,
+      })
+      .returning("id")
+      .executeTakeFirstOrThrow();
+    id = Number(row.id);
+  } else id = Number(f.elementId);
+  if (f.revisions.length > 0)
+    await tx
+      .insertInto("flow_revisions")
+      .values(
+        f.revisions.map((r) => ({
+          element_id: id,
+          version: r.version,
+          name: r.name,
+          flow: JSON.stringify(r.flow),
+          configure: JSON.stringify(r.configure),
+          created_at: r.createdAt,
+          user_id: r.userId,
+        })),
+      )
+      .execute();
+  if (f.releaseVersion !== null)
+    await tx
+      .updateTable("elements")
+      .set({
+        release_version: f.releaseVersion,
+        release_user: f.user ? JSON.stringify(f.user) : null,
+        release_time: now,
+        updated_at: now,
+      })
+      .where("id", "=", id)
+      .execute();
+  return String(id);
+}
+
+/** The folder at `path` and its missing ancestors, inside the import's transaction. */
+async function folderIn(
+  tx: Transaction<Database>,
+  scope: Scope,
+  path: string,
+  now: number,
+): Promise<string> {
+  const segments = path.split("/").filter(Boolean);
+  let current = "";
+  for (let i = 0; i <= segments.length; i++) {
+    current = i === 0 ? "/" : `${current === "/" ? "" : current}/${segments[i - 1]}`;
+    await tx
+      .insertInto("folders")
+      .values({
+        id: newId(now),
+        app: scope.app,
+        space: scope.space,
+        path: current,
+        created_at: now,
+      })
+      .onConflict((oc) => oc.columns(["app", "space", "path"]).doNothing())
+      .execute();
+  }
+  const row = await tx
+    .selectFrom("folders")
+    .select("id")
+    .where("app", "=", scope.app)
+    .where("space", "=", scope.space)
+    .where("path", "=", path)
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
