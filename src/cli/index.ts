@@ -1,16 +1,20 @@
 import { parseArgs } from "node:util";
 import { activate, deactivate } from "./activate.ts";
+import { exportCmd, importCmd } from "./bundle.ts";
 import { CliError, CONNECTION_OPTIONS, connect, Exit } from "./client.ts";
 import type { Command } from "./command.ts";
 import { deploy } from "./deploy.ts";
 import { logs } from "./logs.ts";
+import { rerun, resume } from "./rerun.ts";
 import { run } from "./run.ts";
 import { runs } from "./runs.ts";
 import { createUi } from "./ui.ts";
 import { upload } from "./upload.ts";
 
 export const CLIENT_COMMANDS: Record<string, Command> = Object.fromEntries(
-  [deploy, activate, deactivate, run, upload, runs, logs].map((c) => [c.name, c]),
+  [deploy, activate, deactivate, run, rerun, resume, upload, runs, logs, exportCmd, importCmd].map(
+    (c) => [c.name, c],
+  ),
 );
 
 export const CLIENT_USAGE = `${Object.values(CLIENT_COMMANDS)
