@@ -57,6 +57,8 @@ export interface RunInfo {
   runParam?: string;
   initiator?: { userId?: string };
   elementName?: string;
+  /** The run this one re-runs or resumes. */
+  rerunOf?: { runId: string; kind: "rerun" | "resume" };
 }
 
 export interface FlowRecord {
@@ -92,6 +94,8 @@ export interface NodeLog {
   output?: unknown;
   stdout?: string;
   stderr?: string;
+  /** A resume: the run whose recorded output this node reused (it did not run again). */
+  reusedFrom?: string;
 }
 
 export interface Vertex {
@@ -111,4 +115,6 @@ export interface RunDetail {
   stdout?: string;
   stderr?: string;
   result?: unknown;
+  /** A FAILURE flow run whose node outputs were kept: POST /run/{runId}/resume accepts it. */
+  resumable: boolean;
 }

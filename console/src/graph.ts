@@ -58,12 +58,13 @@ export function drawGraph(detail: RunDetail, selected: string | undefined, onSel
     if (!p) continue;
     const log = logs.get(v.id);
     const status = log?.status ?? (detail.run.runStatus === "STARTED" ? "PENDING" : "NONE");
-    const node = svg("g", { class: `node s-${status.toLowerCase()}${selected === v.id ? " selected" : ""}`, "data-node": v.id, transform: `translate(${p.x},${p.y})` });
+    const reused = log?.reusedFrom !== undefined ? " reused" : "";
+    const node = svg("g", { class: `node s-${status.toLowerCase()}${reused}${selected === v.id ? " selected" : ""}`, "data-node": v.id, transform: `translate(${p.x},${p.y})` });
     node.append(svg("rect", { width: W, height: H, rx: 6 }));
     const title = svg("text", { x: 8, y: 18, class: "title" });
     title.textContent = `${v.name ?? v.id} · ${v.type}`;
     const sub = svg("text", { x: 8, y: 36, class: "sub" });
-    sub.textContent = `${status}${log?.startTime !== undefined && log.endTime !== undefined ? ` · ${dur(log.endTime - log.startTime)}` : ""}`;
+    sub.textContent = `${reused ? "REUSED" : status}${log?.startTime !== undefined && log.endTime !== undefined ? ` · ${dur(log.endTime - log.startTime)}` : ""}`;
     node.append(title, sub);
     node.addEventListener("click", () => onSelect(v.id));
     root.append(node);

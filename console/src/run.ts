@@ -16,6 +16,19 @@ export async function runView(root: HTMLElement, runId: string, selected: string
         notify(err instanceof ApiError ? err.message : String(err), true);
       }
     } }, label);
+  // Re-run and resume start a new run (docs/dataflow-service.md, "Re-run and resume"): go to it.
+  const again = (label: string, kind: "rerun" | "resume") =>
+    h("button", { id: kind, onclick: async () => {
+      try {
+        const id = await api<string>("POST", `${DF}/run/${encodeURIComponent(runId)}/${kind}`, {});
+        notify(`${label}: started ${id}`);
+        location.hash = `#/run/${id}`;
+      } catch (err) {
+        notify(err instanceof ApiError ? err.message : String(err), true);
+      }
+    } }, label);
+  const ended = TERMINAL.has(r.runStatus);
+  const origin = r.rerunOf;
   const select = (id: string) => {
     location.hash = `#/run/${runId}?node=${encodeURIComponent(id)}`;
   };
@@ -32,13 +45,20 @@ export async function runView(root: HTMLElement, runId: string, selected: string
       h("dt", {}, "Duration"), h("dd", {}, dur(r.duration)),
       h("dt", {}, "Initiator"), h("dd", {}, r.initiator?.userId ?? "—"),
       h("dt", {}, "Summary"), h("dd", {}, r.summary ?? "—"),
-      d.parentRunId ? h("dt", {}, "Parent") : null, d.parentRunId ? h("dd", {}, h("a", { href: `#/run/${d.parentRunId}` }, d.parentRunId)) : null),
-    h("div", { class: "actions" }, act("Terminate", "terminate"), act("Delete", "delete")),
+      d.parentRunId ? h("dt", {}, "Parent") : null, d.parentRunId ? h("dd", {}, h("a", { href: `#/run/${d.parentRunId}` }, d.parentRunId)) : null,
+      origin ? h("dt", {}, origin.kind === "resume" ? "Resumes" : "Re-runs") : null,
+      origin ? h("dd", { id: "rerun-of" }, h("a", { href: `#/run/${origin.runId}` }, origin.runId)) : null),
+    h("div", { class: "actions" },
+      ended ? null : act("Terminate", "terminate"),
+      ended ? again("Re-run", "rerun") : null,
+      d.resumable ? again("Resume from failed node", "resume") : null,
+      act("Delete", "delete")),
     d.error ? h("pre", { class: "error" }, d.error) : "",
     d.graph ? h("section", {}, h("h2", {}, "Graph"), h("div", { class: "graph-wrap" }, drawGraph(d, node?.nodeId, select))) : "",
     node
       ? h("section", { id: "node-detail" },
           h("h2", {}, `Node ${node.nodeId} (${node.nodeType}) `, badge(node.status)),
+          node.reusedFrom ? h("p", { class: "reused" }, "Not run again: output reused from run ", h("a", { href: `#/run/${node.reusedFrom}` }, node.reusedFrom)) : null,
           h("p", { class: "dim" }, `${time(node.startTime)} → ${time(node.endTime)} · ${node.startTime !== undefined && node.endTime !== undefined ? dur(node.endTime - node.startTime) : ""} · attempts ${node.attempts ?? 1}`),
           node.error ? h("pre", { class: "error" }, node.error) : null,
           h("div", { class: "io" }, h("div", {}, h("h3", {}, "Input"), json(node.input)), h("div", {}, h("h3", {}, "Output"), json(node.output))),
