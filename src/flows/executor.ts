@@ -11,6 +11,7 @@ import { evalExpr, truthy } from "./expr.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import type { FlowDeps, NodeContext } from "./nodes/types.ts";
+import { reuseRecorded } from "./resume.ts";
 
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
@@ -325,45 +326,19 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
         }, rt.seconds * 1000)
       : undefined;
 
-  if (opts.reuse) await reuseRecorded(x, opts.reuse);
+  if (opts.reuse)
+    await reuseRecorded(
+      { ...plan, status: x.status, outputs: x.outputs, taken: x.taken, logs: x.logs },
+      opts.reuse,
+      opts.parameter,
+      (i) => settle(x, i, "SUCCESS"),
+    );
   for (let i = 0; i < n; i++) consider(x, i);
   if (x.running === 0) finish();
   await finished;
   if (runTimer) x.clock.clearTimeout(runTimer);
   opts.signal.removeEventListener("abort", onOuterAbort);
   return resultOfRun(x, timedOutAfter);
-}
-
-/**
- * A resume (docs/dataflow-service.md, "Re-run and resume"): a vertex that succeeded in the failed
- * run, and whose upstream vertexes are all reused too, settles at once with its recorded output,
- * so its side effects are not repeated; its edges are taken again by their `when` over that output.
- * A vertex with an upstream that runs again runs again (its input may differ now).
- */
-async function reuseRecorded(x: Execution, reuse: NonNullable<ExecuteFlowOptions["reuse"]>) {
-  const byId = new Map(reuse.nodes.map((l) => [l.nodeId, l]));
-  const { vertexes, incoming, sourceIndex, outgoing } = x.plan;
-  for (let changed = true; changed; ) {
-    changed = false;
-    for (let i = 0; i < vertexes.length; i++) {
-      const v = vertexes[i] as Vertex;
-      const rec = byId.get(v.id);
-      if (x.status[i] !== "PENDING" || rec?.status !== "SUCCESS" || rec.nodeType !== v.type)
-        continue;
-      const upstream = (incoming[i] ?? []).map((e) => x.status[sourceIndex.get(e) ?? -1]);
-      if (upstream.some((s) => s !== "SUCCESS")) continue;
-      for (const { edge } of outgoing[i] ?? [])
-        if (
-          edge.when === undefined ||
-          truthy(await evalExpr(edge.when, rec.output, x.opts.parameter))
-        )
-          x.taken.add(edge);
-      x.outputs[i] = rec.output;
-      x.logs[i] = { ...rec, reusedFrom: reuse.runId };
-      settle(x, i, "SUCCESS");
-      changed = true;
-    }
-  }
 }
 
 /** docs/flow-graph.md: the output node's input; else the single sink's output; else an object keyed by sink id. */

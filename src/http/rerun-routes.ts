@@ -42,6 +42,10 @@ export async function rerunRoutes(fastify: FastifyInstance, deps: Deps): Promise
       {
         config: { access: "context" },
         schema: { params: RunIdParams, body: RerunBody, response: { 200: AnyEnvelope } },
+        // Every option has a default, so no body at all is `{}` (docs/dataflow-service.md).
+        preValidation: async (req) => {
+          req.body ??= {};
+        },
       },
       async (req, reply) => {
         const scope = scopeOf(req);

@@ -1,5 +1,9 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
+import type { ImportWrites } from "./import-types.ts";
+
+export type { ImportFlow, ImportWrites } from "./import-types.ts";
+
 export interface Scope {
   app: string;
   space: string;
@@ -148,28 +152,6 @@ export interface NewFlowDeploy {
   description: Record<string, string> | null;
   user: Record<string, unknown> | null;
   now: number;
-}
-
-/** A flow an import writes (docs/export-import.md). */
-export interface ImportFlow {
-  path: string;
-  name: string;
-  /** An element that exists: only its missing revisions (and its release) are written. */
-  elementId: string | null;
-  /** A new element: its status and description. */
-  status: FlowStatus;
-  description: Record<string, string> | null;
-  revisions: Omit<FlowRevision, "elementId">[];
-  /** The release to set; null leaves it. */
-  releaseVersion: number | null;
-  /** Recorded as the release user when the release moves. */
-  user: Record<string, unknown> | null;
-}
-
-/** Everything one import writes, committed together or not at all. */
-export interface ImportWrites {
-  scripts: { path: string; name: string; kind: "module" | "package"; content: Uint8Array }[];
-  flows: ImportFlow[];
 }
 
 /** A flow's current release, as the cron wiring registers it. */

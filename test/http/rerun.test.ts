@@ -141,6 +141,15 @@ describe("re-run and resume", () => {
       assert.equal(r.body.code, 28020008);
       assert.match(r.body.message, /outputs of its nodes were not kept.*logContent is CONCISE/);
       assert.equal((await detail(failedId)).resumable, false);
+      const runs = await call("POST", "/monitor/runs", {
+        elementName: "concise2",
+        pageNo: 0,
+        pageSize: 10,
+      });
+      assert.equal(runs.body.data.totalCount, 1, "the refused resume wrote no run");
+      // No body at all is the same as {}.
+      const bare = await server.call("POST", `${DF}/run/${failedId}/resume`, { headers: h });
+      assert.equal(bare.body.code, 28020008, bare.text);
       // A re-run is still possible, and repeats every node.
       h2.healFlaky();
       const rr = await call("POST", `/run/${failedId}/rerun`, { sync: true });
