@@ -11,6 +11,7 @@ interface NodeLog {
   error?: string;
   stdout?: string;
   stderr?: string;
+  reusedFrom?: string;
 }
 
 interface RunDetail {
@@ -21,6 +22,7 @@ interface RunDetail {
     startTime?: number;
     duration?: number;
     summary?: string;
+    rerunOf?: { runId: string; kind: string };
   };
   elementType: string;
   error?: string;
@@ -54,12 +56,15 @@ export const logs: Command = {
       `${c.bold(r.elementName ?? "")} ${r.runId} ${ui.status(r.runStatus)} ${fmtTime(r.startTime)} ${fmtDuration(r.duration)}`,
     );
     if (r.summary) ui.out(c.dim(r.summary));
+    if (r.rerunOf)
+      ui.out(c.dim(`${r.rerunOf.kind === "resume" ? "resumes" : "re-runs"} ${r.rerunOf.runId}`));
     for (const n of data.nodes) {
       const took =
         n.startTime !== undefined && n.endTime !== undefined
           ? fmtDuration(n.endTime - n.startTime)
           : "";
-      ui.out(`  ${c.bold(n.nodeId)} (${n.nodeType}) ${ui.status(n.status)} ${took}`);
+      const reused = n.reusedFrom ? c.dim(` reused from ${n.reusedFrom}`) : "";
+      ui.out(`  ${c.bold(n.nodeId)} (${n.nodeType}) ${ui.status(n.status)} ${took}${reused}`);
       if (n.error) ui.out(c.red(indent(n.error)));
       if (n.stdout) ui.out(indent(n.stdout));
       if (n.stderr) ui.out(c.yellow(indent(n.stderr)));

@@ -107,6 +107,9 @@ describe("sluice rerun, resume, export and import against real servers", () => {
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.deepEqual(JSON.parse(r.stdout).result, { path: "/flaky", n: 2 });
     assert.equal(hook.calls("/count"), 1);
+    const logs = await sluice(["logs", JSON.parse(r.stdout).id], env);
+    assert.match(logs.stdout, new RegExp(`resumes ${failed.headers.get("x-run-id")}`));
+    assert.match(logs.stdout, /count \(http\) SUCCESS .*reused from /);
   });
 
   it("export writes a file; import --dry-run plans, import writes, a second import skips", async () => {
