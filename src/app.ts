@@ -135,6 +135,8 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         store: deps.store,
         clock: deps.clock,
         lifecycle: deps.lifecycle,
+        config,
+        syntax: deps.syntax,
       });
       await dataflow.register(monitorRoutes, {
         store: deps.store,

@@ -16,15 +16,23 @@ import { portable, type Ref, refsOf, resolveRef } from "./references.ts";
  * a refusal answer the same plan; written in one transaction. Same content is skipped, so an
  * import can be repeated.
  */
+/** The checks an imported script passes, as an uploaded one does: null, or why it is refused. */
+export type ScriptCheck = (
+  name: string,
+  kind: "module" | "package",
+  content: Buffer,
+) => Promise<string | null>;
+
 export async function importBundle(
-  store: Store,
+  deps: { store: Store; checkScript: ScriptCheck },
   scope: Scope,
   user: string | null,
   req: { bundle: Bundle; dryRun?: boolean | undefined },
   now: number,
 ): Promise<{ report: ImportReport; flowIds: string[] }> {
   const dryRun = req.dryRun ?? false;
-  const { report, writes } = await planImport(store, scope, req.bundle, user);
+  const { store } = deps;
+  const { report, writes } = await planImport(deps, scope, req.bundle, user);
   report.dryRun = dryRun;
   if (dryRun) return { report, flowIds: [] };
   if (report.conflicts.length > 0) throw conflictError(report.conflicts);
@@ -49,17 +57,18 @@ interface Plan {
 }
 
 async function planImport(
-  store: Store,
+  deps: { store: Store; checkScript: ScriptCheck },
   scope: Scope,
   bundle: Bundle,
   user: string | null,
 ): Promise<Plan> {
+  const { store } = deps;
   checkNames(bundle);
   const plan: Plan = {
     report: { dryRun: true, created: [], updated: [], skipped: [], conflicts: [] },
     writes: { scripts: [], flows: [] },
   };
-  for (const s of bundle.scripts) await planScript(store, scope, s, plan);
+  for (const s of bundle.scripts) await planScript(deps, scope, s, plan);
   for (const f of bundle.flows) {
     const item: ImportItem = { elementType: "DPL", path: f.path, elementName: f.name };
     const planned = await planFlow(store, scope, f, user);
@@ -111,11 +120,24 @@ async function existing(
   return (await store.findElements(scope, { type, name, folderId: folder.id }))[0];
 }
 
-async function planScript(store: Store, scope: Scope, s: BundleScript, plan: Plan) {
+async function planScript(
+  deps: { store: Store; checkScript: ScriptCheck },
+  scope: Scope,
+  s: BundleScript,
+  plan: Plan,
+) {
+  const { store } = deps;
   const item: ImportItem = { elementType: "PY", path: s.path, elementName: s.name };
-  const content = new Uint8Array(Buffer.from(s.content, "base64"));
+  const bytes = Buffer.from(s.content, "base64");
+  const content = new Uint8Array(bytes);
   const el = await existing(store, scope, "PY", s.path, s.name);
   if (!el) {
+    // A file is not trusted more than an upload: the same limits and syntax check.
+    const refused = await deps.checkScript(s.name, s.kind, bytes);
+    if (refused) {
+      plan.report.conflicts.push({ ...item, reason: `refused as an upload would be: ${refused}` });
+      return;
+    }
     plan.report.created.push(item);
     plan.writes.scripts.push({ path: s.path, name: s.name, kind: s.kind, content });
     return;

@@ -2,9 +2,12 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import { exportBundle } from "../bundles/export.ts";
 import { Bundle, ExportBody, ImportBody, ImportReport } from "../bundles/format.ts";
-import { importBundle } from "../bundles/import.ts";
+import { importBundle, type ScriptCheck } from "../bundles/import.ts";
 import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
 import type { FlowLifecycle } from "../flows/lifecycle.ts";
+import { checkScriptBytes } from "../scripts/importer.ts";
+import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
@@ -12,10 +15,20 @@ import { Envelope, ok } from "./envelope.ts";
 /** Endpoints 24–25: export and import (docs/export-import.md), in the caller's app and space. */
 export async function bundleRoutes(
   fastify: FastifyInstance,
-  opts: { store: Store; clock: Clock; lifecycle: FlowLifecycle },
+  opts: {
+    store: Store;
+    clock: Clock;
+    lifecycle: FlowLifecycle;
+    config: Config;
+    syntax: SyntaxChecker;
+  },
 ): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { store, clock, lifecycle } = opts;
+  const checkScript: ScriptCheck = async (name, kind, content) => {
+    const file = `${name}.${kind === "package" ? "zip" : "py"}`;
+    return (await checkScriptBytes(opts, file, kind, content))?.message ?? null;
+  };
 
   app.post(
     "/export",
@@ -35,7 +48,7 @@ export async function bundleRoutes(
     async (req) => {
       const scope = scopeOf(req);
       const { report, flowIds } = await importBundle(
-        store,
+        { store, checkScript },
         scope,
         req.ctx.user,
         req.body,

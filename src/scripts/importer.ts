@@ -53,41 +53,16 @@ async function importOne(
   if (!match) return reject(`"${base}" is not a .py or .zip file`);
   const badName = checkElementName(name);
   if (badName) return reject(`element name "${name}" ${badName}`);
-  if (file.truncated || file.bytes.length > config.limits.uploadFileBytes) {
+  if (file.truncated) {
     return {
       filePath,
       status: 3,
       message: `file is larger than ${config.limits.uploadFileBytes} bytes`,
     };
   }
-
   const kind = match[2]?.toLowerCase() === "zip" ? "package" : "module";
-  // The bytes the task will load, and loaded the same way (docs/script-service.md, "Upload").
-  let sources: CheckedFile[];
-  if (kind === "module") {
-    sources = [{ name: base, bytes: file.bytes }];
-  } else {
-    const verdict = await inspectZip(file.bytes, config.limits);
-    if (!verdict.ok) return { filePath, status: verdict.status, message: verdict.message };
-    sources = verdict.pyFiles.map((f) => ({
-      name: f.name,
-      bytes: f.source,
-      decode: f.name === verdict.entry,
-    }));
-  }
-  const checked = await deps.syntax.check(sources);
-  if (!checked.ok) {
-    const where = checked.file ?? base;
-    if (checked.reason === "syntax")
-      return reject(
-        checked.line !== undefined
-          ? `Python syntax error in ${where} line ${checked.line}: ${checked.message}`
-          : `Python cannot compile ${where}: ${checked.message}`,
-      );
-    if (checked.reason === "limit")
-      return { filePath, status: 3, message: `${where}: ${checked.message}` };
-    return reject(`${where} could not be checked: ${checked.message}`);
-  }
+  const refused = await checkScriptBytes(deps, base, kind, file.bytes);
+  if (refused) return { filePath, ...refused };
 
   const outcome = await deps.store.putScript(
     { scope, folderId: folder.id, name, kind, content: file.bytes, now: deps.clock.now() },
@@ -96,4 +71,46 @@ async function importOne(
   if (outcome === "exists")
     return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
   return { filePath, status: 0, message: outcome };
+}
+
+/**
+ * The checks every script's bytes pass before they are stored, whether uploaded or imported
+ * (docs/script-service.md, "Upload"; docs/export-import.md): the size limit, a package's zip
+ * limits, and the sandboxed syntax check of the bytes the task will load. Null: it passes.
+ */
+export async function checkScriptBytes(
+  deps: { config: Config; syntax: SyntaxChecker },
+  base: string,
+  kind: "module" | "package",
+  bytes: Buffer,
+): Promise<{ status: 2 | 3; message: string } | null> {
+  const { config } = deps;
+  if (bytes.length > config.limits.uploadFileBytes)
+    return { status: 3, message: `file is larger than ${config.limits.uploadFileBytes} bytes` };
+  // The bytes the task will load, and loaded the same way (docs/script-service.md, "Upload").
+  let sources: CheckedFile[];
+  if (kind === "module") {
+    sources = [{ name: base, bytes }];
+  } else {
+    const verdict = await inspectZip(bytes, config.limits);
+    if (!verdict.ok) return { status: verdict.status, message: verdict.message };
+    sources = verdict.pyFiles.map((f) => ({
+      name: f.name,
+      bytes: f.source,
+      decode: f.name === verdict.entry,
+    }));
+  }
+  const checked = await deps.syntax.check(sources);
+  if (checked.ok) return null;
+  const where = checked.file ?? base;
+  if (checked.reason === "syntax")
+    return {
+      status: 2,
+      message:
+        checked.line !== undefined
+          ? `Python syntax error in ${where} line ${checked.line}: ${checked.message}`
+          : `Python cannot compile ${where}: ${checked.message}`,
+    };
+  if (checked.reason === "limit") return { status: 3, message: `${where}: ${checked.message}` };
+  return { status: 2, message: `${where} could not be checked: ${checked.message}` };
 }

@@ -325,6 +325,23 @@ describe("export and import", () => {
     assert.equal((await on(target, "/import", { bundle }, fresh)).body.code, 28040001);
   });
 
+  it("an imported script passes the checks of an upload (syntax, size, zip limits)", async () => {
+    const bundle = await exportEtl();
+    const script = bundle.scripts.find((x: { name: string }) => x.name === "score");
+    script.content = Buffer.from("def main(p:\n    return 1\n").toString("base64");
+    const fresh = { app: "app8", space: "s8", user: "yan" };
+    const r = await on(target, "/import", { bundle, dryRun: true }, fresh);
+    assert.equal(r.body.code, 0, r.text);
+    const score = r.body.data.conflicts.find(
+      (c: { elementType: string }) => c.elementType === "PY",
+    );
+    assert.match(
+      score.reason,
+      /^refused as an upload would be: Python syntax error in score\.py line 1/,
+    );
+    assert.equal((await on(target, "/import", { bundle }, fresh)).body.code, 28040001);
+  });
+
   it("every new endpoint is scoped: another space sees none of this one's elements", async () => {
     const byPath = await on(
       source,
