@@ -342,6 +342,26 @@ describe("export and import", () => {
     assert.equal((await on(target, "/import", { bundle }, fresh)).body.code, 28040001);
   });
 
+  it("an imported flow's cron trigger is scheduled on the target as after a deploy", async () => {
+    await deployAndActivate(
+      source,
+      "nightly",
+      scored(1, { elementName: "score", path: "/ml" }),
+      { triggers: [{ type: "cron", name: "n", crontab: "0 2 * * *", parameter: PARAM }] },
+      h,
+      "/cron",
+    );
+    const bundle = (await on(source, "/export", { path: "/cron" })).body.data;
+    const r = await on(target, "/import", { bundle });
+    assert.equal(r.body.code, 0, r.text);
+    const flows = (await target.call("GET", `${DF}/monitor/flows`, { headers: h })).body.data;
+    const row = flows.find(
+      (f: { element: { elementName: string } }) => f.element.elementName === "nightly",
+    );
+    assert.equal(row.schedule?.crontab, "0 2 * * *");
+    assert.ok(row.schedule?.nextRunAt > Date.now());
+  });
+
   it("every new endpoint is scoped: another space sees none of this one's elements", async () => {
     const byPath = await on(
       source,

@@ -222,6 +222,18 @@ describe("re-run and resume", () => {
     assert.match(resume.body.message, /only a flow run resumes/);
   });
 
+  it("a deactivated flow does not re-run (as it does not run)", async () => {
+    await deployAndActivate(server, "brief", NO_SCRIPT_FLOW);
+    const id = (
+      await call("POST", "/run-sync", { elementName: "brief", parameter: ORDERS })
+    ).headers.get("x-run-id") as string;
+    const off = await call("POST", "/flow/deactivate", { elementName: "brief", path: "/flows" });
+    assert.equal(off.body.data, "OBSOLETE");
+    const r = await call("POST", `/run/${id}/rerun`, { sync: true });
+    assert.equal(r.body.code, 28020001);
+    assert.match(r.body.message, /status OBSOLETE/);
+  });
+
   it("refuses to re-run or resume a run that has not finished", async () => {
     const id = (await call("POST", "/run", { elementName: "hang", parameter: {} })).body
       .data as string;
