@@ -11,7 +11,8 @@ import { badRequest } from "../errors.ts";
  * - In a query string an empty value is the field left out; integers and booleans are read from
  *   their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
- * - An empty body sent as application/json is no body.
+ * - An empty body sent as application/json is no body; a route whose schema types its body
+ *   answers "body is required" for it, as for no body or a body of `null`.
  */
 export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
@@ -27,9 +28,15 @@ export function installRequestForms(app: FastifyInstance): void {
     if (schema.querystring && isRecord(req.query)) {
       normalizeQuery(req, req.query, schema.querystring as Schema);
     }
-    if (schema.body && req.body !== undefined) {
-      req.body = dropNulls(req.body, schema.body as Schema);
+    if (!schema.body) return;
+    const body = schema.body as Schema;
+    // No body, an empty one or `null` is absent like any other value; where the schema wants a
+    // typed body that is its own 400, not "body must be object".
+    if (req.body === undefined || req.body === null) {
+      if (typesOf(body).length > 0) throw badRequest("body is required");
+      return;
     }
+    req.body = dropNulls(req.body, body);
   });
 }
 
