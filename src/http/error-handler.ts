@@ -113,7 +113,22 @@ function describeValidation(err: FastifyError): string {
     return `${field}.${params.additionalProperty} is not allowed`;
   const allowed = allowedValues(err.validation ?? [], first.instancePath);
   if (allowed.length > 0) return `${field} must be one of ${allowed.join(", ")}`;
+  const range = rangeOf(first);
+  if (range) return `${field} must be from ${range[0]} to ${range[1]}`;
   return `${field} ${first.message ?? "is invalid"}`;
+}
+
+/**
+ * A number bounded on both sides names both bounds (`body.pageSize must be from 1 to 100`), not
+ * only the one it crossed. Ajv's `verbose` option puts the failing schema on the error.
+ */
+function rangeOf(e: NonNullable<FastifyError["validation"]>[number]): [number, number] | undefined {
+  if (e.keyword !== "minimum" && e.keyword !== "maximum") return undefined;
+  const schema = (e as { parentSchema?: { minimum?: unknown; maximum?: unknown } }).parentSchema;
+  const { minimum, maximum } = schema ?? {};
+  return typeof minimum === "number" && typeof maximum === "number"
+    ? [minimum, maximum]
+    : undefined;
 }
 
 /**
