@@ -16,7 +16,7 @@ describe("flow lifecycle requests from every client", () => {
   const nameOf = (client: string) => `life-${client}`;
   const locator = (client: string) =>
     dto({ elementName: nameOf(client) }, { path: FOLDER }, LOCATOR_UNSET);
-  const call = (method: string, p: string, body?: unknown, headers = h) =>
+  const call = (method: string, p: string, body?: unknown, headers: Record<string, string> = h) =>
     server.call(method, p, { headers, body });
 
   before(async () => {

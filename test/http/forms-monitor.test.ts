@@ -13,7 +13,7 @@ describe("monitoring requests from every client", () => {
   const h = scopeHeaders();
   const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
   const runIds: string[] = [];
-  const call = (method: string, p: string, body?: unknown, headers = h) =>
+  const call = (method: string, p: string, body?: unknown, headers: Record<string, string> = h) =>
     server.call(method, p, { headers, body });
   const FILTER_UNSET = [
     "elementType",
