@@ -8,8 +8,8 @@ import { badRequest } from "../errors.ts";
  * - `null` for a declared field is the field left out (Jackson and System.Text.Json write unset
  *   fields as null). Only fields the route's schema declares are touched: free-form values
  *   (`parameter`, a flow graph's own data) reach the flow or script exactly as sent.
- * - In a query string an empty value is the field left out; integers and booleans are read from
- *   their text (a query string has no other way to carry them).
+ * - In a query string or a multipart form (formFields) an empty value is the field left out;
+ *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
  * - An empty body sent as application/json is no body; a route whose schema types its body
  *   answers "body is required" for it, as for no body or a body of `null`.
@@ -46,6 +46,14 @@ export function textBoolean(value: string): boolean | undefined {
   if (lower === "true" || lower === "1") return true;
   if (lower === "false" || lower === "0") return false;
   return undefined;
+}
+
+/**
+ * The text fields of a multipart form as a handler reads them: an empty value is the field left
+ * out, as in a query string (a browser sends every input of a form, an empty one as "").
+ */
+export function formFields(fields: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== ""));
 }
 
 /** A form or query boolean: absent when missing or empty, else textBoolean or a 400 naming it. */
