@@ -20,7 +20,7 @@ export function installRequestForms(app: FastifyInstance): void {
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
     const text = typeof body === "string" ? body : body.toString("utf8");
     if (text.trim() === "") return done(null, undefined);
-    parseJson(req, text, done);
+    parseJson(req, text, (err, value) => done(err ? jsonError(text) : null, value));
   });
   app.addHook("preValidation", async (req) => {
     const schema = req.routeOptions.schema;
@@ -38,6 +38,21 @@ export function installRequestForms(app: FastifyInstance): void {
     }
     req.body = dropNulls(req.body, body);
   });
+}
+
+/**
+ * Why a body is not JSON, where it is (the parser's own error says only that it is not): the
+ * syntax error's text, or the prototype keys the parser refuses (docs/errors.md).
+ */
+function jsonError(text: string): Error {
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    return badRequest(`body is not valid JSON: ${(err as Error).message}`);
+  }
+  return badRequest(
+    "body is not valid JSON: a __proto__ or constructor.prototype key is not allowed",
+  );
 }
 
 /** A boolean sent as text: true/false/1/0 in any letter case; anything else is undefined. */

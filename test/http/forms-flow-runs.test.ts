@@ -129,10 +129,11 @@ describe("flow run requests from every client", () => {
 
   it("an empty JSON body where one is required is the 400 for a missing body", async () => {
     for (const url of ["/run", "/run-sync", "/run/terminate", "/run/delete"]) {
-      for (const raw of ["", "  \n", "null"]) {
+      // No body at all (no content-type either), empty, blank, or the JSON value null.
+      for (const raw of [undefined, "", "  \n", "null"]) {
         const r = await server.call("POST", `${DF}${url}`, {
-          headers: { ...h, "content-type": "application/json" },
-          raw,
+          headers: raw === undefined ? h : { ...h, "content-type": "application/json" },
+          ...(raw === undefined ? {} : { raw }),
         });
         assert.equal(r.body.code, 400, `${url}: ${r.text}`);
         assert.match(
@@ -141,6 +142,25 @@ describe("flow run requests from every client", () => {
           `${url} ${JSON.stringify(raw)}: ${r.text}`,
         );
       }
+    }
+  });
+
+  it("a body that is not JSON says why; a prototype key is refused by name", async () => {
+    const cases: [string, RegExp][] = [
+      ['{"elementName": "runs",}', /^invalid request: body is not valid JSON: .*position/],
+      ["{'elementName': 'runs'}", /^invalid request: body is not valid JSON: .*position/],
+      [
+        '{"__proto__": {"x": 1}}',
+        /body is not valid JSON: a __proto__ or constructor\.prototype key/,
+      ],
+    ];
+    for (const [raw, message] of cases) {
+      const r = await server.call("POST", `${DF}/run-sync`, {
+        headers: { ...h, "content-type": "application/json" },
+        raw,
+      });
+      assert.equal(r.body.code, 400, r.text);
+      assert.match(r.body.message, message, r.text);
     }
   });
 
