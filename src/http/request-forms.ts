@@ -18,7 +18,9 @@ export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    const text = typeof body === "string" ? body : body.toString("utf8");
+    // A leading byte order mark (.NET's StreamWriter with Encoding.UTF8 writes one) is not
+    // part of the JSON text: RFC 8259 lets a parser ignore it, and this one does.
+    const text = (typeof body === "string" ? body : body.toString("utf8")).replace(/^\uFEFF/, "");
     if (text.trim() === "") return done(null, undefined);
     parseJson(req, text, (err, value) => done(err ? jsonError(text) : null, value));
   });
@@ -39,6 +41,9 @@ export function installRequestForms(app: FastifyInstance): void {
     req.body = dropNulls(req.body, body);
   });
 }
+
+/** The text of a JSON number: what a query string's integer field is read from. */
+const NUMBER_TEXT = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
 /**
  * Why a body is not JSON, where it is (the parser's own error says only that it is not): the
@@ -110,7 +115,9 @@ function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, sch
       const parsed = textBoolean(value);
       if (parsed === undefined) throw badRequest(`querystring.${key} must be true, false, 1 or 0`);
       query[key] = parsed;
-    } else if (types.includes("integer") && /^-?\d+$/.test(value.trim())) {
+    } else if (types.includes("integer") && NUMBER_TEXT.test(value.trim())) {
+      // Read as a JSON number would be (`30.0` is 30, as in a body); the schema then refuses
+      // what is not an integer, naming the field.
       query[key] = Number(value.trim());
     }
   }

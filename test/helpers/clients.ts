@@ -76,7 +76,8 @@ export const JSON_CLIENTS: readonly JsonClient[] = [
   {
     // A default ObjectMapper writes every field, unset ones as null.
     name: "jackson",
-    contentType: "application/json",
+    // Spring's MediaType.APPLICATION_JSON_UTF8 (Spring before 5.2) names the charset unspaced.
+    contentType: "application/json;charset=UTF-8",
     render: (v) => JSON.stringify(shape(v, "nulls")),
   },
   {
@@ -89,7 +90,12 @@ export const JSON_CLIENTS: readonly JsonClient[] = [
     // encoding/json with omitempty on optional fields: unset and zero values left out.
     name: "go-omitempty",
     contentType: "application/json",
-    render: (v) => JSON.stringify(shape(v, "omitempty")),
+    // json.Marshal escapes <, >, & and U+2028/U+2029 for embedding in HTML.
+    render: (v) =>
+      JSON.stringify(shape(v, "omitempty")).replace(
+        /[<>&\u2028\u2029]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+      ),
   },
   {
     // requests' json= of dataclasses.asdict: None becomes null, json.dumps spacing and escapes.

@@ -120,6 +120,11 @@ describe("flow run requests from every client", () => {
 
   it("a query value that is not an integer is a 400 naming it", async () => {
     const id = await finishedRun();
+    // Python's str(30.0): read as the JSON number it spells, like 30.0 in a body.
+    for (const t of ["30.0", "3e1", " 30 "]) {
+      const r = await call("GET", `${DF}/run/${id}/result?timeout=${encodeURIComponent(t)}`);
+      assert.deepEqual(r.body.data, EXPECTED, `${t}: ${r.text}`);
+    }
     for (const t of ["abc", "1.5", "-1", "true"]) {
       const r = await call("GET", `${DF}/run/${id}/result?timeout=${t}`);
       assert.equal(r.body.code, 400, `${t}: ${r.text}`);
@@ -162,6 +167,14 @@ describe("flow run requests from every client", () => {
       assert.equal(r.body.code, 400, r.text);
       assert.match(r.body.message, message, r.text);
     }
+  });
+
+  it("a UTF-8 byte order mark before the JSON text (.NET's StreamWriter) is ignored", async () => {
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: { ...h, "content-type": "application/json; charset=utf-8" },
+      raw: `\uFEFF${JSON.stringify({ elementName: "runs", path: "/runs", parameter: ORDERS })}`,
+    });
+    assert.deepEqual(r.body.data, EXPECTED, r.text);
   });
 
   it("a GET sent with Content-Type: application/json and an empty body reads as without", async () => {
