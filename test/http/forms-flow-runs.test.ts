@@ -169,6 +169,18 @@ describe("flow run requests from every client", () => {
     }
   });
 
+  it("curl -d without a content type (x-www-form-urlencoded) is a 400 saying what is read", async () => {
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: { ...h, "content-type": "application/x-www-form-urlencoded" },
+      raw: JSON.stringify({ elementName: "runs", path: "/runs", parameter: ORDERS }),
+    });
+    assert.equal(r.body.code, 400, r.text);
+    assert.match(
+      r.body.message,
+      /unsupported content type "application\/x-www-form-urlencoded"; bodies are application\/json/,
+    );
+  });
+
   it("a UTF-8 byte order mark before the JSON text (.NET's StreamWriter) is ignored", async () => {
     const r = await server.call("POST", `${DF}/run-sync`, {
       headers: { ...h, "content-type": "application/json; charset=utf-8" },
