@@ -3,8 +3,8 @@ import { type Reply, scopeHeaders, type TestServer } from "./server.ts";
 /**
  * One logical request written the way different client serialisers write it (docs/errors.md,
  * "How fields are read"). A request is built from `dto(required, optional, unset)`: the fields
- * the caller set and the optional fields of its class it left unset. Free-form values (a run's `parameter`) are
- * plain objects and are written as they are.
+ * the caller set and the optional fields of its class it left unset. Free-form values (a run's
+ * `parameter`) are plain objects and are written as they are.
  */
 
 /**
