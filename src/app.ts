@@ -65,6 +65,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         useDefaults: true,
         removeAdditional: false,
         allErrors: false,
+        // Errors carry their schema, so a range error names both bounds (error-handler.ts).
+        verbose: true,
       },
     },
     routerOptions: { ignoreTrailingSlash: true },

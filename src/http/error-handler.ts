@@ -60,13 +60,16 @@ function envelopeOf(
     reply.headers(err.headers);
     return fail(err.code, err.messageIn(language));
   }
-  const mapped = mapFastifyError(err);
+  const mapped = mapFastifyError(err, req.headers["content-type"]);
   if (mapped) return fail(mapped.code, formatMessage(mapped.code, [mapped.text], language));
   req.log.error({ err }, "unexpected error");
   return fail(ErrorCode.BUSINESS, formatMessage(ErrorCode.BUSINESS, ["internal error"], language));
 }
 
-function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: string } | null {
+function mapFastifyError(
+  err: FastifyError,
+  contentType: string | undefined,
+): { code: ErrorCodeValue; text: string } | null {
   if (err.validation) {
     return { code: ErrorCode.BAD_REQUEST, text: describeValidation(err) };
   }
@@ -77,7 +80,12 @@ function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: strin
     case "FST_PARTS_LIMIT":
       return { code: ErrorCode.TOO_LARGE, text: err.message };
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return { code: ErrorCode.BAD_REQUEST, text: `unsupported content type` };
+      // curl -d sends application/x-www-form-urlencoded unless told otherwise: say what was
+      // received and what is read.
+      return {
+        code: ErrorCode.BAD_REQUEST,
+        text: `unsupported content type ${JSON.stringify((contentType ?? "").slice(0, 100))}; bodies are application/json (uploads multipart/form-data)`,
+      };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return {
         code: ErrorCode.BAD_REQUEST,
@@ -113,7 +121,22 @@ function describeValidation(err: FastifyError): string {
     return `${field}.${params.additionalProperty} is not allowed`;
   const allowed = allowedValues(err.validation ?? [], first.instancePath);
   if (allowed.length > 0) return `${field} must be one of ${allowed.join(", ")}`;
+  const range = rangeOf(first);
+  if (range) return `${field} must be from ${range[0]} to ${range[1]}`;
   return `${field} ${first.message ?? "is invalid"}`;
+}
+
+/**
+ * A number bounded on both sides names both bounds (`body.pageSize must be from 1 to 100`), not
+ * only the one it crossed. Ajv's `verbose` option puts the failing schema on the error.
+ */
+function rangeOf(e: NonNullable<FastifyError["validation"]>[number]): [number, number] | undefined {
+  if (e.keyword !== "minimum" && e.keyword !== "maximum") return undefined;
+  const schema = (e as { parentSchema?: { minimum?: unknown; maximum?: unknown } }).parentSchema;
+  const { minimum, maximum } = schema ?? {};
+  return typeof minimum === "number" && typeof maximum === "number"
+    ? [minimum, maximum]
+    : undefined;
 }
 
 /**

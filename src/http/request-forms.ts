@@ -8,18 +8,21 @@ import { badRequest } from "../errors.ts";
  * - `null` for a declared field is the field left out (Jackson and System.Text.Json write unset
  *   fields as null). Only fields the route's schema declares are touched: free-form values
  *   (`parameter`, a flow graph's own data) reach the flow or script exactly as sent.
- * - In a query string an empty value is the field left out; integers and booleans are read from
- *   their text (a query string has no other way to carry them).
+ * - In a query string or a multipart form (formFields) an empty value is the field left out;
+ *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
- * - An empty body sent as application/json is no body.
+ * - An empty body sent as application/json is no body; a route whose schema types its body
+ *   answers "body is required" for it, as for no body or a body of `null`.
  */
 export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    const text = typeof body === "string" ? body : body.toString("utf8");
+    // A leading byte order mark (.NET's StreamWriter with Encoding.UTF8 writes one) is not
+    // part of the JSON text: RFC 8259 lets a parser ignore it, and this one does.
+    const text = (typeof body === "string" ? body : body.toString("utf8")).replace(/^\uFEFF/, "");
     if (text.trim() === "") return done(null, undefined);
-    parseJson(req, text, done);
+    parseJson(req, text, (err, value) => done(err ? jsonError(text) : null, value));
   });
   app.addHook("preValidation", async (req) => {
     const schema = req.routeOptions.schema;
@@ -27,10 +30,34 @@ export function installRequestForms(app: FastifyInstance): void {
     if (schema.querystring && isRecord(req.query)) {
       normalizeQuery(req, req.query, schema.querystring as Schema);
     }
-    if (schema.body && req.body !== undefined) {
-      req.body = dropNulls(req.body, schema.body as Schema);
+    if (!schema.body) return;
+    const body = schema.body as Schema;
+    // No body, an empty one or `null` is absent like any other value; where the schema wants a
+    // typed body that is its own 400, not "body must be object".
+    if (req.body === undefined || req.body === null) {
+      if (typesOf(body).length > 0) throw badRequest("body is required");
+      return;
     }
+    req.body = dropNulls(req.body, body);
   });
+}
+
+/** The text of a JSON number: what a query string's integer field is read from. */
+const NUMBER_TEXT = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * Why a body is not JSON, where it is (the parser's own error says only that it is not): the
+ * syntax error's text, or the prototype keys the parser refuses (docs/errors.md).
+ */
+function jsonError(text: string): Error {
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    return badRequest(`body is not valid JSON: ${(err as Error).message}`);
+  }
+  return badRequest(
+    "body is not valid JSON: a __proto__ or constructor.prototype key is not allowed",
+  );
 }
 
 /** A boolean sent as text: true/false/1/0 in any letter case; anything else is undefined. */
@@ -39,6 +66,14 @@ export function textBoolean(value: string): boolean | undefined {
   if (lower === "true" || lower === "1") return true;
   if (lower === "false" || lower === "0") return false;
   return undefined;
+}
+
+/**
+ * The text fields of a multipart form as a handler reads them: an empty value is the field left
+ * out, as in a query string (a browser sends every input of a form, an empty one as "").
+ */
+export function formFields(fields: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== ""));
 }
 
 /** A form or query boolean: absent when missing or empty, else textBoolean or a 400 naming it. */
@@ -80,7 +115,9 @@ function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, sch
       const parsed = textBoolean(value);
       if (parsed === undefined) throw badRequest(`querystring.${key} must be true, false, 1 or 0`);
       query[key] = parsed;
-    } else if (types.includes("integer") && /^-?\d+$/.test(value.trim())) {
+    } else if (types.includes("integer") && NUMBER_TEXT.test(value.trim())) {
+      // Read as a JSON number would be (`30.0` is 30, as in a body); the schema then refuses
+      // what is not an integer, naming the field.
       query[key] = Number(value.trim());
     }
   }
