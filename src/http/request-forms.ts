@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
+import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
 /**
  * The one place where the forms different client serialisers give the same request are made
@@ -84,23 +85,7 @@ export function formBoolean(value: string | undefined, field: string): boolean |
   return parsed;
 }
 
-interface Schema {
-  type?: string | string[];
-  properties?: Record<string, Schema>;
-  items?: Schema;
-  anyOf?: Schema[];
-  default?: unknown;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function typesOf(schema: Schema): string[] {
-  if (schema.anyOf) return schema.anyOf.flatMap(typesOf);
-  if (schema.type === undefined) return [];
-  return Array.isArray(schema.type) ? schema.type : [schema.type];
-}
+type Schema = ShapeSchema;
 
 function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, schema: Schema) {
   for (const [key, prop] of Object.entries(schema.properties ?? {})) {
@@ -125,23 +110,15 @@ function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, sch
 }
 
 /**
- * Declared fields holding null become absent and declared booleans sent as text become booleans,
- * through nested declared objects and arrays; every other value keeps its JSON type.
+ * Declared fields holding null become absent (src/schema/null-absent.ts, the walker deploys use
+ * for graphs too) and declared booleans sent as text become booleans; every other value keeps
+ * its JSON type.
  */
 function dropNulls(value: unknown, schema: Schema): unknown {
-  if (Array.isArray(value)) {
-    const items = schema.items;
-    return items ? value.map((item) => dropNulls(item, items)) : value;
-  }
-  if (!isRecord(value) || !schema.properties) return value;
-  for (const [key, prop] of Object.entries(schema.properties)) {
-    if (!(key in value)) continue;
-    const field = value[key];
+  return dropDeclaredNulls(value, schema, (field, prop) => {
     const types = typesOf(prop);
-    if (field === null && !types.includes("null")) delete value[key];
-    else if (typeof field === "string" && types.includes("boolean") && !types.includes("string"))
-      value[key] = textBoolean(field) ?? field;
-    else value[key] = dropNulls(field, prop);
-  }
-  return value;
+    return typeof field === "string" && types.includes("boolean") && !types.includes("string")
+      ? (textBoolean(field) ?? field)
+      : field;
+  });
 }
