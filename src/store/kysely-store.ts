@@ -193,15 +193,7 @@ export function createKyselyStore(
       });
     },
 
-    async startRun(id, startTime, nodeId) {
-      const r = await db
-        .updateTable("runs")
-        .set({ status: "STARTED", start_time: startTime, node_id: nodeId })
-        .where("id", "=", id)
-        .where("status", "=", "QUEUED")
-        .executeTakeFirst();
-      return Number(r.numUpdatedRows) > 0;
-    },
+    startRun: writes.startRun,
 
     endRun: writes.endRun,
 

@@ -199,8 +199,8 @@ export interface Store {
    * runs' jobs there, so runs and jobs commit together or not at all (docs/cluster.md).
    */
   insertRunsWith(runs: readonly NewRun[], also: (tx: SqlExecutor) => Promise<void>): Promise<void>;
-  /** QUEUED → STARTED; false when the run is no longer QUEUED. */
-  startRun(id: string, startTime: number, nodeId: string | null): Promise<boolean>;
+  /** QUEUED → STARTED: the run as started, or undefined when it is no longer QUEUED. */
+  startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   /** Unfinished → terminal; false when the run had already ended (terminal states never change). */
   endRun(id: string, end: RunEnd): Promise<boolean>;
   getRun(scope: ScopeFilter, id: string): Promise<Run | undefined>;
