@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { newId } from "../ids.ts";
+import { createBatcher } from "./batch.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
@@ -65,6 +66,24 @@ export function createKyselyStore(
   }
 
   const writes = createRunWrites(db);
+  // Reads of single runs (result lookups, waiters woken by one NOTIFY batch, workers) made in
+  // one turn share one statement (docs/architecture.md, "Group commit").
+  const readRun = createBatcher<string, Run | undefined>({
+    max: 500,
+    async run(ids) {
+      const rows = await db
+        .selectFrom("runs")
+        .selectAll()
+        .where("id", "in", [...new Set(ids)])
+        .execute();
+      const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
+      // Each caller gets its own object: two waiters of one run must not share a mutable one.
+      return ids.map((id) => {
+        const run = byId.get(id);
+        return run && { ...run };
+      });
+    },
+  });
 
   const elementByNumber = async (id: number): Promise<Element> =>
     toElement(
@@ -198,15 +217,11 @@ export function createKyselyStore(
     endRun: writes.endRun,
 
     async getRun(scope, id): Promise<Run | undefined> {
-      const row = await db
-        .selectFrom("runs")
-        .selectAll()
-        .where("id", "=", id)
-        .$if(scope !== null, (q) =>
-          q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
-        )
-        .executeTakeFirst();
-      return row && toRun(row);
+      const run = await readRun(id);
+      // Another scope's run is a run that does not exist (docs/auth.md).
+      if (!run || (scope && (run.scope.app !== scope.app || run.scope.space !== scope.space)))
+        return undefined;
+      return run;
     },
 
     async deleteRuns(scope, ids) {

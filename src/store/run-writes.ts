@@ -1,4 +1,5 @@
 import { type Kysely, sql, type Transaction } from "kysely";
+import { createBatcher } from "./batch.ts";
 import { type CounterKey, countFinished, countRun } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
 import type { Database } from "./schema.ts";
@@ -11,12 +12,6 @@ type Write =
 
 /** Per write: inserts true, starts the started run (or undefined), ends whether they ended one. */
 type WriteResult = boolean | Run | undefined;
-
-interface Pending {
-  write: Write;
-  resolve(result: WriteResult): void;
-  reject(err: unknown): void;
-}
 
 /** At most this many writes per transaction (a multi-row insert stays far below SQLite's 32,766 bound values). */
 const MAX_BATCH = 200;
@@ -35,33 +30,14 @@ export function createRunWrites(db: Kysely<Database>): {
   startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   endRun(id: string, end: RunEnd): Promise<boolean>;
 } {
-  let pending: Pending[] = [];
-  let scheduled = false;
-  let busy = false;
-
-  async function flush(): Promise<void> {
-    scheduled = false;
-    busy = true;
-    try {
-      while (pending.length > 0) {
-        const batch = pending.slice(0, MAX_BATCH);
-        pending = pending.slice(batch.length);
-        await commitBatch(db, batch);
-      }
-    } finally {
-      busy = false;
-    }
-  }
-
-  function add(write: Write): Promise<WriteResult> {
-    return new Promise<WriteResult>((resolve, reject) => {
-      pending.push({ write, resolve, reject });
-      if (scheduled || busy) return;
-      scheduled = true;
-      // After the I/O callbacks of this turn: the writes their requests made join this batch.
-      setImmediate(() => void flush());
-    });
-  }
+  const add = createBatcher<Write, WriteResult>({
+    max: MAX_BATCH,
+    run: (writes) => db.transaction().execute((tx) => applyWrites(tx, writes)),
+    alone: async (write) => {
+      const [result] = await db.transaction().execute((tx) => applyWrites(tx, [write]));
+      return result;
+    },
+  });
 
   return {
     insertRun: async (run, end) => {
@@ -73,33 +49,6 @@ export function createRunWrites(db: Kysely<Database>): {
     },
     endRun: async (id, end) => (await add({ kind: "end", id, end })) === true,
   };
-}
-
-async function commitBatch(db: Kysely<Database>, batch: Pending[]): Promise<void> {
-  try {
-    const results = await db.transaction().execute((tx) =>
-      applyWrites(
-        tx,
-        batch.map((p) => p.write),
-      ),
-    );
-    batch.forEach((p, i) => {
-      p.resolve(results[i]);
-    });
-  } catch (err) {
-    if (batch.length === 1) {
-      batch[0]?.reject(err);
-      return;
-    }
-    for (const p of batch) {
-      try {
-        const [result] = await db.transaction().execute((tx) => applyWrites(tx, [p.write]));
-        p.resolve(result);
-      } catch (one) {
-        p.reject(one);
-      }
-    }
-  }
 }
 
 /**
