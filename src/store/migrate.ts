@@ -6,6 +6,7 @@ import * as m004 from "./migrations/004-schedules.ts";
 import * as m005 from "./migrations/005-search-columns.ts";
 import * as m006 from "./migrations/006-monitor-counters.ts";
 import * as m007 from "./migrations/007-monitor-trigram.ts";
+import * as m008 from "./migrations/008-revisions.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -21,6 +22,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "005-search-columns": m005,
   "006-monitor-counters": m006,
   "007-monitor-trigram": m007,
+  "008-revisions": m008,
 };
 
 export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

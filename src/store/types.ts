@@ -115,16 +115,84 @@ export interface NewScriptElement {
   kind: "module" | "package";
   content: Uint8Array;
   now: number;
+  /** Who uploaded it: recorded with the version the upload makes. */
+  userId?: string | null;
 }
 
-export interface FlowRevision {
+/** One upload of a PY element (docs/script-service.md, "Script versions"). */
+export interface ScriptVersionInfo {
+  elementId: string;
+  version: number;
+  kind: "module" | "package";
+  sha256: string;
+  size: number;
+  userId: string | null;
+  createdAt: number;
+}
+
+export interface ScriptVersion extends ScriptVersionInfo {
+  content: Uint8Array;
+}
+
+/** The script version a released revision's script node runs (docs/dataflow-service.md). */
+export interface ScriptPin {
+  nodeId: string;
+  elementId: string;
+  elementName: string;
+  path: string;
+  version: number;
+  sha256: string;
+}
+
+export interface FlowRevisionInfo {
   elementId: string;
   version: number;
   name: string;
-  flow: unknown;
-  configure: unknown;
   createdAt: number;
   userId: string | null;
+  /** When it last became the release; null: never released. */
+  releasedAt: number | null;
+  /** The script versions pinned when it last became the release; null: none pinned. */
+  scriptPins: ScriptPin[] | null;
+}
+
+export interface FlowRevision extends FlowRevisionInfo {
+  flow: unknown;
+  configure: unknown;
+}
+
+export type ReleaseAction = "DEPLOY" | "ACTIVATE" | "ROLLBACK" | "DEACTIVATE";
+
+/** One release change (docs/dataflow-service.md, "Revisions and releases"). */
+export interface ReleaseEvent {
+  id: string;
+  elementId: string;
+  /** The release after the change. */
+  version: number | null;
+  action: ReleaseAction;
+  /** The element's status after the change. */
+  status: FlowStatus;
+  userId: string | null;
+  at: number;
+  scriptPins: ScriptPin[] | null;
+}
+
+/** A release change as the lifecycle asks for it: one transaction with its history event. */
+export interface ReleaseChange {
+  elementId: string;
+  action: ReleaseAction;
+  status: FlowStatus;
+  /** The revision that becomes the release; null keeps the current one. */
+  version: number | null;
+  /** The pins of `version`; ignored when `version` is null. */
+  pins: ScriptPin[] | null;
+  user: Record<string, unknown> | null;
+  now: number;
+}
+
+export interface Page<T> {
+  total: number;
+  items: T[];
 }
 
 export interface NewFlowDeploy {
@@ -137,6 +205,10 @@ export interface NewFlowDeploy {
   description: Record<string, string> | null;
   user: Record<string, unknown> | null;
   now: number;
+  /** false: a staged revision, stored without becoming the release (default true; docs/dataflow-service.md). */
+  release?: boolean;
+  /** The script versions the revision pins when it is released. */
+  pins?: ScriptPin[] | null;
 }
 
 /** A flow's current release, as the cron wiring registers it. */
@@ -180,8 +252,21 @@ export interface Store {
     overwrite: boolean,
   ): Promise<"created" | "overwritten" | "exists">;
 
-  /** Stores a new revision (creating the element as DRAFT if new) and makes it the release. */
+  /**
+   * Stores a new revision (creating the element as DRAFT if new); with `release`, makes it the
+   * release and records the DEPLOY in the release history, in one transaction.
+   */
   deployFlow(deploy: NewFlowDeploy): Promise<{ element: Element; version: number }>;
+  /** A release change with its history event, in one transaction; false: no such revision. */
+  changeRelease(change: ReleaseChange): Promise<boolean>;
+  /** One page of an element's revisions, newest first. */
+  flowRevisions(elementId: string, limit: number, offset: number): Promise<Page<FlowRevisionInfo>>;
+  /** One page of an element's release history, newest first. */
+  releaseHistory(elementId: string, limit: number, offset: number): Promise<Page<ReleaseEvent>>;
+  /** One page of a script's versions, newest first. */
+  scriptVersions(elementId: string, limit: number, offset: number): Promise<Page<ScriptVersionInfo>>;
+  /** One version of a script with its bytes; `null`: the newest. */
+  scriptVersion(elementId: string, version: number | null): Promise<ScriptVersion | undefined>;
   /** Renames the newest revision; false when the element has none. */
   renameRevision(elementId: string, name: string): Promise<boolean>;
   setFlowStatus(
