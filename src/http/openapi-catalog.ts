@@ -163,6 +163,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28010001: "element does not exist",
   28010002: "element name not unique: supply path or folderId",
   28010003: "folder does not exist",
+  28010004: "flow revision does not exist (or its element belongs to another scope)",
   28020001: "flow not runnable: no approved and enabled release",
   28020002: "run does not exist",
   28020003: "run not finished yet",
@@ -174,6 +175,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28030003: "task does not exist",
   28030004: "task not finished yet",
   28030005: "task was CANCELED",
+  28030006: "script version does not exist (or its element belongs to another scope)",
 };
 
 /** The `code` field's catalog, built from src/errors.ts so the two cannot drift apart. */

@@ -65,7 +65,7 @@ export async function uploadRoutes(
         { folderId: fields.folderId, path: fields.path },
         opts.clock.now(),
       );
-      return ok(await importScripts(opts, scope, folder, files, overwrite));
+      return ok(await importScripts(opts, scope, folder, files, overwrite, req.ctx.user));
     },
   );
 }
