@@ -1,7 +1,14 @@
 import type { Clock } from "../clock.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
-import type { Element, FlowStatus, ReleaseAction, Scope, ScriptPin, Store } from "../store/types.ts";
+import type {
+  Element,
+  FlowStatus,
+  ReleaseAction,
+  Scope,
+  ScriptPin,
+  Store,
+} from "../store/types.ts";
 import type { Graph } from "./graph.ts";
 
 /**

@@ -5,15 +5,7 @@ import type { NewScriptElement, ScriptVersion, ScriptVersionInfo, Store } from "
 
 type ScriptMethods = Pick<Store, "putScript" | "scriptVersions" | "scriptVersion">;
 
-const INFO = [
-  "element_id",
-  "version",
-  "kind",
-  "sha256",
-  "size",
-  "user_id",
-  "created_at",
-] as const;
+const INFO = ["element_id", "version", "kind", "sha256", "size", "user_id", "created_at"] as const;
 
 function toInfo(row: {
   element_id: number;
@@ -113,7 +105,8 @@ export function scriptMethods(db: Kysely<Database>): ScriptMethods {
         .selectFrom("script_versions")
         .select([...INFO, "content"])
         .where("element_id", "=", Number(elementId));
-      q = version === null ? q.orderBy("version", "desc").limit(1) : q.where("version", "=", version);
+      q =
+        version === null ? q.orderBy("version", "desc").limit(1) : q.where("version", "=", version);
       const row = await q.executeTakeFirst();
       return row && { ...toInfo(row), content: new Uint8Array(row.content) };
     },

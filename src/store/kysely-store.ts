@@ -1,10 +1,10 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { newId } from "../ids.ts";
 import { flowMethods } from "./kysely-flows.ts";
-import { revisionReads } from "./kysely-revisions.ts";
-import { scriptMethods } from "./kysely-scripts.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
+import { revisionReads } from "./kysely-revisions.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
+import { scriptMethods } from "./kysely-scripts.ts";
 import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
 import { createRunWrites, runRow } from "./run-writes.ts";
 import type { Database } from "./schema.ts";

@@ -264,7 +264,11 @@ export interface Store {
   /** One page of an element's release history, newest first. */
   releaseHistory(elementId: string, limit: number, offset: number): Promise<Page<ReleaseEvent>>;
   /** One page of a script's versions, newest first. */
-  scriptVersions(elementId: string, limit: number, offset: number): Promise<Page<ScriptVersionInfo>>;
+  scriptVersions(
+    elementId: string,
+    limit: number,
+    offset: number,
+  ): Promise<Page<ScriptVersionInfo>>;
   /** One version of a script with its bytes; `null`: the newest. */
   scriptVersion(elementId: string, version: number | null): Promise<ScriptVersion | undefined>;
   /** Renames the newest revision; false when the element has none. */
