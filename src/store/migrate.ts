@@ -25,12 +25,13 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "008-revisions": m008,
 };
 
-export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+/** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */
+export async function migrate(db: Kysely<unknown>, dialect: Dialect, upTo?: string): Promise<void> {
   const migrations: Record<string, Migration> = {};
   for (const [name, mod] of Object.entries(MIGRATIONS)) {
     migrations[name] = { up: (k) => mod.up(k, dialect) };
   }
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
-  const { error } = await migrator.migrateToLatest();
+  const { error } = upTo ? await migrator.migrateTo(upTo) : await migrator.migrateToLatest();
   if (error) throw error;
 }
