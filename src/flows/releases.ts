@@ -1,14 +1,8 @@
 import type { Clock } from "../clock.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
-import type {
-  Element,
-  FlowStatus,
-  ReleaseAction,
-  Scope,
-  ScriptPin,
-  Store,
-} from "../store/types.ts";
+import type { ReleaseAction, ScriptPin } from "../store/revision-types.ts";
+import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import type { Graph } from "./graph.ts";
 
 /**

@@ -2,15 +2,12 @@ import { type Locator, locateElement } from "../elements/locator.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import { pageWindow, totalPages } from "../monitor/paging.ts";
 import type {
-  Element,
   FlowRevision,
   FlowRevisionInfo,
-  FlowStatus,
   ReleaseEvent,
-  Scope,
   ScriptPin,
-  Store,
-} from "../store/types.ts";
+} from "../store/revision-types.ts";
+import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import { diffRevisions, type RevisionDiff } from "./revision-diff.ts";
 
 /** A revision's place in its element's life (docs/dataflow-service.md, "Revision states"). */

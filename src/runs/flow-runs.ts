@@ -4,7 +4,8 @@ import type { Locator } from "../elements/locator.ts";
 import { ErrorCode, errorText } from "../errors.ts";
 import { executeFlow, type FlowDeps, type FlowRunResult } from "../flows/executor.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
-import type { Run, ScopeFilter, ScriptPin } from "../store/types.ts";
+import type { ScriptPin } from "../store/revision-types.ts";
+import type { Run, ScopeFilter } from "../store/types.ts";
 import { cleanupAtRunEnd } from "./file-cleanup.ts";
 import { createRunPreparer, type Release, type StartRequest } from "./flow-run-prepare.ts";
 import {

@@ -1,7 +1,8 @@
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
-import type { Scope, ScriptPin, Store } from "../store/types.ts";
+import type { ScriptPin } from "../store/revision-types.ts";
+import type { Scope, Store } from "../store/types.ts";
 
 /** A script version a run's node ran (docs/monitoring.md, run detail `scripts`). */
 export interface ScriptUse extends ScriptPin {

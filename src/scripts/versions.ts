@@ -1,7 +1,8 @@
 import { type Locator, locateElement } from "../elements/locator.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import { pageWindow, totalPages } from "../monitor/paging.ts";
-import type { Element, Scope, ScriptVersionInfo, Store } from "../store/types.ts";
+import type { ScriptVersionInfo } from "../store/revision-types.ts";
+import type { Element, Scope, Store } from "../store/types.ts";
 import { inspectZip } from "./zip-inspect.ts";
 
 const elementOf = (el: Element) => ({

@@ -1,14 +1,8 @@
 import type { Kysely, Transaction } from "kysely";
 import { toRevisionInfo } from "./kysely-revisions.ts";
+import type { FlowRevision, ReleaseChange } from "./revision-types.ts";
 import type { Database } from "./schema.ts";
-import type {
-  Element,
-  FlowRevision,
-  FlowStatus,
-  NewFlowDeploy,
-  ReleaseChange,
-  Store,
-} from "./types.ts";
+import type { Element, FlowStatus, NewFlowDeploy, Store } from "./types.ts";
 
 type FlowMethods = Pick<
   Store,

@@ -1,13 +1,7 @@
 import type { Kysely, Selectable } from "kysely";
+import type { FlowRevisionInfo, ReleaseAction, ReleaseEvent, ScriptPin } from "./revision-types.ts";
 import type { Database, FlowReleaseTable, FlowRevisionTable } from "./schema.ts";
-import type {
-  FlowRevisionInfo,
-  FlowStatus,
-  ReleaseAction,
-  ReleaseEvent,
-  ScriptPin,
-  Store,
-} from "./types.ts";
+import type { FlowStatus, Store } from "./types.ts";
 
 type RevisionReads = Pick<Store, "flowRevisions" | "releaseHistory">;
 

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import type { Kysely, Transaction } from "kysely";
+import type { ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
 import type { Database } from "./schema.ts";
-import type { NewScriptElement, ScriptVersion, ScriptVersionInfo, Store } from "./types.ts";
+import type { NewScriptElement, Store } from "./types.ts";
 
 type ScriptMethods = Pick<Store, "putScript" | "scriptVersions" | "scriptVersion">;
 

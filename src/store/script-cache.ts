@@ -1,5 +1,6 @@
 import { LRUCache } from "lru-cache";
-import type { Element, ScriptElement, ScriptVersion, Store } from "./types.ts";
+import type { ScriptVersion } from "./revision-types.ts";
+import type { Element, ScriptElement, Store } from "./types.ts";
 
 /**
  * Embedded mode only: script lookups (by name, and by id with the source) answered from memory.
