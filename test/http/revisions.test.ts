@@ -419,3 +419,106 @@ describe("revisions, releases and script versions (docs/dataflow-service.md)", (
     }
   });
 });
+
+describe("a run or task accepted before a release change runs what it was accepted with", () => {
+  let server: TestServer;
+  const h = scopeHeaders();
+  const df = (p: string, body: unknown) => server.call("POST", DF + p, { headers: h, body });
+  const sc = (p: string, body: unknown) =>
+    server.call("POST", `${server.config.scriptPrefix}${p}`, { headers: h, body });
+  const SLOW = {
+    vertexes: [
+      { id: "in", type: "input" },
+      {
+        id: "nap",
+        type: "script",
+        config: { code: "import time\ndef main(p):\n    time.sleep(120)\n" },
+      },
+    ],
+    edges: [{ source: "in", target: "nap" }],
+  };
+  const status = async (id: string) =>
+    (await server.call("GET", `${DF}/monitor/run?runId=${id}`, { headers: h })).body.data;
+
+  before(async () => {
+    // One lane each: a run or task queued behind a slow one stays QUEUED until it is terminated.
+    server = await startServer({
+      FLOW_CONCURRENCY: "1",
+      SCRIPT_CONCURRENCY: "1",
+      SCRIPT_PREFORK: "1",
+    });
+  });
+  after(() => server.close());
+
+  it("a flow run queued before a rollback runs the version it was accepted with", async () => {
+    for (const [name, flow] of [
+      ["slow", SLOW],
+      ["q", flowV(1)],
+      ["q", flowV(2)],
+    ] as const) {
+      const d = await df("/flow/deploy", {
+        elementName: name,
+        revisionName: "r",
+        path: "/q",
+        flow,
+        configure: {},
+      });
+      assert.equal(d.body.status, true, d.text);
+    }
+    for (const name of ["slow", "q"])
+      assert.equal(
+        (await df("/flow/activate", { elementName: name, path: "/q" })).body.data,
+        "APPROVED",
+      );
+    const slow = (await df("/run", { elementName: "slow", path: "/q", parameter: {} })).body.data;
+    const queued = (await df("/run", { elementName: "q", path: "/q", parameter: {} })).body.data;
+    assert.deepEqual(
+      [(await status(queued)).runStatus, (await status(queued)).version],
+      ["QUEUED", "2"],
+    );
+    assert.equal(
+      (await df("/flow/activate", { elementName: "q", path: "/q", version: 1 })).body.data,
+      "APPROVED",
+    );
+    assert.equal((await df("/run/terminate", { runIds: [slow] })).body.data[slow], true);
+    const result = await server.call("GET", `${DF}/run/${queued}/result?timeout=60`, {
+      headers: h,
+    });
+    assert.deepEqual(result.body.data, { v: 2 }, result.text);
+    const now = await df("/run-sync", { elementName: "q", path: "/q", parameter: {} });
+    assert.deepEqual(now.body.data, { v: 1 });
+  });
+
+  it("a script task queued before an overwrite runs the version it was accepted with", async () => {
+    const up = await upload(
+      server,
+      [
+        { name: "nap.py", content: "import time\ndef main(p):\n    time.sleep(120)\n" },
+        { name: "ver.py", content: scoreV(1) },
+      ],
+      { path: "/q" },
+    );
+    assert.ok(
+      up.body.data.every((i: { status: number }) => i.status === 0),
+      up.text,
+    );
+    const nap = (await sc("/script/run", { elementName: "nap", path: "/q" })).body.data;
+    const task = (await sc("/script/run", { elementName: "ver", path: "/q" })).body.data;
+    assert.deepEqual(
+      [(await status(task)).runStatus, (await status(task)).version],
+      ["QUEUED", "1"],
+    );
+    const over = await upload(server, [{ name: "ver.py", content: scoreV(2) }], {
+      path: "/q",
+      overwrite: "true",
+    });
+    assert.equal(over.body.data[0].message, "overwritten");
+    assert.equal((await df("/run/terminate", { runIds: [nap] })).body.data[nap], true);
+    const result = await server.call(
+      "GET",
+      `${server.config.scriptPrefix}/script/result/${task}?timeout=60`,
+      { headers: h },
+    );
+    assert.deepEqual(result.body.data, { score: 1 }, result.text);
+  });
+});
