@@ -349,9 +349,11 @@ describe("web console in headless Chromium (signature mode, session cookie)", ()
     });
     assert.equal(run.body.data, 8, run.text);
     await page.goto(`${server.url}/console/#/run/${run.headers.get("x-run-id")}`);
+    await page.reload();
     const row = page.locator('#run-scripts tr[data-script-node="double"]');
     await row.waitFor({ timeout: 10_000 });
     assert.match((await row.textContent()) ?? "", /\/demo\/double.*v1.*pinned/);
+    await page.screenshot({ path: path.join(SHOTS, "run-scripts.png"), fullPage: true });
   });
 
   it("answers 401 to the API without the cookie", async () => {
