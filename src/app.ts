@@ -17,6 +17,7 @@ import { installNulCheck } from "./http/no-nul.ts";
 import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
 import { installRequestForms } from "./http/request-forms.ts";
+import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
@@ -126,6 +127,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         store: deps.store,
       });
       await dataflow.register(flowRoutes, { lifecycle: deps.lifecycle });
+      await dataflow.register(revisionRoutes, { store: deps.store });
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),
@@ -136,6 +138,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
   await app.register(
     async (script) => {
       await script.register(scriptRoutes, { config, tasks: deps.tasks });
+      await script.register(scriptVersionRoutes, { store: deps.store });
       await script.register(uploadRoutes, {
         config,
         store: deps.store,

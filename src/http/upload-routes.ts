@@ -66,7 +66,7 @@ export async function uploadRoutes(
         { folderId: form.folderId, path: form.path },
         opts.clock.now(),
       );
-      return ok(await importScripts(opts, scope, folder, files, overwrite));
+      return ok(await importScripts(opts, scope, folder, files, overwrite, req.ctx.user));
     },
   );
 }

@@ -3,7 +3,9 @@ import { newId } from "../ids.ts";
 import { createBatcher } from "./batch.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
+import { revisionReads } from "./kysely-revisions.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
+import { scriptMethods } from "./kysely-scripts.ts";
 import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
 import { createRunWrites, runRow } from "./run-writes.ts";
 import type { Database } from "./schema.ts";
@@ -13,7 +15,6 @@ import type {
   ElementQuery,
   ElementType,
   Folder,
-  NewScriptElement,
   Run,
   RunStatus,
   Scope,
@@ -92,6 +93,8 @@ export function createKyselyStore(
 
   return {
     ...flowMethods(db, elementByNumber),
+    ...revisionReads(db),
+    ...scriptMethods(db),
     ...monitorMethods(db, dialect),
     ...scheduleMethods(db),
     db,
@@ -144,49 +147,6 @@ export function createKyselyStore(
         .where("e.type", "=", "PY")
         .executeTakeFirst();
       return row && toScript(row);
-    },
-
-    async putScript(el: NewScriptElement, overwrite: boolean) {
-      return db.transaction().execute(async (tx) => {
-        const existing = await tx
-          .selectFrom("elements")
-          .select("id")
-          .where("app", "=", el.scope.app)
-          .where("space", "=", el.scope.space)
-          .where("folder_id", "=", el.folderId)
-          .where("type", "=", "PY")
-          .where("name", "=", el.name)
-          .executeTakeFirst();
-        if (existing && !overwrite) return "exists" as const;
-        if (existing) {
-          await tx
-            .updateTable("elements")
-            .set({ kind: el.kind, content: el.content, updated_at: el.now })
-            .where("id", "=", existing.id)
-            .execute();
-          return "overwritten" as const;
-        }
-        await tx
-          .insertInto("elements")
-          .values({
-            app: el.scope.app,
-            space: el.scope.space,
-            folder_id: el.folderId,
-            type: "PY",
-            name: el.name,
-            kind: el.kind,
-            content: el.content,
-            description: null,
-            status: null,
-            release_version: null,
-            release_user: null,
-            release_time: null,
-            created_at: el.now,
-            updated_at: el.now,
-          })
-          .execute();
-        return "created" as const;
-      });
     },
 
     insertRun: writes.insertRun,

@@ -1,5 +1,16 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
+import type {
+  FlowRevision,
+  FlowRevisionInfo,
+  Page,
+  ReleaseChange,
+  ReleaseEvent,
+  ScriptPin,
+  ScriptVersion,
+  ScriptVersionInfo,
+} from "./revision-types.ts";
+
 export interface Scope {
   app: string;
   space: string;
@@ -115,16 +126,8 @@ export interface NewScriptElement {
   kind: "module" | "package";
   content: Uint8Array;
   now: number;
-}
-
-export interface FlowRevision {
-  elementId: string;
-  version: number;
-  name: string;
-  flow: unknown;
-  configure: unknown;
-  createdAt: number;
-  userId: string | null;
+  /** Who uploaded it: recorded with the version the upload makes. */
+  userId?: string | null;
 }
 
 export interface NewFlowDeploy {
@@ -137,6 +140,10 @@ export interface NewFlowDeploy {
   description: Record<string, string> | null;
   user: Record<string, unknown> | null;
   now: number;
+  /** false: a staged revision, stored without becoming the release (default true; docs/dataflow-service.md). */
+  release?: boolean;
+  /** The script versions the revision pins when it is released. */
+  pins?: ScriptPin[] | null;
 }
 
 /** A flow's current release, as the cron wiring registers it. */
@@ -180,8 +187,25 @@ export interface Store {
     overwrite: boolean,
   ): Promise<"created" | "overwritten" | "exists">;
 
-  /** Stores a new revision (creating the element as DRAFT if new) and makes it the release. */
+  /**
+   * Stores a new revision (creating the element as DRAFT if new); with `release`, makes it the
+   * release and records the DEPLOY in the release history, in one transaction.
+   */
   deployFlow(deploy: NewFlowDeploy): Promise<{ element: Element; version: number }>;
+  /** A release change with its history event, in one transaction; false: no such revision. */
+  changeRelease(change: ReleaseChange): Promise<boolean>;
+  /** One page of an element's revisions, newest first. */
+  flowRevisions(elementId: string, limit: number, offset: number): Promise<Page<FlowRevisionInfo>>;
+  /** One page of an element's release history, newest first. */
+  releaseHistory(elementId: string, limit: number, offset: number): Promise<Page<ReleaseEvent>>;
+  /** One page of a script's versions, newest first. */
+  scriptVersions(
+    elementId: string,
+    limit: number,
+    offset: number,
+  ): Promise<Page<ScriptVersionInfo>>;
+  /** One version of a script with its bytes; `null`: the newest. */
+  scriptVersion(elementId: string, version: number | null): Promise<ScriptVersion | undefined>;
   /** Renames the newest revision; false when the element has none. */
   renameRevision(elementId: string, name: string): Promise<boolean>;
   setFlowStatus(
