@@ -1,8 +1,9 @@
 /**
  * bench/flow-latency: run-sync of a 3-node flow without script and of a 5-node flow with one
- * script node, at concurrency 1 and 16, through real HTTP on loopback; then async throughput:
- * 10,000 POST /run of the no-script flow, timed until every run is SUCCESS. Each figure is also
- * given as a ratio to a bare GET /health round trip measured in the same run.
+ * script node, at concurrency 1, 8 and 16, through real HTTP on loopback; then async throughput:
+ * 10,000 POST /run of the no-script flow, timed until every run is SUCCESS, while one caller
+ * lists the flow's runs (/monitor/runs). Each figure is also given as a ratio to a bare GET /health
+ * round trip measured in the same run, and issue 15's targets are printed as met or missed.
  *
  *   npm run bench:flow-latency          (BENCH_N=2000 run-sync calls per level, BENCH_ASYNC=10000)
  */
@@ -86,19 +87,45 @@ try {
 
   await load(8, 300, runSync("plain"));
   await load(8, 300, runSync("scored"));
-  for (const c of [1, 16]) {
+  const verdicts: string[] = [];
+  const target = (what: string, ok: boolean, figure: string) =>
+    verdicts.push(`${ok ? "met    " : "MISSED "} ${what}: ${figure}`);
+  for (const c of [1, 8, 16]) {
     const base = await load(c, N, health);
     console.log(row("GET /health (baseline)", base));
     for (const name of ["plain", "scored"]) {
       const f: Figures = await load(c, N, runSync(name));
       console.log(
-        `${row(`run-sync ${name === "plain" ? "3 nodes, no script" : "5 nodes, 1 script"}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health`,
+        `${row(`run-sync ${name === "plain" ? "3 nodes, no script" : "5 nodes, 1 script"}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health, ${((100 * f.perSecond) / base.perSecond).toFixed(0)} % of health's rate`,
       );
+      if (c === 8 && name === "plain") {
+        target(
+          "run-sync 3 nodes at c=8 >= 4,000 runs/s",
+          f.perSecond >= 4000,
+          `${f.perSecond.toFixed(0)}/s`,
+        );
+        target("run-sync 3 nodes at c=8 p99 <= 10 ms", f.p99 <= 10, `${f.p99.toFixed(2)} ms`);
+      }
     }
   }
 
-  // Async: submit everything, then collect every result (long-poll), timing first POST to last SUCCESS.
+  // Async: submit everything, then collect every result (long-poll), timing first POST to last
+  // SUCCESS; meanwhile one caller lists the flow's runs (/monitor/runs) as a console would.
   const ids: string[] = [];
+  let asyncDone = false;
+  const monitorMs: number[] = [];
+  const monitor = (async () => {
+    while (!asyncDone) {
+      const t = performance.now();
+      const r = await postJson(`${server.url}${DF}/monitor/runs`, {
+        elementName: "plain",
+        pageNo: 0,
+        pageSize: 20,
+      });
+      if ((r.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(r.json));
+      monitorMs.push(performance.now() - t);
+    }
+  })();
   const t0 = performance.now();
   await load(16, ASYNC, async () => {
     const r = await postJson(`${server.url}${DF}/run`, { elementName: "plain", parameter: PARAM });
@@ -119,9 +146,20 @@ try {
     }),
   );
   const done = performance.now();
+  asyncDone = true;
+  await monitor;
+  const rate = ASYNC / ((done - t0) / 1000);
   console.log(
-    `async: ${ASYNC} POST /run accepted in ${((submitted - t0) / 1000).toFixed(2)} s (${(ASYNC / ((submitted - t0) / 1000)).toFixed(0)}/s); all SUCCESS after ${((done - t0) / 1000).toFixed(2)} s => ${(ASYNC / ((done - t0) / 1000)).toFixed(0)} runs/s end to end`,
+    `async: ${ASYNC} POST /run accepted in ${((submitted - t0) / 1000).toFixed(2)} s (${(ASYNC / ((submitted - t0) / 1000)).toFixed(0)}/s); all SUCCESS after ${((done - t0) / 1000).toFixed(2)} s => ${rate.toFixed(0)} runs/s end to end`,
   );
+  monitorMs.sort((a, b) => a - b);
+  const p95 = monitorMs[Math.floor(monitorMs.length * 0.95)] ?? 0;
+  console.log(
+    `/monitor/runs during the async load: n=${monitorMs.length}  p50=${(monitorMs[Math.floor(monitorMs.length / 2)] ?? 0).toFixed(2)} ms  p95=${p95.toFixed(2)} ms`,
+  );
+  target("async 10,000 runs by 16 callers >= 2,000 runs/s", rate >= 2000, `${rate.toFixed(0)}/s`);
+  target("/monitor/runs p95 during the async load <= 50 ms", p95 <= 50, `${p95.toFixed(2)} ms`);
+  console.log(`\nissue 15 targets (this run):\n  ${verdicts.join("\n  ")}`);
 } finally {
   await server.stop();
 }

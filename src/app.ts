@@ -19,6 +19,7 @@ import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
 import { installRequestForms } from "./http/request-forms.ts";
 import { rerunRoutes } from "./http/rerun-routes.ts";
+import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
@@ -67,6 +68,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         useDefaults: true,
         removeAdditional: false,
         allErrors: false,
+        // Errors carry their schema, so a range error names both bounds (error-handler.ts).
+        verbose: true,
       },
     },
     routerOptions: { ignoreTrailingSlash: true },
@@ -138,6 +141,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         config,
         syntax: deps.syntax,
       });
+      await dataflow.register(revisionRoutes, { store: deps.store });
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),
@@ -148,6 +152,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
   await app.register(
     async (script) => {
       await script.register(scriptRoutes, { config, tasks: deps.tasks });
+      await script.register(scriptVersionRoutes, { store: deps.store });
       await script.register(uploadRoutes, {
         config,
         store: deps.store,

@@ -13,6 +13,7 @@ export const ErrorCode = {
   ELEMENT_NOT_FOUND: 28010001,
   ELEMENT_NOT_UNIQUE: 28010002,
   FOLDER_NOT_FOUND: 28010003,
+  REVISION_NOT_FOUND: 28010004,
   FLOW_NOT_RUNNABLE: 28020001,
   RUN_NOT_FOUND: 28020002,
   RUN_NOT_FINISHED: 28020003,
@@ -26,6 +27,7 @@ export const ErrorCode = {
   TASK_NOT_FOUND: 28030003,
   TASK_NOT_FINISHED: 28030004,
   TASK_CANCELED: 28030005,
+  SCRIPT_VERSION_NOT_FOUND: 28030006,
   IMPORT_CONFLICT: 28040001,
 } as const;
 
@@ -48,6 +50,10 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     "zh-cn": "元素名称不唯一：{0}；请提供 path 或 folderId",
   },
   28010003: { en: "folder does not exist: {0}", "zh-cn": "目录不存在：{0}" },
+  28010004: {
+    en: "revision does not exist: {0} version {1}",
+    "zh-cn": "版本不存在：{0} 版本 {1}",
+  },
   28020001: {
     en: "flow not runnable: {0} has no approved release (status {1})",
     "zh-cn": "流程不可运行：{0} 没有已启用的发布（状态 {1}）",
@@ -73,6 +79,10 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     "zh-cn": "任务 {0} 尚未结束（状态 {1}）",
   },
   28030005: { en: "task {0} was canceled", "zh-cn": "任务 {0} 已取消" },
+  28030006: {
+    en: "script version does not exist: {0} version {1}",
+    "zh-cn": "脚本版本不存在：{0} 版本 {1}",
+  },
   28040001: {
     en: "import refused, nothing was written: {0}",
     "zh-cn": "导入被拒绝，未写入任何内容：{0}",

@@ -117,4 +117,72 @@ export interface RunDetail {
   result?: unknown;
   /** A FAILURE flow run whose node outputs were kept: POST /run/{runId}/resume accepts it. */
   resumable: boolean;
+  /** Flow runs: the script versions its script nodes ran. */
+  scripts?: ScriptUse[];
+}
+
+export interface ScriptUse {
+  nodeId: string;
+  elementId: string;
+  elementName: string;
+  path: string;
+  version: number;
+  sha256: string;
+  pinned: boolean;
+}
+
+export interface ElementSummary {
+  elementId: string;
+  elementName: string;
+  path: string;
+  status: string;
+  releaseVersion: number | null;
+}
+
+export interface RevisionSummary {
+  version: number;
+  revisionName: string;
+  deployedBy: string | null;
+  deployedAt: number;
+  releasedAt: number | null;
+  status: string;
+  stage: "release" | "staged" | "past";
+  live: boolean;
+  scriptPins: { nodeId: string; elementName: string; version: number }[] | null;
+}
+
+export interface RevisionsPage {
+  element: ElementSummary;
+  totalCount: number;
+  totalPage: number;
+  items: RevisionSummary[];
+}
+
+export interface Graph {
+  vertexes: (Vertex & Record<string, unknown>)[];
+  edges: ({ source: string; target: string; id?: string } & Record<string, unknown>)[];
+}
+
+export interface RevisionDetail extends RevisionSummary {
+  element: ElementSummary;
+  flow: Graph;
+  configure: Record<string, unknown>;
+}
+
+interface Changed {
+  paths: string[];
+}
+export interface EdgeRef {
+  key: string;
+  source: string;
+  target: string;
+}
+
+export interface RevisionDiff {
+  element: ElementSummary;
+  from: RevisionSummary;
+  to: RevisionSummary;
+  vertexes: { added: Vertex[]; removed: Vertex[]; changed: (Vertex & Changed)[] };
+  edges: { added: EdgeRef[]; removed: EdgeRef[]; changed: (EdgeRef & Changed)[] };
+  configure: { changed: string[] };
 }

@@ -24,7 +24,7 @@ export async function flowsView(root: HTMLElement, notify: (msg: string, bad?: b
       { "data-flow": name },
       h("td", {}, h("a", { href: runsHref }, name), h("div", { class: "dim" }, f.element.path ?? "", f.element.description ? ` · ${f.element.description}` : "")),
       h("td", {}, badge(f.status)),
-      h("td", {}, `v${f.revision.version} ${f.revision.name}`),
+      h("td", {}, h("a", { href: `#/revisions/${encodeURIComponent(name)}?path=${encodeURIComponent(f.element.path ?? "")}`, "data-revisions": name }, `v${f.revision.version} ${f.revision.name}`)),
       h("td", {}, f.schedule ? h("span", {}, h("code", {}, f.schedule.crontab), h("div", { class: "dim" }, f.schedule.nextRunAt ? `next ${time(f.schedule.nextRunAt)}` : "not scheduled")) : "—"),
       h(
         "td",

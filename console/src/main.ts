@@ -1,13 +1,17 @@
 import "./style.css";
 import { ApiError, loadScope, saveScope } from "./api.ts";
 import { h } from "./dom.ts";
+import { diffView } from "./diff.ts";
 import { flowsView } from "./flows.ts";
+import { revisionsView } from "./revisions.ts";
 import { runView } from "./run.ts";
 import { runsView, scriptsView } from "./runs.ts";
 
 /**
- * Hash router (#/flows, #/runs/TYPE/NAME?filters, #/run/ID?node=N) with live updates by
- * polling: the flows and runs pages every 2 s, a run page every second until the run ends.
+ * Hash router (#/flows, #/runs/TYPE/NAME?filters, #/run/ID?node=N, #/revisions/NAME?path=,
+ * #/diff/NAME?path=&from=&to=) with live updates by polling: the flows and runs pages every 2 s,
+ * a run page every second until the run ends. Revisions and diffs are drawn once (they change
+ * only by the user's own actions, which redraw them).
  */
 const view = document.getElementById("view") as HTMLElement;
 const form = document.getElementById("scope") as HTMLFormElement;
@@ -37,6 +41,10 @@ async function render(): Promise<void> {
     } else if (parts[0] === "runs" && parts[1] && parts[2]) {
       await runsView(view, parts[1], parts[2], query, notify);
       again = 2000;
+    } else if (parts[0] === "revisions" && parts[1]) {
+      await revisionsView(view, parts[1], query, notify);
+    } else if (parts[0] === "diff" && parts[1]) {
+      await diffView(view, parts[1], query);
     } else if (parts[0] === "scripts") {
       scriptsView(view);
     } else {

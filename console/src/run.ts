@@ -65,6 +65,15 @@ export async function runView(root: HTMLElement, runId: string, selected: string
           node.stdout ? h("div", {}, h("h3", {}, "stdout"), h("pre", { class: "log" }, node.stdout)) : null,
           node.stderr ? h("div", {}, h("h3", {}, "stderr"), h("pre", { class: "log err" }, node.stderr)) : null)
       : d.nodes.length > 0 ? h("p", { class: "dim" }, "Click a node to see its input, output and logs.") : "",
+    d.scripts && d.scripts.length > 0
+      ? h("section", { id: "run-scripts" },
+          h("h2", {}, "Script versions"),
+          h("table", {},
+            h("thead", {}, h("tr", {}, ...["Node", "Script", "Version", "sha256", ""].map((t) => h("th", {}, t)))),
+            h("tbody", {}, ...d.scripts.map((s) => h("tr", { "data-script-node": s.nodeId },
+              h("td", {}, s.nodeId), h("td", {}, `${s.path === "/" ? "" : s.path}/${s.elementName}`), h("td", {}, `v${s.version}`),
+              h("td", {}, h("code", { title: s.sha256 }, s.sha256.slice(0, 12))), h("td", { class: "dim" }, s.pinned ? "pinned" : "newest (not pinned)"))))))
+      : "",
     d.elementType === "PY"
       ? h("section", { id: "task-output" },
           h("h2", {}, "stdout"), h("pre", { class: "log" }, d.stdout || "—"),

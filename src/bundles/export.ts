@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import { locateElement } from "../elements/locator.ts";
 import { checkFolderPath } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
-import type { Element, FlowRevision, Scope, Store } from "../store/types.ts";
+import type { FlowRevision } from "../store/revision-types.ts";
+import type { Element, Scope, Store } from "../store/types.ts";
 import {
   BUNDLE_FORMAT,
   type Bundle,
@@ -34,7 +35,7 @@ export async function exportBundle(
     if (seen.has(el.id) || el.releaseVersion == null) continue;
     seen.add(el.id);
     const revs = allRevisions
-      ? await store.flowRevisions(el.id)
+      ? await store.allFlowRevisions(el.id)
       : [await store.flowRevision(el.id, el.releaseVersion)].filter((r) => r !== undefined);
     const revisions: BundleRevision[] = [];
     for (const rev of revs) {

@@ -66,7 +66,7 @@ async function planImport(
   checkNames(bundle);
   const plan: Plan = {
     report: { dryRun: true, created: [], updated: [], skipped: [], conflicts: [] },
-    writes: { scripts: [], flows: [] },
+    writes: { scripts: [], flows: [], userId: user },
   };
   for (const s of bundle.scripts) await planScript(deps, scope, s, plan);
   for (const f of bundle.flows) {
@@ -182,7 +182,7 @@ async function planFlow(
       releaseVersion: f.releaseVersion,
     };
   const held = new Map<number, string>();
-  for (const rev of await store.flowRevisions(el.id))
+  for (const rev of await store.allFlowRevisions(el.id))
     held.set(rev.version, JSON.stringify(await portable(store, scope, rev)));
   const missing = [];
   for (const r of f.revisions) {

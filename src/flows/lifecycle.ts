@@ -5,6 +5,7 @@ import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import { dropGraphNulls } from "./graph-nulls.ts";
+import { activateRelease as releaseRevision, scriptPins } from "./releases.ts";
 import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
 import { validateFlow } from "./validator.ts";
 
@@ -14,6 +15,8 @@ export interface DeployRequest extends Locator {
   flow?: unknown;
   configure?: unknown;
   description?: Record<string, string> | undefined;
+  /** false: store a staged revision without releasing it (docs/dataflow-service.md). */
+  release?: boolean | undefined;
 }
 
 export type ElementInfo = Locator & { elementName: string };
@@ -26,7 +29,13 @@ export interface BatchResult {
 
 export interface FlowLifecycle {
   deploy(scope: Scope, user: string | null, req: DeployRequest): Promise<ValidationResult[]>;
-  activate(scope: Scope, user: string | null, loc: Locator): Promise<FlowStatus>;
+  /** With `version`, that revision becomes the release (an older one: a rollback). */
+  activate(
+    scope: Scope,
+    user: string | null,
+    loc: Locator,
+    version?: number | undefined,
+  ): Promise<FlowStatus>;
   deactivate(scope: Scope, user: string | null, loc: Locator): Promise<FlowStatus>;
   batchDeploy(scope: Scope, user: string | null, locs: ElementInfo[]): Promise<BatchResult[]>;
   batchDeactivate(scope: Scope, user: string | null, locs: ElementInfo[]): Promise<BatchResult[]>;
@@ -54,13 +63,27 @@ export function createFlowLifecycle(deps: {
     user: string | null,
     loc: Locator,
     to: "activate" | "deactivate",
+    version?: number,
   ) {
     const el = await locateElement(store, scope, loc, "DPL");
     const from = el.status ?? "DRAFT";
-    const next: FlowStatus =
-      to === "activate" ? "APPROVED" : from === "APPROVED" ? "OBSOLETE" : from;
+    if (to === "activate") {
+      // Every activation is a release change: it re-pins script versions (docs/dataflow-service.md).
+      const next = await releaseRevision(deps, scope, userObject(user), el, version);
+      await changed(scope, el.id);
+      return { el, from, next };
+    }
+    const next: FlowStatus = from === "APPROVED" ? "OBSOLETE" : from;
     if (next !== from) {
-      await store.setFlowStatus(el.id, next, userObject(user), clock.now());
+      await store.changeRelease({
+        elementId: el.id,
+        action: "DEACTIVATE",
+        status: next,
+        version: null,
+        pins: null,
+        user: userObject(user),
+        now: clock.now(),
+      });
       await changed(scope, el.id);
     }
     return { el, from, next };
@@ -78,8 +101,8 @@ export function createFlowLifecycle(deps: {
         req,
       ),
 
-    async activate(scope, user, loc) {
-      return (await setStatus(scope, user, loc, "activate")).next;
+    async activate(scope, user, loc, version) {
+      return (await setStatus(scope, user, loc, "activate", version)).next;
     },
 
     async deactivate(scope, user, loc) {
@@ -226,7 +249,11 @@ async function deploy(
   );
   if (results.some((r) => r.severity === 2)) return results;
   const folder = await deployTarget(store, scope, req, clock.now());
+  const release = req.release ?? true;
   const { element } = await store.deployFlow({
+    release,
+    // A released revision pins its scripts' newest versions; a staged one pins when activated.
+    pins: release ? await scriptPins(store, scope, req.flow) : null,
     scope,
     folderId: folder.id,
     name: req.elementName,

@@ -39,6 +39,20 @@ export const RunDetail = Type.Object({
       { description: "the flow revision the run used" },
     ),
   ),
+  scripts: Opt(
+    Type.Array(
+      Type.Object({
+        nodeId: Type.String(),
+        elementId: Type.String(),
+        elementName: Type.String(),
+        path: Type.String(),
+        version: Type.Integer(),
+        sha256: Type.String(),
+        pinned: Type.Boolean({ description: "false: the revision pinned nothing for the node" }),
+      }),
+      { description: "flow runs: the script versions its script nodes ran" },
+    ),
+  ),
   stdout: Opt(Type.String({ description: "script tasks" })),
   stderr: Opt(Type.String({ description: "script tasks" })),
   result: Opt(Type.Unknown()),
@@ -86,6 +100,9 @@ export async function consoleApi(
       if (run.parentRunId) out.parentRunId = run.parentRunId;
       if (run.error) out.error = run.error;
       if (typeof detail.failedNodeId === "string") out.failedNodeId = detail.failedNodeId;
+      // detail.scripts is the ScriptUse[] the run recorded (src/runs/script-node.ts).
+      if (Array.isArray(detail.scripts))
+        out.scripts = detail.scripts as NonNullable<Static<typeof RunDetail>["scripts"]>;
       if (run.elementType === "PY") {
         out.stdout = run.stdout ?? "";
         out.stderr = run.stderr ?? "";

@@ -60,15 +60,19 @@ function envelopeOf(
     reply.headers(err.headers);
     return fail(err.code, err.messageIn(language));
   }
-  const mapped = mapFastifyError(err);
+  const mapped = mapFastifyError(err, req.headers["content-type"], language);
   if (mapped) return fail(mapped.code, formatMessage(mapped.code, [mapped.text], language));
   req.log.error({ err }, "unexpected error");
   return fail(ErrorCode.BUSINESS, formatMessage(ErrorCode.BUSINESS, ["internal error"], language));
 }
 
-function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: string } | null {
+function mapFastifyError(
+  err: FastifyError,
+  contentType: string | undefined,
+  language: Language,
+): { code: ErrorCodeValue; text: string } | null {
   if (err.validation) {
-    return { code: ErrorCode.BAD_REQUEST, text: describeValidation(err) };
+    return { code: ErrorCode.BAD_REQUEST, text: describeValidation(err, language) };
   }
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
@@ -77,7 +81,12 @@ function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: strin
     case "FST_PARTS_LIMIT":
       return { code: ErrorCode.TOO_LARGE, text: err.message };
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return { code: ErrorCode.BAD_REQUEST, text: `unsupported content type` };
+      // curl -d sends application/x-www-form-urlencoded unless told otherwise: say what was
+      // received and what is read.
+      return {
+        code: ErrorCode.BAD_REQUEST,
+        text: `unsupported content type ${JSON.stringify((contentType ?? "").slice(0, 100))}; bodies are application/json (uploads multipart/form-data)`,
+      };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return {
         code: ErrorCode.BAD_REQUEST,
@@ -100,20 +109,53 @@ function mapFastifyError(err: FastifyError): { code: ErrorCodeValue; text: strin
   return null;
 }
 
+/**
+ * The schema errors a caller meets most, in the `language` header's locale (docs/errors.md, "400
+ * messages"); field names and allowed values stay as sent, so that a client can match them.
+ */
+const PHRASES = {
+  en: {
+    required: (f: string) => `${f} is required`,
+    oneOf: (f: string, v: string) => `${f} must be one of ${v}`,
+    range: (f: string, a: number, b: number) => `${f} must be from ${a} to ${b}`,
+  },
+  "zh-cn": {
+    required: (f: string) => `${f} 为必填项`,
+    oneOf: (f: string, v: string) => `${f} 必须是以下值之一：${v}`,
+    range: (f: string, a: number, b: number) => `${f} 必须在 ${a} 到 ${b} 之间`,
+  },
+} as const;
+
 /** "body.timeout must be integer": the field first, then what is wrong with it. */
-function describeValidation(err: FastifyError): string {
+function describeValidation(err: FastifyError, language: Language): string {
+  const say = PHRASES[language];
   const first = err.validation?.[0];
   if (!first) return err.message;
   const where = err.validationContext ?? "body";
   const params = first.params as Record<string, unknown>;
   const missing = typeof params.missingProperty === "string" ? params.missingProperty : undefined;
   const field = `${where}${first.instancePath.replaceAll("/", ".")}${missing ? `.${missing}` : ""}`;
-  if (missing) return `${field} is required`;
+  if (missing) return say.required(field);
   if (typeof params.additionalProperty === "string")
     return `${field}.${params.additionalProperty} is not allowed`;
   const allowed = allowedValues(err.validation ?? [], first.instancePath);
-  if (allowed.length > 0) return `${field} must be one of ${allowed.join(", ")}`;
+  if (allowed.length > 0) return say.oneOf(field, allowed.join(", "));
+  const range = rangeOf(first);
+  if (range) return say.range(field, range[0], range[1]);
   return `${field} ${first.message ?? "is invalid"}`;
+}
+
+/**
+ * A number bounded on both sides names both bounds (`body.pageSize must be from 1 to 100`), not
+ * only the one it crossed. Ajv's `verbose` option puts the failing schema on the error.
+ */
+function rangeOf(e: NonNullable<FastifyError["validation"]>[number]): [number, number] | undefined {
+  if (e.keyword !== "minimum" && e.keyword !== "maximum") return undefined;
+  const schema = (e as { parentSchema?: { minimum?: unknown; maximum?: unknown } }).parentSchema;
+  const { minimum, maximum } = schema ?? {};
+  return typeof minimum === "number" && typeof maximum === "number"
+    ? [minimum, maximum]
+    : undefined;
 }
 
 /**

@@ -5,6 +5,7 @@ import type { FlowLifecycle } from "../flows/lifecycle.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 import {
+  ActivateBody,
   BatchDeployResult,
   DeployBody,
   FlowElementInfo,
@@ -44,8 +45,11 @@ export async function flowRoutes(
 
   app.post(
     "/flow/activate",
-    { config: access, schema: { body: FlowElementInfo, response: { 200: Envelope(FlowStatus) } } },
-    async (req) => ok(await lifecycle.activate(scopeOf(req), req.ctx.user, req.body)),
+    { config: access, schema: { body: ActivateBody, response: { 200: Envelope(FlowStatus) } } },
+    async (req) => {
+      const { version, ...loc } = req.body;
+      return ok(await lifecycle.activate(scopeOf(req), req.ctx.user, loc, version));
+    },
   );
 
   app.post(

@@ -53,6 +53,24 @@ export const DeployBody = Type.Object({
   path: Type.Optional(Str),
   elementId: Type.Optional(ElementId),
   description: Type.Optional(Description),
+  release: Type.Optional(
+    Type.Boolean({
+      description:
+        "false: store the revision without making it the release (staged); activate it with its version. Default true.",
+    }),
+  ),
+});
+
+/** FlowElementInfo plus the revision to release (docs/dataflow-service.md, "Revisions and releases"). */
+export const ActivateBody = Type.Object({
+  ...FlowElementInfo.properties,
+  version: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description:
+        "the revision to make the release; older than the current release: a rollback. Absent: the current release.",
+    }),
+  ),
 });
 
 export const ValidationResult = Type.Object({

@@ -47,6 +47,22 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   "POST /flow/deactivate": { tag: "flows", summary: "12. Deactivate a flow (APPROVED → OBSOLETE)" },
   "POST /flow/batch-deactivate": { tag: "flows", summary: "13. Deactivate several flows" },
   "GET /flow/list": { tag: "flows", summary: "14. Every flow with its in-process run count" },
+  "POST /flow/revisions": {
+    tag: "flows",
+    summary: "26. A flow's revisions, newest first, the live one marked (paged)",
+  },
+  "POST /flow/revision": {
+    tag: "flows",
+    summary: "27. One revision: graph and configure exactly as deployed",
+  },
+  "POST /flow/revision-diff": {
+    tag: "flows",
+    summary: "28. Structured diff of two revisions (vertexes, edges, configure)",
+  },
+  "POST /flow/releases": {
+    tag: "flows",
+    summary: "29. A flow's release history: deploys, activations, rollbacks, deactivations (paged)",
+  },
   "POST /external/{elementName}/run-sync": {
     tag: "scripts",
     summary: "15. Run a script and answer its return value (external)",
@@ -63,6 +79,18 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   "GET /script/lifespan/{taskId}": {
     tag: "scripts",
     summary: "20. Return value, stdout and stderr of a task",
+  },
+  "POST /script/element/versions": {
+    tag: "scripts",
+    summary: "30. A script's versions, newest first (paged; internal)",
+  },
+  "POST /script/element/version": {
+    tag: "scripts",
+    summary: "31. One script version: .py source, or a package's files and entry (internal)",
+  },
+  "POST /file/batch-upload": {
+    tag: "scripts",
+    summary: "21. Import .py files and .zip packages as PY elements",
   },
   "POST /run/{runId}/rerun": {
     tag: "runs",
@@ -83,10 +111,6 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   "POST /import": {
     tag: "flows",
     summary: "25. Import an export: all or nothing, idempotent, `dryRun` reports the plan",
-  },
-  "POST /file/batch-upload": {
-    tag: "scripts",
-    summary: "21. Import .py files and .zip packages as PY elements",
   },
   "GET /health": { tag: "operations", summary: "Liveness: the process answers" },
   "GET /ready": {
@@ -191,6 +215,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28010001: "element does not exist",
   28010002: "element name not unique: supply path or folderId",
   28010003: "folder does not exist",
+  28010004: "flow revision does not exist (or its element belongs to another scope)",
   28020001: "flow not runnable: no approved and enabled release",
   28020002: "run does not exist",
   28020003: "run not finished yet",
@@ -204,6 +229,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28030003: "task does not exist",
   28030004: "task not finished yet",
   28030005: "task was CANCELED",
+  28030006: "script version does not exist (or its element belongs to another scope)",
   28040001: "import refused: it conflicts with what the installation holds; nothing was written",
 };
 

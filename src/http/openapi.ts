@@ -3,6 +3,7 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import type { Config } from "../config.ts";
 import { contextHeaders, errorCatalog, OPERATIONS, responseHeaders } from "./openapi-catalog.ts";
+import { documentBodies, documentedBody, documentedTextFields } from "./openapi-forms.ts";
 
 export interface RouteRecord {
   method: string;
@@ -87,6 +88,12 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
         schemas: { ErrorCode: catalog.schema },
       },
     },
+    transformObject: (documents) =>
+      "openapiObject" in documents
+        ? (documentBodies(
+            documents.openapiObject as Record<string, unknown>,
+          ) as typeof documents.openapiObject)
+        : documents.swaggerObject,
     transform: ({
       schema,
       url,
@@ -138,7 +145,11 @@ function documented(
         },
       };
   }
-  if (key.endsWith("/file/batch-upload")) out.body = UPLOAD_FORM;
+  // What request-forms.ts accepts beyond the schemas (null, text booleans, empty values), said
+  // on copies: the route schemas themselves stay as the server validates them.
+  if (schema?.body) out.body = documentedBody(schema.body);
+  if (schema?.querystring) out.querystring = documentedTextFields(schema.querystring);
+  if (key.endsWith("/file/batch-upload")) out.body = documentedTextFields(UPLOAD_FORM);
   const response = (schema?.response ?? {}) as Record<string, Record<string, unknown>>;
   const ok = response["200"];
   if (ok)

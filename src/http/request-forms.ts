@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
+import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
 /**
  * The one place where the forms different client serialisers give the same request are made
@@ -8,18 +9,21 @@ import { badRequest } from "../errors.ts";
  * - `null` for a declared field is the field left out (Jackson and System.Text.Json write unset
  *   fields as null). Only fields the route's schema declares are touched: free-form values
  *   (`parameter`, a flow graph's own data) reach the flow or script exactly as sent.
- * - In a query string an empty value is the field left out; integers and booleans are read from
- *   their text (a query string has no other way to carry them).
+ * - In a query string or a multipart form (formFields) an empty value is the field left out;
+ *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
- * - An empty body sent as application/json is no body.
+ * - An empty body sent as application/json is no body; a route whose schema types its body
+ *   answers "body is required" for it, as for no body or a body of `null`.
  */
 export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    const text = typeof body === "string" ? body : body.toString("utf8");
+    // A leading byte order mark (.NET's StreamWriter with Encoding.UTF8 writes one) is not
+    // part of the JSON text: RFC 8259 lets a parser ignore it, and this one does.
+    const text = (typeof body === "string" ? body : body.toString("utf8")).replace(/^\uFEFF/, "");
     if (text.trim() === "") return done(null, undefined);
-    parseJson(req, text, done);
+    parseJson(req, text, (err, value) => done(err ? jsonError(text) : null, value));
   });
   app.addHook("preValidation", async (req) => {
     const schema = req.routeOptions.schema;
@@ -27,10 +31,34 @@ export function installRequestForms(app: FastifyInstance): void {
     if (schema.querystring && isRecord(req.query)) {
       normalizeQuery(req, req.query, schema.querystring as Schema);
     }
-    if (schema.body && req.body !== undefined) {
-      req.body = dropNulls(req.body, schema.body as Schema);
+    if (!schema.body) return;
+    const body = schema.body as Schema;
+    // No body, an empty one or `null` is absent like any other value; where the schema wants a
+    // typed body that is its own 400, not "body must be object".
+    if (req.body === undefined || req.body === null) {
+      if (typesOf(body).length > 0) throw badRequest("body is required");
+      return;
     }
+    req.body = dropNulls(req.body, body);
   });
+}
+
+/** The text of a JSON number: what a query string's integer field is read from. */
+const NUMBER_TEXT = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * Why a body is not JSON, where it is (the parser's own error says only that it is not): the
+ * syntax error's text, or the prototype keys the parser refuses (docs/errors.md).
+ */
+function jsonError(text: string): Error {
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    return badRequest(`body is not valid JSON: ${(err as Error).message}`);
+  }
+  return badRequest(
+    "body is not valid JSON: a __proto__ or constructor.prototype key is not allowed",
+  );
 }
 
 /** A boolean sent as text: true/false/1/0 in any letter case; anything else is undefined. */
@@ -41,6 +69,14 @@ export function textBoolean(value: string): boolean | undefined {
   return undefined;
 }
 
+/**
+ * The text fields of a multipart form as a handler reads them: an empty value is the field left
+ * out, as in a query string (a browser sends every input of a form, an empty one as "").
+ */
+export function formFields(fields: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== ""));
+}
+
 /** A form or query boolean: absent when missing or empty, else textBoolean or a 400 naming it. */
 export function formBoolean(value: string | undefined, field: string): boolean | undefined {
   if (value === undefined || value === "") return undefined;
@@ -49,23 +85,7 @@ export function formBoolean(value: string | undefined, field: string): boolean |
   return parsed;
 }
 
-interface Schema {
-  type?: string | string[];
-  properties?: Record<string, Schema>;
-  items?: Schema;
-  anyOf?: Schema[];
-  default?: unknown;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function typesOf(schema: Schema): string[] {
-  if (schema.anyOf) return schema.anyOf.flatMap(typesOf);
-  if (schema.type === undefined) return [];
-  return Array.isArray(schema.type) ? schema.type : [schema.type];
-}
+type Schema = ShapeSchema;
 
 function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, schema: Schema) {
   for (const [key, prop] of Object.entries(schema.properties ?? {})) {
@@ -80,7 +100,9 @@ function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, sch
       const parsed = textBoolean(value);
       if (parsed === undefined) throw badRequest(`querystring.${key} must be true, false, 1 or 0`);
       query[key] = parsed;
-    } else if (types.includes("integer") && /^-?\d+$/.test(value.trim())) {
+    } else if (types.includes("integer") && NUMBER_TEXT.test(value.trim())) {
+      // Read as a JSON number would be (`30.0` is 30, as in a body); the schema then refuses
+      // what is not an integer, naming the field.
       query[key] = Number(value.trim());
     }
   }
@@ -88,23 +110,15 @@ function normalizeQuery(req: FastifyRequest, query: Record<string, unknown>, sch
 }
 
 /**
- * Declared fields holding null become absent and declared booleans sent as text become booleans,
- * through nested declared objects and arrays; every other value keeps its JSON type.
+ * Declared fields holding null become absent (src/schema/null-absent.ts, the walker deploys use
+ * for graphs too) and declared booleans sent as text become booleans; every other value keeps
+ * its JSON type.
  */
 function dropNulls(value: unknown, schema: Schema): unknown {
-  if (Array.isArray(value)) {
-    const items = schema.items;
-    return items ? value.map((item) => dropNulls(item, items)) : value;
-  }
-  if (!isRecord(value) || !schema.properties) return value;
-  for (const [key, prop] of Object.entries(schema.properties)) {
-    if (!(key in value)) continue;
-    const field = value[key];
+  return dropDeclaredNulls(value, schema, (field, prop) => {
     const types = typesOf(prop);
-    if (field === null && !types.includes("null")) delete value[key];
-    else if (typeof field === "string" && types.includes("boolean") && !types.includes("string"))
-      value[key] = textBoolean(field) ?? field;
-    else value[key] = dropNulls(field, prop);
-  }
-  return value;
+    return typeof field === "string" && types.includes("boolean") && !types.includes("string")
+      ? (textBoolean(field) ?? field)
+      : field;
+  });
 }

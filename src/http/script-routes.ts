@@ -193,6 +193,7 @@ function externalRequest(
     },
     parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
     taskName: q.taskName,
+    version: q.version,
   };
 }
 
@@ -211,6 +212,7 @@ function internalRequest(
       folderId: b.folderId,
     },
     parameter: b.parameter ?? {},
+    version: b.version,
   };
 }
 

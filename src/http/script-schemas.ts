@@ -4,6 +4,10 @@ import { Type } from "typebox";
 
 const Str = Type.String();
 const Timeout = Type.Integer({ minimum: 0, description: "seconds" });
+const ScriptVersion = Type.Integer({
+  minimum: 1,
+  description: "the script version to run (docs/script-service.md); absent: the newest",
+});
 
 export const ExternalParams = Type.Object({ elementName: Type.String({ minLength: 1 }) });
 
@@ -13,6 +17,7 @@ export const ExternalRunQuery = Type.Object({
   taskName: Type.Optional(Str),
   compressedFlag: Type.Optional(Type.Boolean({ default: false })),
   elementType: Type.Optional(Str),
+  version: Type.Optional(ScriptVersion),
 });
 
 export const ExternalRunSyncQuery = Type.Object({
@@ -32,6 +37,7 @@ export const InternalRunBody = Type.Object({
   parameter: Type.Optional(Type.Unknown()),
   folderId: Type.Optional(Str),
   path: Type.Optional(Str),
+  version: Type.Optional(ScriptVersion),
 });
 
 export const InternalRunSyncBody = Type.Object({

@@ -10,7 +10,7 @@ import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
-import { formBoolean } from "./request-forms.ts";
+import { formBoolean, formFields } from "./request-forms.ts";
 import { UploadItem } from "./script-schemas.ts";
 
 /** POST /file/batch-upload (endpoint 21): .py and .zip files become PY elements. */
@@ -58,14 +58,15 @@ export async function uploadRoutes(
       if (files.some((f) => f.filename.includes("\0")))
         throw badRequest("batchFile file names must not contain the NUL character (U+0000)");
       if (files.length === 0) throw badRequest("batchFile is required");
-      const overwrite = parseBool(fields.overwrite, "overwrite");
+      const form = formFields(fields);
+      const overwrite = parseBool(form.overwrite, "overwrite");
       const folder = await targetFolder(
         opts.store,
         scope,
-        { folderId: fields.folderId, path: fields.path },
+        { folderId: form.folderId, path: form.path },
         opts.clock.now(),
       );
-      return ok(await importScripts(opts, scope, folder, files, overwrite));
+      return ok(await importScripts(opts, scope, folder, files, overwrite, req.ctx.user));
     },
   );
 }
@@ -83,6 +84,9 @@ async function readParts(
       const bytes = await part.toBuffer();
       files.push({ filename: part.filename, bytes, truncated: part.file.truncated });
     } else {
+      // Two values for one field: neither is silently the one (a query string's list is a 400 too).
+      if (Object.hasOwn(fields, part.fieldname))
+        throw badRequest(`form field ${JSON.stringify(part.fieldname)} is given more than once`);
       fields[part.fieldname] = String(part.value);
     }
   }

@@ -31,6 +31,8 @@ export interface Release {
   version: number;
   /** Only script nodes write into a run's working directory; without one it never exists. */
   usesWorkDir: boolean;
+  /** Some script node names a PY element: the run reads the revision's script pins. */
+  usesScriptElements: boolean;
 }
 
 /**
@@ -64,6 +66,9 @@ export function createRunPreparer(deps: {
         configure: normalizeConfigure(rev.configure),
         version,
         usesWorkDir: graph.vertexes.some((v) => v.type === "script"),
+        usesScriptElements: graph.vertexes.some(
+          (v) => v.type === "script" && (v.config as { element?: unknown } | undefined)?.element,
+        ),
       };
       releases.set(key, rel);
     }

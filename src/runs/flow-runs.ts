@@ -4,6 +4,7 @@ import type { Locator } from "../elements/locator.ts";
 import { ErrorCode, errorText } from "../errors.ts";
 import { executeFlow, type FlowDeps, type FlowRunResult } from "../flows/executor.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
+import type { ScriptPin } from "../store/revision-types.ts";
 import type { Run, ScopeFilter } from "../store/types.ts";
 import { cleanupAtRunEnd } from "./file-cleanup.ts";
 import { createRunPreparer, type Release, type StartRequest } from "./flow-run-prepare.ts";
@@ -16,7 +17,7 @@ import {
 } from "./lifecycle.ts";
 import type { Execution, Outcome } from "./outcome.ts";
 import { recordedNodes } from "./rerun.ts";
-import { scriptNodeRunner } from "./script-node.ts";
+import { type ScriptUse, scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
 
 export type { StartRequest } from "./flow-run-prepare.ts";
@@ -64,6 +65,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
   async function execute(r: ExecRun, parameter: unknown, signal: AbortSignal): Promise<Execution> {
     let sentinel: TimerHandle | undefined;
     let rel: Release | undefined;
+    const used: ScriptUse[] = [];
     // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper:
     // file-cleanup.ts). After the end is recorded, once the runner handed the directory back, and
     // off the answer's path: the directory syscalls wait on the file system.
@@ -75,6 +77,10 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     try {
       rel = await release(r.elementId, Number(r.version));
       const { configure } = rel;
+      // Pins change when the revision is released again, so they are read per run, not cached.
+      const pins = rel.usesScriptElements
+        ? ((await store.flowRevision(r.elementId, Number(r.version)))?.scriptPins ?? [])
+        : [];
       const rt = configure.runTimeout;
       if (rt.type === "sentinel") {
         // The run goes on; observers are told once (docs/flow-graph.md runTimeout sentinel).
@@ -89,11 +95,11 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         configure,
         parameter,
         signal,
-        deps: flowDeps(deps, lifecycle, r),
+        deps: flowDeps(deps, lifecycle, r, { pins, used }),
         clock,
         reuse: await reusedNodes(deps.store, r),
       });
-      return { outcome: flowOutcome(out), configure, afterEnd };
+      return { outcome: flowOutcome(out, used), configure, afterEnd };
     } catch (err) {
       const error = errorText(err);
       return { outcome: { status: "FAILURE", error }, afterEnd };
@@ -134,9 +140,11 @@ async function reusedNodes(store: FlowRunsDeps["store"], r: ExecRun) {
   return { runId: failed.id, nodes: recordedNodes(failed) };
 }
 
-function flowOutcome(out: FlowRunResult): Outcome {
+function flowOutcome(out: FlowRunResult, scripts: ScriptUse[]): Outcome {
   const detail = {
     nodes: out.nodes,
+    // The script versions the run executed (docs/monitoring.md, run detail).
+    ...(scripts.length > 0 ? { scripts } : {}),
     ...(out.failedNodeId ? { failedNodeId: out.failedNodeId } : {}),
   };
   if (out.status === "SUCCESS")
@@ -205,6 +213,7 @@ function flowDeps(
   deps: FlowRunsDeps,
   lifecycle: Pick<RunLifecycle<StartRequest>, "start" | "terminate">,
   r: ExecRun,
+  scripts: { pins: readonly ScriptPin[]; used: ScriptUse[] },
 ): FlowDeps {
   const { store, clock, config } = deps;
   return {
@@ -214,6 +223,7 @@ function flowDeps(
       scope: r.scope,
       runId: r.id,
       onScript: deps.onScript,
+      ...scripts,
     }),
     runSubflow: (req) => subflow(deps, lifecycle, r, req.element, req.parameter, req.signal),
     fetch: globalThis.fetch,

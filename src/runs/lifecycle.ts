@@ -289,16 +289,15 @@ async function readBack<Req extends RunRequest>(c: Lifecycle<Req>, rec: NewRun):
 
 async function execute<Req extends RunRequest>(c: Lifecycle<Req>, runId: string): Promise<void> {
   const { store, clock, events, deps, queuedHere } = c;
-  // Queued by this process: no need to read back what was just written. startRun is
-  // conditional on QUEUED, so a run terminated while it waited is still not executed.
+  // startRun moves only a QUEUED run and answers it as started, so a run terminated while it
+  // waited is not executed and a worker needs no read of its own (docs/cluster.md).
   const mine = queuedHere.get(runId);
   queuedHere.delete(runId);
-  const r = mine?.rec ?? (await store.getRun(null, runId));
-  if (!r || (!mine && r.status !== "QUEUED")) return;
   const startTime = clock.now();
-  if (!(await store.startRun(runId, startTime, deps.nodeId))) return;
+  const r = await store.startRun(runId, startTime, deps.nodeId);
+  if (!r) return;
   events.publish({ type: "started", runId, startTime });
-  const rec = { ...r, startTime, nodeId: deps.nodeId };
+  const rec = { ...(mine?.rec ?? r), startTime, nodeId: deps.nodeId };
   await run(c, rec, mine ? mine.parameter : JSON.parse(r.runParam ?? "null"));
 }
 

@@ -1,7 +1,14 @@
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
+import type { ScriptPin } from "../store/revision-types.ts";
 import type { Scope, Store } from "../store/types.ts";
+
+/** A script version a run's node ran (docs/monitoring.md, run detail `scripts`). */
+export interface ScriptUse extends ScriptPin {
+  /** false: the revision pinned nothing for this node (released before pins existed). */
+  pinned: boolean;
+}
 
 /**
  * A flow's script nodes run as the script service runs tasks: same runner, same conventions,
@@ -14,11 +21,17 @@ export function scriptNodeRunner(deps: {
   runId: string;
   /** Told of every Python execution's outcome (metrics). */
   onScript?: ((o: TaskOutcome) => void) | undefined;
+  /** The script versions the run's revision pinned when it last became the release. */
+  pins: readonly ScriptPin[];
+  /** Each script version the run executes is added here once (the run's detail). */
+  used: ScriptUse[];
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
     const source =
-      req.code !== undefined ? inline(req.nodeId, req.code) : await byElement(deps, req.element);
+      req.code !== undefined
+        ? inline(req.nodeId, req.code)
+        : await byElement(deps, req.nodeId, req.element);
     const taskId = `${deps.runId}.${req.nodeId}.${seq++}`;
     const onAbort = () => deps.runner.kill(taskId, "terminate");
     req.signal.addEventListener("abort", onAbort, { once: true });
@@ -53,13 +66,33 @@ function inline(nodeId: string, code: string): ScriptSource {
   return { name, kind: "module", content: Buffer.from(code, "utf8") };
 }
 
+/**
+ * The source of a node that names a PY element: the version its revision pinned, else (a revision
+ * released before pins existed) the element's newest version (docs/dataflow-service.md, "Script pins").
+ */
 async function byElement(
-  deps: { store: Store; scope: Scope },
+  deps: { store: Store; scope: Scope; pins: readonly ScriptPin[]; used: ScriptUse[] },
+  nodeId: string,
   loc: Locator | undefined,
 ): Promise<ScriptSource> {
   if (!loc) throw new Error("script node has neither element nor code");
-  const el = await locateElement(deps.store, deps.scope, loc, "PY");
-  const script = await deps.store.scriptById(deps.scope, el.id);
-  if (!script) throw new Error(`script element ${el.name} vanished`);
-  return { name: script.name, kind: script.kind, content: script.content };
+  const pin = deps.pins.find((p) => p.nodeId === nodeId);
+  let use: ScriptUse;
+  let name: string;
+  if (pin) {
+    use = { ...pin, pinned: true };
+    name = pin.elementName;
+  } else {
+    const el = await locateElement(deps.store, deps.scope, loc, "PY");
+    const newest = await deps.store.scriptVersion(el.id, null);
+    if (!newest) throw new Error(`script element ${el.name} has no version`);
+    const at = { elementId: el.id, elementName: el.name, path: el.path };
+    use = { nodeId, ...at, version: newest.version, sha256: newest.sha256, pinned: false };
+    name = el.name;
+  }
+  const version = await deps.store.scriptVersion(use.elementId, use.version);
+  if (!version)
+    throw new Error(`version ${use.version} of script ${use.elementName} no longer exists`);
+  if (!deps.used.some((u) => u.nodeId === nodeId)) deps.used.push(use);
+  return { name, kind: version.kind, content: version.content };
 }

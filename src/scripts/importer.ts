@@ -28,10 +28,12 @@ export async function importScripts(
   folder: { id: string; path: string },
   files: UploadFile[],
   overwrite: boolean,
+  /** Recorded with each version the upload makes (docs/script-service.md, "Script versions"). */
+  userId: string | null = null,
 ): Promise<UploadResult[]> {
   const results: UploadResult[] = [];
   for (const file of files) {
-    results.push(await importOne(deps, scope, folder, file, overwrite));
+    results.push(await importOne(deps, scope, folder, file, overwrite, userId));
   }
   return results;
 }
@@ -42,6 +44,7 @@ async function importOne(
   folder: { id: string; path: string },
   file: UploadFile,
   overwrite: boolean,
+  userId: string | null,
 ): Promise<UploadResult> {
   const { config } = deps;
   const base = file.filename.split(/[\\/]/).pop() ?? "";
@@ -65,7 +68,7 @@ async function importOne(
   if (refused) return { filePath, ...refused };
 
   const outcome = await deps.store.putScript(
-    { scope, folderId: folder.id, name, kind, content: file.bytes, now: deps.clock.now() },
+    { scope, folderId: folder.id, name, kind, content: file.bytes, now: deps.clock.now(), userId },
     overwrite,
   );
   if (outcome === "exists")

@@ -25,6 +25,8 @@ export interface TaskRequest {
   parentRunId?: string | null | undefined;
   /** A re-run of an earlier task (docs/dataflow-service.md, "Re-run and resume"). */
   rerunOf?: RerunLink | undefined;
+  /** A script version to run; absent: the newest (docs/script-service.md, "Script versions"). */
+  version?: number | undefined;
 }
 
 /** A run-sync's answer: the task as the store records it when the answer is made. */
@@ -63,6 +65,10 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
   ): Promise<NewRun> {
     const el = await locateElement(store, req.scope, req.locator, "PY");
     if (el.type !== "PY") throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [el.name]);
+    // The task records the version it runs, so a queued task runs what it was accepted with.
+    const version = await store.scriptVersion(el.id, req.version ?? null);
+    if (!version && req.version !== undefined)
+      throw new SluiceError(ErrorCode.SCRIPT_VERSION_NOT_FOUND, [el.name, String(req.version)]);
     const now = clock.now();
     return {
       id: newId(now),
@@ -71,7 +77,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
       elementType: "PY",
       elementName: el.name,
       folderId: el.folderId,
-      version: null,
+      version: version ? String(version.version) : null,
       triggerType: req.trigger,
       status,
       runName: req.taskName ?? el.name,
@@ -87,8 +93,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
   }
 
   async function execute(r: ExecRun, parameter: unknown, signal: AbortSignal): Promise<Execution> {
-    const script = await store.scriptById(r.scope, r.elementId);
-    if (!script) throw new Error("the script element was deleted before the task started");
+    const script = await taskSource(store, r);
     // A stop from the lifecycle kills the task's process group; the runner answers the outcome.
     const onAbort = () => {
       const stop: unknown = signal.reason;
@@ -101,7 +106,7 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
     try {
       const outcome = await runner.run({
         taskId: r.id,
-        source: { name: script.name, kind: script.kind, content: script.content },
+        source: script,
         parameter,
         // The lifecycle's system limit stops the task first; this is the runner's backstop.
         timeoutMs: deps.limits.maxRunS * 1000 + 1000,
@@ -134,6 +139,21 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
     },
     terminate: lifecycle.terminate,
   };
+}
+
+/** The bytes a task runs: the version it recorded (a script stored before versions: its element's). */
+async function taskSource(
+  store: TaskServiceDeps["store"],
+  r: ExecRun,
+): Promise<{ name: string; kind: "module" | "package"; content: Uint8Array }> {
+  if (r.version === null) {
+    const script = await store.scriptById(r.scope, r.elementId);
+    if (!script) throw new Error("the script element was deleted before the task started");
+    return { name: script.name, kind: script.kind, content: script.content };
+  }
+  const v = await store.scriptVersion(r.elementId, Number(r.version));
+  if (!v) throw new Error(`version ${r.version} of script ${r.elementName} no longer exists`);
+  return { name: r.elementName, kind: v.kind, content: v.content };
 }
 
 function taskOutcome(o: TaskOutcome): Outcome {

@@ -1,7 +1,13 @@
 import yauzl from "yauzl";
 
 export type ZipVerdict =
-  | { ok: true; pyFiles: { name: string; source: Buffer }[]; entry: string }
+  | {
+      ok: true;
+      pyFiles: { name: string; source: Buffer }[];
+      entry: string;
+      /** Every file (not folder) with its uncompressed size. */
+      files: { name: string; size: number }[];
+    }
   | { ok: false; status: 2 | 3; message: string };
 
 const S_IFMT = 0o170000;
@@ -107,7 +113,8 @@ export async function inspectZip(
     pyFiles.push({ name: e.fileName, source: bytes });
   }
   zip.close();
-  return { ok: true, pyFiles, entry };
+  const list = files.map((e) => ({ name: e.fileName, size: e.uncompressedSize }));
+  return { ok: true, pyFiles, entry, files: list };
 }
 
 function readEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Buffer> {

@@ -1,4 +1,5 @@
-import type { FlowRevision, FlowStatus } from "./types.ts";
+import type { FlowRevision } from "./revision-types.ts";
+import type { FlowStatus } from "./types.ts";
 
 /** A flow an import writes (docs/export-import.md). */
 export interface ImportFlow {
@@ -9,7 +10,7 @@ export interface ImportFlow {
   /** A new element: its status and description. */
   status: FlowStatus;
   description: Record<string, string> | null;
-  revisions: Omit<FlowRevision, "elementId">[];
+  revisions: Omit<FlowRevision, "elementId" | "releasedAt" | "scriptPins">[];
   /** The release to set; null leaves it. */
   releaseVersion: number | null;
   /** Recorded as the release user when the release moves. */
@@ -20,4 +21,6 @@ export interface ImportFlow {
 export interface ImportWrites {
   scripts: { path: string; name: string; kind: "module" | "package"; content: Uint8Array }[];
   flows: ImportFlow[];
+  /** Who imports: recorded with the script versions the import creates. */
+  userId?: string | null;
 }

@@ -1,10 +1,13 @@
 import { type Kysely, sql, type Transaction } from "kysely";
 import { newId } from "../ids.ts";
+import { toRevisionInfo } from "./kysely-revisions.ts";
+import { addVersion } from "./kysely-scripts.ts";
+import type { FlowRevision } from "./revision-types.ts";
 import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database } from "./schema.ts";
-import type { FlowRevision, ImportFlow, ImportWrites, Scope, Store } from "./types.ts";
+import type { ImportFlow, ImportWrites, Scope, Store } from "./types.ts";
 
-type BundleMethods = Pick<Store, "elementsUnder" | "flowRevisions" | "applyImport">;
+type BundleMethods = Pick<Store, "elementsUnder" | "allFlowRevisions" | "applyImport">;
 
 /** The reads an export makes and the one transaction of an import (docs/export-import.md). */
 export function bundleMethods(db: Kysely<Database>): BundleMethods {
@@ -32,7 +35,7 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
       return rows.map(toElement);
     },
 
-    async flowRevisions(elementId): Promise<FlowRevision[]> {
+    async allFlowRevisions(elementId): Promise<FlowRevision[]> {
       const rows = await db
         .selectFrom("flow_revisions")
         .selectAll()
@@ -40,13 +43,9 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
         .orderBy("version")
         .execute();
       return rows.map((row) => ({
-        elementId: String(row.element_id),
-        version: row.version,
-        name: row.name,
+        ...toRevisionInfo(row),
         flow: JSON.parse(row.flow),
         configure: JSON.parse(row.configure),
-        createdAt: Number(row.created_at),
-        userId: row.user_id,
       }));
     },
 
@@ -56,14 +55,17 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
       return db.transaction().execute(async (tx) => {
         for (const s of writes.scripts) {
           const folderId = await folderIn(tx, scope, s.path, now);
-          await tx
+          const row = await tx
             .insertInto("elements")
             .values({
               ...newElement(scope, folderId, "PY", s.name, now),
               kind: s.kind,
               content: s.content,
             })
-            .execute();
+            .returning("id")
+            .executeTakeFirstOrThrow();
+          // Its version 1 here, as an upload's: flows that run it find a version to run.
+          await addVersion(tx, Number(row.id), { ...s, now, userId: writes.userId ?? null });
         }
         const ids: string[] = [];
         for (const f of writes.flows) ids.push(await writeFlow(tx, scope, f, now));
@@ -128,18 +130,50 @@ async function writeFlow(
         })),
       )
       .execute();
-  if (f.releaseVersion !== null)
-    await tx
-      .updateTable("elements")
-      .set({
-        release_version: f.releaseVersion,
-        release_user: f.user ? JSON.stringify(f.user) : null,
-        release_time: now,
-        updated_at: now,
-      })
-      .where("id", "=", id)
-      .execute();
+  if (f.releaseVersion !== null) await moveRelease(tx, id, f, now);
   return String(id);
+}
+
+/**
+ * The release an import sets, recorded like every release change (docs/export-import.md,
+ * "Script versions and releases"): an `IMPORT` event in the history, the revision's `released_at`.
+ * It pins nothing: its script nodes run the newest version, which is the imported content.
+ */
+async function moveRelease(tx: Transaction<Database>, id: number, f: ImportFlow, now: number) {
+  const userId = typeof f.user?.userId === "string" ? f.user.userId : null;
+  await tx
+    .updateTable("elements")
+    .set({
+      release_version: f.releaseVersion,
+      release_user: f.user ? JSON.stringify(f.user) : null,
+      release_time: now,
+      updated_at: now,
+    })
+    .where("id", "=", id)
+    .execute();
+  await tx
+    .updateTable("flow_revisions")
+    .set({ released_at: now, script_pins: null })
+    .where("element_id", "=", id)
+    .where("version", "=", f.releaseVersion)
+    .execute();
+  const el = await tx
+    .selectFrom("elements")
+    .select("status")
+    .where("id", "=", id)
+    .executeTakeFirst();
+  await tx
+    .insertInto("flow_releases")
+    .values({
+      element_id: id,
+      version: f.releaseVersion,
+      action: "IMPORT",
+      status: el?.status ?? "DRAFT",
+      user_id: userId,
+      at: now,
+      script_pins: null,
+    })
+    .execute();
 }
 
 /** The folder at `path` and its missing ancestors, inside the import's transaction. */

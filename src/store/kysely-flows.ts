@@ -1,8 +1,16 @@
-import type { Kysely } from "kysely";
+import type { Kysely, Transaction } from "kysely";
+import { toRevisionInfo } from "./kysely-revisions.ts";
+import type { FlowRevision, ReleaseChange } from "./revision-types.ts";
 import type { Database } from "./schema.ts";
-import type { Element, FlowRevision, FlowStatus, NewFlowDeploy, Store } from "./types.ts";
+import type { Element, FlowStatus, NewFlowDeploy, Store } from "./types.ts";
 
-type FlowMethods = Pick<Store, "deployFlow" | "renameRevision" | "setFlowStatus" | "flowRevision">;
+type FlowMethods = Pick<
+  Store,
+  "deployFlow" | "renameRevision" | "setFlowStatus" | "flowRevision" | "changeRelease"
+>;
+
+const userId = (user: Record<string, unknown> | null) =>
+  typeof user?.userId === "string" ? user.userId : null;
 
 /** Flow revisions and release state (docs/dataflow-service.md), over Kysely for both dialects. */
 export function flowMethods(
@@ -10,43 +18,10 @@ export function flowMethods(
   elementById: (id: number) => Promise<Element>,
 ): FlowMethods {
   return {
-    async deployFlow(d: NewFlowDeploy) {
+    async deployFlow(deploy: NewFlowDeploy) {
+      const d = { ...deploy, release: deploy.release ?? true, pins: deploy.pins ?? null };
       const { id, version } = await db.transaction().execute(async (tx) => {
-        const existing = await tx
-          .selectFrom("elements")
-          .select(["id", "release_version"])
-          .where("app", "=", d.scope.app)
-          .where("space", "=", d.scope.space)
-          .where("folder_id", "=", d.folderId)
-          .where("type", "=", "DPL")
-          .where("name", "=", d.name)
-          .executeTakeFirst();
-        let elementId: number;
-        if (existing) {
-          elementId = Number(existing.id);
-        } else {
-          const inserted = await tx
-            .insertInto("elements")
-            .values({
-              app: d.scope.app,
-              space: d.scope.space,
-              folder_id: d.folderId,
-              type: "DPL",
-              name: d.name,
-              description: d.description ? JSON.stringify(d.description) : null,
-              status: "DRAFT",
-              kind: null,
-              content: null,
-              release_version: null,
-              release_user: null,
-              release_time: null,
-              created_at: d.now,
-              updated_at: d.now,
-            })
-            .returning("id")
-            .executeTakeFirstOrThrow();
-          elementId = Number(inserted.id);
-        }
+        const { elementId, status } = await elementForDeploy(tx, d);
         const last = await tx
           .selectFrom("flow_revisions")
           .select((eb) => eb.fn.max("version").as("v"))
@@ -62,23 +37,80 @@ export function flowMethods(
             flow: JSON.stringify(d.flow),
             configure: JSON.stringify(d.configure ?? {}),
             created_at: d.now,
-            user_id: typeof d.user?.userId === "string" ? d.user.userId : null,
+            user_id: userId(d.user),
+            released_at: d.release ? d.now : null,
+            script_pins: d.release && d.pins ? JSON.stringify(d.pins) : null,
           })
           .execute();
         await tx
           .updateTable("elements")
           .set({
-            release_version: next,
-            release_user: d.user ? JSON.stringify(d.user) : null,
-            release_time: d.now,
+            ...(d.release
+              ? {
+                  release_version: next,
+                  release_user: d.user ? JSON.stringify(d.user) : null,
+                  release_time: d.now,
+                }
+              : {}),
             updated_at: d.now,
             ...(d.description ? { description: JSON.stringify(d.description) } : {}),
           })
           .where("id", "=", elementId)
           .execute();
+        if (d.release)
+          await recordRelease(tx, {
+            elementId: String(elementId),
+            action: "DEPLOY",
+            status,
+            version: next,
+            pins: d.pins,
+            user: d.user,
+            now: d.now,
+          });
         return { id: elementId, version: next };
       });
       return { element: await elementById(id), version };
+    },
+
+    async changeRelease(c: ReleaseChange) {
+      return db.transaction().execute(async (tx) => {
+        const id = Number(c.elementId);
+        if (c.version !== null) {
+          const updated = await tx
+            .updateTable("flow_revisions")
+            .set({ released_at: c.now, script_pins: c.pins ? JSON.stringify(c.pins) : null })
+            .where("element_id", "=", id)
+            .where("version", "=", c.version)
+            .executeTakeFirst();
+          if (Number(updated.numUpdatedRows) === 0) return false;
+        }
+        await tx
+          .updateTable("elements")
+          .set({
+            status: c.status,
+            ...(c.version !== null ? { release_version: c.version } : {}),
+            // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
+            ...(c.status === "APPROVED"
+              ? { release_user: c.user ? JSON.stringify(c.user) : null, release_time: c.now }
+              : {}),
+            updated_at: c.now,
+          })
+          .where("id", "=", id)
+          .execute();
+        // A change that keeps the release (a deactivation) records the release it keeps.
+        const kept =
+          c.version !== null
+            ? c.version
+            : ((
+                await tx
+                  .selectFrom("elements")
+                  .select("release_version")
+                  .where("id", "=", id)
+                  .executeTakeFirst()
+              )?.release_version ?? null);
+        await recordRelease(tx, { ...c, version: kept, pins: c.version !== null ? c.pins : null });
+        return true;
+      });
     },
 
     async renameRevision(elementId, name) {
@@ -121,14 +153,67 @@ export function flowMethods(
         .executeTakeFirst();
       if (!row) return undefined;
       return {
-        elementId: String(row.element_id),
-        version: row.version,
-        name: row.name,
+        ...toRevisionInfo(row),
         flow: JSON.parse(row.flow),
         configure: JSON.parse(row.configure),
-        createdAt: Number(row.created_at),
-        userId: row.user_id,
       };
     },
   };
+}
+
+/** The element a deploy writes a revision of: found by folder and name, or created DRAFT. */
+async function elementForDeploy(
+  tx: Transaction<Database>,
+  d: NewFlowDeploy,
+): Promise<{ elementId: number; status: FlowStatus }> {
+  const existing = await tx
+    .selectFrom("elements")
+    .select(["id", "status"])
+    .where("app", "=", d.scope.app)
+    .where("space", "=", d.scope.space)
+    .where("folder_id", "=", d.folderId)
+    .where("type", "=", "DPL")
+    .where("name", "=", d.name)
+    .executeTakeFirst();
+  if (existing)
+    return { elementId: Number(existing.id), status: (existing.status ?? "DRAFT") as FlowStatus };
+  const inserted = await tx
+    .insertInto("elements")
+    .values({
+      app: d.scope.app,
+      space: d.scope.space,
+      folder_id: d.folderId,
+      type: "DPL",
+      name: d.name,
+      description: d.description ? JSON.stringify(d.description) : null,
+      status: "DRAFT",
+      kind: null,
+      content: null,
+      release_version: null,
+      release_user: null,
+      release_time: null,
+      created_at: d.now,
+      updated_at: d.now,
+    })
+    .returning("id")
+    .executeTakeFirstOrThrow();
+  return { elementId: Number(inserted.id), status: "DRAFT" };
+}
+
+async function recordRelease(
+  tx: Transaction<Database>,
+  c: Omit<ReleaseChange, "user"> & { user: Record<string, unknown> | null },
+): Promise<void> {
+  await tx
+    .insertInto("flow_releases")
+    .values({
+      element_id: Number(c.elementId),
+      version: c.version,
+      action: c.action,
+      status: c.status,
+      user_id: userId(c.user),
+      at: c.now,
+      script_pins: c.version !== null && c.pins ? JSON.stringify(c.pins) : null,
+    })
+    .execute();
 }

@@ -1,9 +1,12 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { newId } from "../ids.ts";
+import { createBatcher } from "./batch.ts";
 import { bundleMethods } from "./kysely-bundles.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
+import { revisionReads } from "./kysely-revisions.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
+import { scriptMethods } from "./kysely-scripts.ts";
 import { ELEMENT_COLUMNS, toElement, toRun, toScript } from "./rows.ts";
 import { createRunWrites, runRow } from "./run-writes.ts";
 import type { Database } from "./schema.ts";
@@ -13,7 +16,6 @@ import type {
   ElementQuery,
   ElementType,
   Folder,
-  NewScriptElement,
   Run,
   RunStatus,
   Scope,
@@ -66,6 +68,24 @@ export function createKyselyStore(
   }
 
   const writes = createRunWrites(db);
+  // Reads of single runs (result lookups, waiters woken by one NOTIFY batch, workers) made in
+  // one turn share one statement (docs/architecture.md, "Group commit").
+  const readRun = createBatcher<string, Run | undefined>({
+    max: 500,
+    async run(ids) {
+      const rows = await db
+        .selectFrom("runs")
+        .selectAll()
+        .where("id", "in", [...new Set(ids)])
+        .execute();
+      const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
+      // Each caller gets its own object: two waiters of one run must not share a mutable one.
+      return ids.map((id) => {
+        const run = byId.get(id);
+        return run && { ...run };
+      });
+    },
+  });
 
   const elementByNumber = async (id: number): Promise<Element> =>
     toElement(
@@ -75,6 +95,8 @@ export function createKyselyStore(
   return {
     ...flowMethods(db, elementByNumber),
     ...bundleMethods(db),
+    ...revisionReads(db),
+    ...scriptMethods(db),
     ...monitorMethods(db, dialect),
     ...scheduleMethods(db),
     db,
@@ -129,49 +151,6 @@ export function createKyselyStore(
       return row && toScript(row);
     },
 
-    async putScript(el: NewScriptElement, overwrite: boolean) {
-      return db.transaction().execute(async (tx) => {
-        const existing = await tx
-          .selectFrom("elements")
-          .select("id")
-          .where("app", "=", el.scope.app)
-          .where("space", "=", el.scope.space)
-          .where("folder_id", "=", el.folderId)
-          .where("type", "=", "PY")
-          .where("name", "=", el.name)
-          .executeTakeFirst();
-        if (existing && !overwrite) return "exists" as const;
-        if (existing) {
-          await tx
-            .updateTable("elements")
-            .set({ kind: el.kind, content: el.content, updated_at: el.now })
-            .where("id", "=", existing.id)
-            .execute();
-          return "overwritten" as const;
-        }
-        await tx
-          .insertInto("elements")
-          .values({
-            app: el.scope.app,
-            space: el.scope.space,
-            folder_id: el.folderId,
-            type: "PY",
-            name: el.name,
-            kind: el.kind,
-            content: el.content,
-            description: null,
-            status: null,
-            release_version: null,
-            release_user: null,
-            release_time: null,
-            created_at: el.now,
-            updated_at: el.now,
-          })
-          .execute();
-        return "created" as const;
-      });
-    },
-
     insertRun: writes.insertRun,
 
     async insertRunsWith(runs, also) {
@@ -195,28 +174,16 @@ export function createKyselyStore(
       });
     },
 
-    async startRun(id, startTime, nodeId) {
-      const r = await db
-        .updateTable("runs")
-        .set({ status: "STARTED", start_time: startTime, node_id: nodeId })
-        .where("id", "=", id)
-        .where("status", "=", "QUEUED")
-        .executeTakeFirst();
-      return Number(r.numUpdatedRows) > 0;
-    },
+    startRun: writes.startRun,
 
     endRun: writes.endRun,
 
     async getRun(scope, id): Promise<Run | undefined> {
-      const row = await db
-        .selectFrom("runs")
-        .selectAll()
-        .where("id", "=", id)
-        .$if(scope !== null, (q) =>
-          q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
-        )
-        .executeTakeFirst();
-      return row && toRun(row);
+      const run = await readRun(id);
+      // Another scope's run is a run that does not exist (docs/auth.md).
+      if (!run || (scope && (run.scope.app !== scope.app || run.scope.space !== scope.space)))
+        return undefined;
+      return run;
     },
 
     async deleteRuns(scope, ids) {

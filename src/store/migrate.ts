@@ -6,6 +6,7 @@ import * as m004 from "./migrations/004-schedules.ts";
 import * as m005 from "./migrations/005-search-columns.ts";
 import * as m006 from "./migrations/006-monitor-counters.ts";
 import * as m007 from "./migrations/007-monitor-trigram.ts";
+import * as m008 from "./migrations/008-revisions.ts";
 import * as m009 from "./migrations/009-rerun-link.ts";
 import type { Dialect } from "./types.ts";
 
@@ -22,22 +23,19 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "005-search-columns": m005,
   "006-monitor-counters": m006,
   "007-monitor-trigram": m007,
-  // 008 is taken by revision history (another branch); Kysely orders by name.
+  "008-revisions": m008,
   "009-rerun-link": m009,
 };
 
-export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+/** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */
+export async function migrate(db: Kysely<unknown>, dialect: Dialect, upTo?: string): Promise<void> {
   const migrations: Record<string, Migration> = {};
   for (const [name, mod] of Object.entries(MIGRATIONS)) {
     migrations[name] = { up: (k) => mod.up(k, dialect) };
   }
-  // Branches number their migrations apart (008, 009) and may merge in either order: a database
-  // that applied 009 first still takes 008 later.
-  const migrator = new Migrator({
-    db,
-    provider: { getMigrations: async () => migrations },
-    allowUnorderedMigrations: true,
-  });
-  const { error } = await migrator.migrateToLatest();
+  // In name order only: 008 and 009 ship together, so no database a release wrote has one
+  // without the other below it (docs/operations.md, "Migrations").
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+  const { error } = upTo ? await migrator.migrateTo(upTo) : await migrator.migrateToLatest();
   if (error) throw error;
 }

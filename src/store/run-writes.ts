@@ -1,17 +1,17 @@
 import { type Kysely, sql, type Transaction } from "kysely";
-import { countFinished, countRun } from "./kysely-monitor.ts";
+import { createBatcher } from "./batch.ts";
+import { type CounterKey, countFinished, countRun } from "./kysely-monitor.ts";
+import { toRun } from "./rows.ts";
 import type { Database } from "./schema.ts";
-import type { NewRun, RunEnd } from "./types.ts";
+import type { NewRun, Run, RunEnd } from "./types.ts";
 
 type Write =
   | { kind: "insert"; run: NewRun; end: RunEnd | undefined }
+  | { kind: "start"; id: string; startTime: number; nodeId: string | null }
   | { kind: "end"; id: string; end: RunEnd };
 
-interface Pending {
-  write: Write;
-  resolve(ended: boolean): void;
-  reject(err: unknown): void;
-}
+/** Per write: inserts true, starts the started run (or undefined), ends whether they ended one. */
+type WriteResult = boolean | Run | undefined;
 
 /** At most this many writes per transaction (a multi-row insert stays far below SQLite's 32,766 bound values). */
 const MAX_BATCH = 200;
@@ -27,95 +27,51 @@ const MAX_BATCH = 200;
  */
 export function createRunWrites(db: Kysely<Database>): {
   insertRun(run: NewRun, end?: RunEnd): Promise<void>;
+  startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   endRun(id: string, end: RunEnd): Promise<boolean>;
 } {
-  let pending: Pending[] = [];
-  let scheduled = false;
-  let busy = false;
-
-  async function flush(): Promise<void> {
-    scheduled = false;
-    busy = true;
-    try {
-      while (pending.length > 0) {
-        const batch = pending.slice(0, MAX_BATCH);
-        pending = pending.slice(batch.length);
-        await commitBatch(db, batch);
-      }
-    } finally {
-      busy = false;
-    }
-  }
-
-  function add(write: Write): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      pending.push({ write, resolve, reject });
-      if (scheduled || busy) return;
-      scheduled = true;
-      // After the I/O callbacks of this turn: the writes their requests made join this batch.
-      setImmediate(() => void flush());
-    });
-  }
+  const add = createBatcher<Write, WriteResult>({
+    max: MAX_BATCH,
+    run: (writes) => db.transaction().execute((tx) => applyWrites(tx, writes)),
+    alone: async (write) => {
+      const [result] = await db.transaction().execute((tx) => applyWrites(tx, [write]));
+      return result;
+    },
+  });
 
   return {
     insertRun: async (run, end) => {
       await add({ kind: "insert", run, end });
     },
-    endRun: (id, end) => add({ kind: "end", id, end }),
+    startRun: async (id, startTime, nodeId) => {
+      const started = await add({ kind: "start", id, startTime, nodeId });
+      return typeof started === "object" ? started : undefined;
+    },
+    endRun: async (id, end) => (await add({ kind: "end", id, end })) === true,
   };
 }
 
-async function commitBatch(db: Kysely<Database>, batch: Pending[]): Promise<void> {
-  try {
-    const results = await db.transaction().execute((tx) =>
-      applyWrites(
-        tx,
-        batch.map((p) => p.write),
-      ),
-    );
-    batch.forEach((p, i) => {
-      p.resolve(results[i] ?? false);
-    });
-  } catch (err) {
-    if (batch.length === 1) {
-      batch[0]?.reject(err);
-      return;
-    }
-    for (const p of batch) {
-      try {
-        const [ended] = await db.transaction().execute((tx) => applyWrites(tx, [p.write]));
-        p.resolve(ended ?? false);
-      } catch (one) {
-        p.reject(one);
-      }
-    }
-  }
-}
-
 /**
- * Inserts first (an end in the same batch may be for one of them), then ends, then the counters
- * once per key in one order (docs/monitoring.md, "Counters"): every writer takes counter rows
- * element first, then status, each sorted, so two transactions never wait on each other crosswise.
- * Answers, per write, whether it ended an unfinished run (inserts: true).
+ * Inserts first (a start or end in the same batch may be for one of them), then starts, then
+ * ends in run ID order, then the counters once per key in one order (docs/monitoring.md,
+ * "Counters"): every writer takes rows in the same order, so two transactions never wait on
+ * each other crosswise.
  */
 async function applyWrites(
   tx: Transaction<Database>,
   writes: readonly Write[],
-): Promise<boolean[]> {
+): Promise<WriteResult[]> {
+  const results: WriteResult[] = writes.map((w) => (w.kind === "insert" ? true : undefined));
   const inserts = writes.flatMap((w) => (w.kind === "insert" ? [runRow(w.run, w.end)] : []));
   if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
-  const finished: Parameters<typeof countFinished>[1][number][] = inserts.filter(
-    (r) => r.end_time !== null,
-  );
-  const results: boolean[] = [];
-  for (const w of writes) {
-    if (w.kind === "insert") {
-      results.push(true);
-      continue;
-    }
+  await startAll(tx, writes, results);
+  const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
+  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ w, i }] : []));
+  ends.sort((a, b) => (a.w.id < b.w.id ? -1 : a.w.id > b.w.id ? 1 : a.i - b.i));
+  for (const { w, i } of ends) {
     const ended = await endOne(tx, w.id, w.end);
     if (ended) finished.push(ended);
-    results.push(ended !== undefined);
+    results[i] = ended !== undefined;
   }
   const flows = new Map<string, number>();
   for (const w of writes)
@@ -124,6 +80,38 @@ async function applyWrites(
   for (const id of [...flows.keys()].sort()) await countRun(tx, id, flows.get(id));
   if (finished.length > 0) await countFinished(tx, finished, 1);
   return results;
+}
+
+/**
+ * QUEUED → STARTED for every start of the batch: one `UPDATE … RETURNING` per start time and node
+ * (under load most share both), so a worker claims a fetched batch of runs in one statement
+ * instead of a read and an update each.
+ */
+async function startAll(
+  tx: Transaction<Database>,
+  writes: readonly Write[],
+  results: WriteResult[],
+): Promise<void> {
+  const groups = new Map<string, { startTime: number; nodeId: string | null; at: number[] }>();
+  writes.forEach((w, i) => {
+    if (w.kind !== "start") return;
+    const key = `${w.startTime}\n${w.nodeId ?? ""}`;
+    const g = groups.get(key) ?? { startTime: w.startTime, nodeId: w.nodeId, at: [] };
+    g.at.push(i);
+    groups.set(key, g);
+  });
+  for (const g of groups.values()) {
+    const ids = g.at.map((i) => (writes[i] as { id: string }).id);
+    const rows = await tx
+      .updateTable("runs")
+      .set({ status: "STARTED", start_time: g.startTime, node_id: g.nodeId })
+      .where("id", "in", ids)
+      .where("status", "=", "QUEUED")
+      .returningAll()
+      .execute();
+    const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
+    for (const i of g.at) results[i] = byId.get((writes[i] as { id: string }).id);
+  }
 }
 
 function endOne(tx: Transaction<Database>, id: string, end: RunEnd) {

@@ -5,6 +5,8 @@ export interface Database {
   folders: FolderTable;
   elements: ElementTable;
   flow_revisions: FlowRevisionTable;
+  flow_releases: FlowReleaseTable;
+  script_versions: ScriptVersionTable;
   runs: RunTable;
   nodes: NodeTable;
   schedule_state: ScheduleStateTable;
@@ -73,6 +75,36 @@ export interface FlowRevisionTable {
   configure: string;
   created_at: number;
   user_id: string | null;
+  /** When this revision last became the release; null: never released (staged). */
+  released_at: number | null;
+  /** JSON ScriptPin[] pinned when it last became the release; null: pinned nothing. */
+  script_pins: string | null;
+}
+
+/** The release history (docs/dataflow-service.md, "Revisions and releases"). */
+export interface FlowReleaseTable {
+  id: Generated<number>;
+  element_id: number;
+  /** The release after the change. */
+  version: number | null;
+  action: string;
+  /** The element's status after the change. */
+  status: string;
+  user_id: string | null;
+  at: number;
+  script_pins: string | null;
+}
+
+/** Every upload of a PY element (docs/script-service.md, "Script versions"). */
+export interface ScriptVersionTable {
+  element_id: number;
+  version: number;
+  kind: string;
+  content: Uint8Array;
+  sha256: string;
+  size: number;
+  user_id: string | null;
+  created_at: number;
 }
 
 export interface RunTable {

@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import type { ScriptVersion } from "./revision-types.ts";
 import type { Element, ScriptElement, Store } from "./types.ts";
 
 /**
@@ -14,6 +15,8 @@ import type { Element, ScriptElement, Store } from "./types.ts";
 export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S {
   const byName = new LRUCache<string, readonly Element[]>({ max: maxEntries });
   const byId = new LRUCache<string, ScriptElement>({ max: maxEntries });
+  // A numbered version never changes; the newest changes only through `putScript`.
+  const versions = new LRUCache<string, ScriptVersion>({ max: maxEntries });
   const remember = <V extends object>(map: LRUCache<string, V>, key: string, value: V): V => {
     map.set(key, Object.freeze(value));
     return value;
@@ -46,12 +49,21 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
       return script && remember(byId, key, script);
     },
 
+    async scriptVersion(elementId, version) {
+      const key = `${elementId}\u0000${version ?? "newest"}`;
+      const hit = versions.get(key);
+      if (hit) return hit;
+      const found = await store.scriptVersion(elementId, version);
+      return found && remember(versions, key, found);
+    },
+
     async putScript(el, overwrite) {
       try {
         return await store.putScript(el, overwrite);
       } finally {
         byName.clear();
         byId.clear();
+        versions.clear();
       }
     },
   };

@@ -1,6 +1,16 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
 import type { ImportWrites } from "./import-types.ts";
+import type {
+  FlowRevision,
+  FlowRevisionInfo,
+  Page,
+  ReleaseChange,
+  ReleaseEvent,
+  ScriptPin,
+  ScriptVersion,
+  ScriptVersionInfo,
+} from "./revision-types.ts";
 
 export type { ImportFlow, ImportWrites } from "./import-types.ts";
 
@@ -130,16 +140,8 @@ export interface NewScriptElement {
   kind: "module" | "package";
   content: Uint8Array;
   now: number;
-}
-
-export interface FlowRevision {
-  elementId: string;
-  version: number;
-  name: string;
-  flow: unknown;
-  configure: unknown;
-  createdAt: number;
-  userId: string | null;
+  /** Who uploaded it: recorded with the version the upload makes. */
+  userId?: string | null;
 }
 
 export interface NewFlowDeploy {
@@ -152,6 +154,10 @@ export interface NewFlowDeploy {
   description: Record<string, string> | null;
   user: Record<string, unknown> | null;
   now: number;
+  /** false: a staged revision, stored without becoming the release (default true; docs/dataflow-service.md). */
+  release?: boolean;
+  /** The script versions the revision pins when it is released. */
+  pins?: ScriptPin[] | null;
 }
 
 /** A flow's current release, as the cron wiring registers it. */
@@ -195,8 +201,25 @@ export interface Store {
     overwrite: boolean,
   ): Promise<"created" | "overwritten" | "exists">;
 
-  /** Stores a new revision (creating the element as DRAFT if new) and makes it the release. */
+  /**
+   * Stores a new revision (creating the element as DRAFT if new); with `release`, makes it the
+   * release and records the DEPLOY in the release history, in one transaction.
+   */
   deployFlow(deploy: NewFlowDeploy): Promise<{ element: Element; version: number }>;
+  /** A release change with its history event, in one transaction; false: no such revision. */
+  changeRelease(change: ReleaseChange): Promise<boolean>;
+  /** One page of an element's revisions, newest first. */
+  flowRevisions(elementId: string, limit: number, offset: number): Promise<Page<FlowRevisionInfo>>;
+  /** One page of an element's release history, newest first. */
+  releaseHistory(elementId: string, limit: number, offset: number): Promise<Page<ReleaseEvent>>;
+  /** One page of a script's versions, newest first. */
+  scriptVersions(
+    elementId: string,
+    limit: number,
+    offset: number,
+  ): Promise<Page<ScriptVersionInfo>>;
+  /** One version of a script with its bytes; `null`: the newest. */
+  scriptVersion(elementId: string, version: number | null): Promise<ScriptVersion | undefined>;
   /** Renames the newest revision; false when the element has none. */
   renameRevision(elementId: string, name: string): Promise<boolean>;
   setFlowStatus(
@@ -206,8 +229,8 @@ export interface Store {
     now: number,
   ): Promise<void>;
   flowRevision(elementId: string, version: number): Promise<FlowRevision | undefined>;
-  /** Every revision of a flow, oldest first (export). */
-  flowRevisions(elementId: string): Promise<FlowRevision[]>;
+  /** Every revision of a flow with its graph and configure, oldest first (export). */
+  allFlowRevisions(elementId: string): Promise<FlowRevision[]>;
   /** Elements of every type in the folder at `path` and the folders below it (export). */
   elementsUnder(scope: Scope, path: string): Promise<Element[]>;
   /** An import's writes in one transaction; answers the IDs of the flows written, in order. */
@@ -220,8 +243,8 @@ export interface Store {
    * runs' jobs there, so runs and jobs commit together or not at all (docs/cluster.md).
    */
   insertRunsWith(runs: readonly NewRun[], also: (tx: SqlExecutor) => Promise<void>): Promise<void>;
-  /** QUEUED → STARTED; false when the run is no longer QUEUED. */
-  startRun(id: string, startTime: number, nodeId: string | null): Promise<boolean>;
+  /** QUEUED → STARTED: the run as started, or undefined when it is no longer QUEUED. */
+  startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   /** Unfinished → terminal; false when the run had already ended (terminal states never change). */
   endRun(id: string, end: RunEnd): Promise<boolean>;
   getRun(scope: ScopeFilter, id: string): Promise<Run | undefined>;

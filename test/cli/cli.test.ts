@@ -64,6 +64,25 @@ describe("sluice CLI against a real server", () => {
     assert.ok(!r.stdout.includes("\u001b["), "no colours off a TTY");
   });
 
+  it("activates an older revision with --version (a rollback)", async () => {
+    const v2 = structuredClone(NO_SCRIPT_FLOW);
+    v2.vertexes[1] = { id: "clean", type: "transform", config: { operators: [] } };
+    const d = await sluice(["deploy", file("orders.json", v2), "--path", "/cli"], env);
+    assert.equal(d.code, 0, d.stderr);
+    const r = await sluice(
+      ["activate", "orders", "--path", "/cli", "--version", "1", "--json"],
+      env,
+    );
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { elementName: "orders", status: "APPROVED" });
+    const [el] = await server.services.store.findElements(
+      { app: "app1", space: "space1" },
+      { type: "DPL", name: "orders" },
+    );
+    assert.equal(el?.releaseVersion, 1);
+    assert.equal((await sluice(["activate", "orders", "--version", "x"], env)).code, 2);
+  });
+
   it("refuses an invalid flow with exit code 8 and names the problem", async () => {
     const bad = { vertexes: [{ id: "a", type: "nope" }], edges: [] };
     const r = await sluice(["deploy", file("bad.json", bad), "--path", "/cli", "--json"], env);

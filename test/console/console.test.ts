@@ -8,7 +8,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { makeSessionCookie, signToken } from "../../src/auth/tokens.ts";
 import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
 import { DF } from "../helpers/flows.ts";
-import { startServer, type TestServer } from "../helpers/server.ts";
+import { startServer, type TestServer, upload } from "../helpers/server.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const FLAGS = [
@@ -28,6 +28,7 @@ const SECRETS = {
   AUTH_MODE: "signature",
   AUTH_APP_SECRETS: "app1=app-secret",
   AUTH_SESSION_SECRET: "session-secret",
+  AUTH_INTERNAL_SECRET: "internal-secret",
 };
 
 const FLOW = {
@@ -86,6 +87,12 @@ describe("web console in headless Chromium (signature mode, session cookie)", ()
   });
   const call = (p: string, body: unknown) =>
     server.call("POST", DF + p, { headers: headers(), body });
+  const revisionsOf = (elementName: string) => ({
+    elementName,
+    path: "/demo",
+    pageNo: 0,
+    pageSize: 20,
+  });
 
   before(async () => {
     // Never skipped: `npm test` installs Chromium first or says how (docs/operations.md).
@@ -207,6 +214,146 @@ describe("web console in headless Chromium (signature mode, session cookie)", ()
       .locator('tr[data-flow="slow"] [data-status="OBSOLETE"]')
       .waitFor({ timeout: 10_000 });
     await page.screenshot({ path: path.join(SHOTS, "flows.png") });
+  });
+
+  it("shows a flow's revisions with the live one marked and diffs two side by side", async () => {
+    // v2 of orders: a stricter filter in `clean` and a new `audit` vertex after it.
+    const v2 = structuredClone(FLOW) as typeof FLOW & { vertexes: { id: string }[] };
+    const clean = v2.vertexes[1] as { config: { operators: { expr: string }[] } };
+    (clean.config.operators[1] as { expr: string }).expr = "amount > 1";
+    v2.vertexes.push({ id: "audit", type: "transform", config: { operators: [] } } as never);
+    v2.edges.push({ source: "clean", target: "audit" });
+    const d = await call("/flow/deploy", {
+      elementName: "orders",
+      revisionName: "stricter",
+      path: "/demo",
+      flow: v2,
+      configure: { triggers: [{ type: "manual" }] },
+    });
+    assert.equal(d.body.status, true, d.text);
+    // A fresh document: no toast of an earlier test in the screenshots.
+    await page.goto(`${server.url}/console/#/flows`);
+    await page.reload();
+    await page.locator('a[data-revisions="orders"]').click();
+    await page.locator('#revisions tr[data-version="2"] [data-live]').waitFor();
+    assert.equal(await page.locator("#revisions [data-live]").count(), 1);
+    await page.screenshot({ path: path.join(SHOTS, "revisions.png") });
+
+    await page.locator('input[data-pick="1"]').check();
+    await page.locator('input[data-pick="2"]').check();
+    await page.locator("#compare").click();
+    await page.locator('#diff-vertexes tr[data-diff="audit"][data-mark="added"]').waitFor();
+    assert.equal(
+      await page.locator('#diff-vertexes tr[data-diff="clean"]').getAttribute("data-mark"),
+      "changed",
+    );
+    assert.match(
+      (await page.locator('#diff-vertexes tr[data-diff="clean"]').textContent()) ?? "",
+      /\/config\/operators\/1\/expr/,
+    );
+    assert.equal(
+      await page.locator('#diff-edges tr[data-diff="clean->audit"]').getAttribute("data-mark"),
+      "added",
+    );
+    assert.equal(
+      await page.locator('#diff-vertexes tr[data-diff="score"]').getAttribute("data-mark"),
+      "same",
+    );
+    assert.equal(
+      await page.locator('#diff-configure tr[data-diff="configure"]').getAttribute("data-mark"),
+      "changed",
+    );
+    await page.screenshot({ path: path.join(SHOTS, "diff.png"), fullPage: true });
+  });
+
+  it("rolls a flow back to version 1 after a confirmation dialog; cancel changes nothing", async () => {
+    await page.goto(`${server.url}/console/#/revisions/orders?path=%2Fdemo`);
+    await page.locator('#revisions tr[data-version="2"] [data-live]').waitFor();
+    await page.locator('button[data-activate="1"]').click();
+    await page.locator("dialog#confirm").waitFor();
+    assert.match(
+      (await page.locator("dialog#confirm").textContent()) ?? "",
+      /Roll back orders to v1/,
+    );
+    await page.screenshot({ path: path.join(SHOTS, "rollback.png") });
+    await page.locator('dialog#confirm [data-confirm="no"]').click();
+    await page.locator("dialog#confirm").waitFor({ state: "detached" });
+    assert.equal(
+      (await call("/flow/revisions", revisionsOf("orders"))).body.data.element.releaseVersion,
+      2,
+    );
+
+    await page.locator('button[data-activate="1"]').click();
+    await page.locator('dialog#confirm [data-confirm="yes"]').click();
+    await page.locator('#revisions tr[data-version="1"] [data-live]').waitFor({ timeout: 10_000 });
+    const run = await call("/run-sync", {
+      elementName: "orders",
+      path: "/demo",
+      parameter: { orders: [{ amount: 1 }] },
+    });
+    // v1 keeps amount 1 (filter amount > 0); v2 would have dropped it.
+    assert.deepEqual(run.body.data, [{ amount: 1, score: 2 }]);
+    const history = await call("/flow/releases", revisionsOf("orders"));
+    assert.deepEqual(
+      [
+        history.body.data.items[0].action,
+        history.body.data.items[0].version,
+        history.body.data.items[0].userId,
+      ],
+      ["ROLLBACK", 1, "alice"],
+    );
+  });
+
+  it("shows the script versions a run used", async () => {
+    const internal = {
+      app: ID.app,
+      space: ID.space,
+      user: ID.user,
+      token: signToken("internal-secret", ID, Math.floor(Date.now() / 1000)),
+    };
+    const up = await upload(
+      server,
+      [{ name: "double.py", content: "def main(p):\n    return p['n'] * 2\n" }],
+      { path: "/demo" },
+      internal,
+    );
+    assert.equal(up.body.data[0].status, 0, up.text);
+    const flow = {
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "double",
+          type: "script",
+          config: { element: { elementName: "double", path: "/demo" } },
+        },
+        { id: "out", type: "output" },
+      ],
+      edges: [
+        { source: "in", target: "double" },
+        { source: "double", target: "out" },
+      ],
+    };
+    const d = await call("/flow/deploy", {
+      elementName: "doubler",
+      revisionName: "first",
+      path: "/demo",
+      flow,
+      configure: {},
+    });
+    assert.equal(d.body.status, true, d.text);
+    await call("/flow/activate", { elementName: "doubler", path: "/demo" });
+    const run = await call("/run-sync", {
+      elementName: "doubler",
+      path: "/demo",
+      parameter: { n: 4 },
+    });
+    assert.equal(run.body.data, 8, run.text);
+    await page.goto(`${server.url}/console/#/run/${run.headers.get("x-run-id")}`);
+    await page.reload();
+    const row = page.locator('#run-scripts tr[data-script-node="double"]');
+    await row.waitFor({ timeout: 10_000 });
+    assert.match((await row.textContent()) ?? "", /\/demo\/double.*v1.*pinned/);
+    await page.screenshot({ path: path.join(SHOTS, "run-scripts.png"), fullPage: true });
   });
 
   it("answers 401 to the API without the cookie", async () => {

@@ -70,6 +70,37 @@ describe("signature mode", () => {
     });
     assert.deepEqual(r.body.data, { i: 1 });
   });
+  it("script version endpoints take only internal-secret tokens; revision endpoints app tokens", async () => {
+    const page = { elementName: "echo", path: "/", pageNo: 0, pageSize: 10 };
+    for (const headers of [appToken(), { ...SCOPE, ...cookie() }])
+      unauthorized(
+        await server.call("POST", "/script/script/element/versions", { headers, body: page }),
+      );
+    const versions = await server.call("POST", "/script/script/element/versions", {
+      headers: internalToken(),
+      body: page,
+    });
+    assert.equal(versions.body.data.items[0].version, 1, versions.text);
+    const one = await server.call("POST", "/script/script/element/version", {
+      headers: internalToken(),
+      body: { elementName: "echo", path: "/" },
+    });
+    assert.equal(one.body.data.source, "def main(p): return p\n");
+    // The flow endpoints take app tokens and cookies: an unknown flow, not a 401.
+    for (const headers of [appToken(), { ...SCOPE, ...cookie() }]) {
+      const r = await server.call("POST", "/dataflow-3-0/flow/revisions", {
+        headers,
+        body: { elementName: "nope", pageNo: 0, pageSize: 10 },
+      });
+      assert.equal(r.body.code, 28010001, r.text);
+    }
+    unauthorized(
+      await server.call("POST", "/dataflow-3-0/flow/revisions", {
+        headers: { ...SCOPE },
+        body: { elementName: "nope", pageNo: 0, pageSize: 10 },
+      }),
+    );
+  });
   it("the session cookie supplies the scope; disagreeing headers and expired cookies are 401", async () => {
     assert.deepEqual((await run(cookie())).body, { ok: 1 });
     unauthorized(await run({ ...cookie(), app: "app1", space: "other", user: "alice" }));

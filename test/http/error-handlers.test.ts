@@ -178,7 +178,10 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
     const [child] = await server.services.store.childRuns(runId);
     assert.equal(child?.elementType, "PY");
     assert.equal(child?.triggerType, "API");
-    assert.equal(JSON.parse(child?.runParam ?? "{}").runId, runId);
+    const event = JSON.parse(child?.runParam ?? "{}");
+    assert.equal(event.runId, runId);
+    assert.equal(event.failedNodeId, "py", "the custom handler's event names the failed node");
+    assert.match(String(event.error), /RuntimeError: no stock/);
 
     const shown = await monitorRun(runId);
     assert.equal(shown.runStatus, "FAILURE");
@@ -212,6 +215,12 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
     const feishu = hitsFor("/feishu")[0]?.body as { msg_type: string; content: { text: string } };
     assert.equal(feishu.msg_type, "text");
     assert.match(feishu.content.text, new RegExp(`${ids.feishu}[\\s\\S]*Trigger: SYNC`));
+    // Every bot names the failed node and the failure's own text (never "[object Object]").
+    for (const text of [slack.text, ding.text.content, feishu.content.text]) {
+      assert.match(text, /Failed node: py/);
+      assert.match(text, /RuntimeError: no stock/);
+      assert.doesNotMatch(text, /\[object Object\]/);
+    }
   });
 
   it("a failing handler is retried with backoff, then recorded; the run keeps its own outcome", async () => {

@@ -216,7 +216,7 @@ describe("export and import", () => {
       [[], [], []],
     );
     assert.equal(again.body.data.skipped.length, 4);
-    const revs = await target.services.store.flowRevisions(
+    const revs = await target.services.store.allFlowRevisions(
       (await target.services.store.findElements(h, { type: "DPL", name: "scored" }))[0]?.id ?? "",
     );
     assert.deepEqual(
@@ -296,7 +296,7 @@ describe("export and import", () => {
     // The source scope is untouched.
     assert.equal(
       (
-        await source.services.store.flowRevisions(
+        await source.services.store.allFlowRevisions(
           (await source.services.store.findElements(h, { type: "DPL", name: "scored" }))[0]?.id ??
             "",
         )

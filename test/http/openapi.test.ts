@@ -111,6 +111,84 @@ describe("OpenAPI document", () => {
     assert.ok(upload.requestBody.content["multipart/form-data"].schema.properties.batchFile);
   });
 
+  it("says every optional JSON body field accepts null, and required ones do not", () => {
+    const acceptsNull = (schema: Doc): boolean =>
+      schema.type === undefined && schema.anyOf === undefined
+        ? true // free-form (a run's parameter): any JSON value, null included
+        : [schema.type].flat().includes("null") ||
+          (schema.anyOf ?? []).some((s: Doc) => s.type === "null");
+    let optional = 0;
+    const walk = (schema: Doc, where: string): void => {
+      if (schema.items) walk(schema.items, `${where}[]`);
+      for (const [key, prop] of Object.entries<Doc>(schema.properties ?? {})) {
+        const required = (schema.required ?? []).includes(key);
+        if (!required) optional++;
+        assert.equal(acceptsNull(prop), !required, `${where}.${key}: ${JSON.stringify(prop)}`);
+        walk(prop.anyOf?.find((s: Doc) => s.type !== "null") ?? prop, `${where}.${key}`);
+      }
+    };
+    for (const [p, item] of Object.entries<Doc>(doc.paths)) {
+      for (const [method, op] of Object.entries<Doc>(item)) {
+        const json = op.requestBody?.content?.["application/json"]?.schema;
+        if (json) walk(json, `${method} ${p}`);
+      }
+    }
+    assert.ok(optional >= 60, `only ${optional} optional body fields seen`);
+    const colFilter =
+      doc.paths["/dataflow-3-0/monitor/runs"].post.requestBody.content["application/json"].schema
+        .properties.colFilters;
+    assert.deepEqual(colFilter.type, ["array", "null"]);
+    assert.deepEqual(colFilter.items.properties.from.type, ["integer", "null"]);
+  });
+
+  it("leaves the schemas the server validates with alone: a null is still a field left out", async () => {
+    const res = await app.inject({
+      method: "POST",
+      url: "/dataflow-3-0/run-sync",
+      headers: { app: "app1", space: "space1", user: "alice" },
+      payload: { elementName: "nothing", folderId: null, path: "/p", timeout: null },
+    });
+    assert.equal(res.json().code, ErrorCode.ELEMENT_NOT_FOUND, res.body);
+  });
+
+  it("says query and form booleans accept true/false/1/0 in any case, and empty values are absent", () => {
+    const pattern = (schema: Doc) => new RegExp(schema.pattern);
+    const ext = doc.paths["/script/external/{elementName}/run-sync"].post;
+    const query = Object.fromEntries(
+      ext.parameters.filter((p: Doc) => p.in === "query").map((p: Doc) => [p.name, p]),
+    );
+    for (const name of ["terminateOnTimeout", "compressedFlag"]) {
+      const p = query[name];
+      assert.deepEqual(p.schema.type, ["boolean", "string"], name);
+      for (const ok of ["true", "FALSE", "True", "1", "0"]) assert.match(ok, pattern(p.schema));
+      for (const bad of ["yes", "on", "10", ""]) assert.doesNotMatch(bad, pattern(p.schema));
+      assert.match(p.description, /true, false, 1 or 0 in any letter case/);
+    }
+    for (const p of ext.parameters.filter((x: Doc) => x.in === "query"))
+      assert.match(p.description, /empty value is the same as leaving the parameter out/, p.name);
+    const form =
+      doc.paths["/script/file/batch-upload"].post.requestBody.content["multipart/form-data"].schema;
+    assert.deepEqual(form.properties.overwrite.type, ["boolean", "string"]);
+    assert.match(form.properties.folderId.description, /empty value/);
+    const runSync =
+      doc.paths["/dataflow-3-0/run-sync"].post.requestBody.content["application/json"].schema;
+    assert.deepEqual(runSync.properties.inProcess.type, ["boolean", "string", "null"]);
+  });
+
+  it("says an empty JSON body is no body where the body is optional", () => {
+    for (const p of [
+      "/script/external/{elementName}/run-sync",
+      "/script/external/{elementName}/run",
+    ]) {
+      const body = doc.paths[p].post.requestBody;
+      assert.equal(body.required, false, p);
+      assert.match(body.description, /an empty body sent as `application\/json`, are the same/);
+    }
+    const run = doc.paths["/dataflow-3-0/run"].post.requestBody;
+    assert.equal(run.required, true);
+    assert.match(run.description, /`body is required`/);
+  });
+
   it("carries the whole error code catalog of src/errors.ts", () => {
     const codes = doc.components.schemas.ErrorCode.enum as number[];
     for (const code of Object.values(ErrorCode))

@@ -219,7 +219,10 @@ describe("request fields as every client sends them", () => {
     });
     assert.equal(zh.body.code, 400, zh.text);
     assert.notEqual(zh.body.message, en.body.message);
-    assert.match(zh.body.message, /QUEUED, STARTED, SUCCESS, FAILURE, CANCELED/);
+    assert.match(
+      zh.body.message,
+      /runStatusFilter\.0 必须是以下值之一：QUEUED, STARTED, SUCCESS, FAILURE, CANCELED/,
+    );
   });
   it("interval colFilters refuse keys they do not read, naming them", async () => {
     const r = await call("POST", `${DF}/monitor/runs`, {

@@ -100,8 +100,12 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         summary: null,
       });
       await assertExact(store);
-      assert.equal(await store.startRun(a.id, 10, null), true);
-      assert.equal(await store.startRun(a.id, 11, null), false, "a second start changes nothing");
+      assert.equal((await store.startRun(a.id, 10, null))?.status, "STARTED");
+      assert.equal(
+        await store.startRun(a.id, 11, null),
+        undefined,
+        "a second start changes nothing",
+      );
       await assertExact(store);
       await store.endRun(a.id, { status: "FAILURE", endTime: 20, summary: "x" });
       await store.endRun(b.id, { status: "CANCELED", endTime: 20, summary: null });

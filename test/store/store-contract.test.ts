@@ -326,7 +326,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           ],
         );
         assert.deepEqual(
-          (await store.flowRevisions(ids[0] ?? "")).map((r) => r.version),
+          (await store.allFlowRevisions(ids[0] ?? "")).map((r) => r.version),
           [1, 2],
         );
         assert.deepEqual(await store.elementsUnder(OTHER, "/imp"), []);
@@ -401,14 +401,21 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       it("startRun moves only QUEUED runs to STARTED", async () => {
         const run = newRun();
         await store.insertRun(run);
-        assert.equal(await store.startRun(run.id, T0 + 100, "node-b"), true);
+        const claimed = await store.startRun(run.id, T0 + 100, "node-b");
+        assert.equal(claimed?.status, "STARTED", "answers the run as started");
+        assert.equal(claimed?.startTime, T0 + 100);
+        assert.equal(claimed?.runParam, run.runParam);
         const started = await store.getRun(SCOPE, run.id);
         assert.equal(started?.status, "STARTED");
         assert.equal(started?.startTime, T0 + 100);
         assert.equal(started?.nodeId, "node-b");
-        assert.equal(await store.startRun(run.id, T0 + 200, "node-c"), false, "already STARTED");
+        assert.equal(
+          await store.startRun(run.id, T0 + 200, "node-c"),
+          undefined,
+          "already STARTED",
+        );
         assert.equal((await store.getRun(SCOPE, run.id))?.nodeId, "node-b");
-        assert.equal(await store.startRun("no-such-run", T0, null), false);
+        assert.equal(await store.startRun("no-such-run", T0, null), undefined);
       });
 
       it("endRun: unfinished → terminal once; terminal states never change", async () => {
@@ -451,7 +458,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           await store.endRun(run.id, { status: "CANCELED", endTime: T0 + 99, summary: null }),
           false,
         );
-        assert.equal(await store.startRun(run.id, T0 + 99, "n2"), false);
+        assert.equal(await store.startRun(run.id, T0 + 99, "n2"), undefined);
         assert.deepEqual(await store.getRun(SCOPE, run.id), ended);
       });
 
@@ -466,7 +473,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal(got?.status, "CANCELED");
         assert.equal(got?.duration, 250);
         assert.equal(got?.startTime, null);
-        assert.equal(await store.startRun(run.id, T0 + 1300, null), false);
+        assert.equal(await store.startRun(run.id, T0 + 1300, null), undefined);
         assert.equal(
           await store.endRun("no-such-run", { status: "FAILURE", endTime: T0, summary: null }),
           false,

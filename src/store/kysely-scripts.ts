@@ -1,0 +1,141 @@
+import { createHash } from "node:crypto";
+import type { Kysely, Transaction } from "kysely";
+import type { ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
+import type { Database } from "./schema.ts";
+import type { NewScriptElement, Store } from "./types.ts";
+
+type ScriptMethods = Pick<Store, "putScript" | "scriptVersions" | "scriptVersion">;
+
+const INFO = ["element_id", "version", "kind", "sha256", "size", "user_id", "created_at"] as const;
+
+function toInfo(row: {
+  element_id: number;
+  version: number;
+  kind: string;
+  sha256: string;
+  size: number;
+  user_id: string | null;
+  created_at: number;
+}): ScriptVersionInfo {
+  return {
+    elementId: String(row.element_id),
+    version: row.version,
+    kind: row.kind === "package" ? "package" : "module",
+    sha256: row.sha256,
+    size: Number(row.size),
+    userId: row.user_id,
+    createdAt: Number(row.created_at),
+  };
+}
+
+/**
+ * PY elements and their versions (docs/script-service.md, "Script versions"): every upload that
+ * stores bytes (new, or an overwrite) adds a version in the same transaction; `elements.content`
+ * keeps the newest bytes, so every read that predates versions reads what it always read.
+ */
+export function scriptMethods(db: Kysely<Database>): ScriptMethods {
+  return {
+    async putScript(el: NewScriptElement, overwrite: boolean) {
+      return db.transaction().execute(async (tx) => {
+        const existing = await tx
+          .selectFrom("elements")
+          .select("id")
+          .where("app", "=", el.scope.app)
+          .where("space", "=", el.scope.space)
+          .where("folder_id", "=", el.folderId)
+          .where("type", "=", "PY")
+          .where("name", "=", el.name)
+          .executeTakeFirst();
+        if (existing && !overwrite) return "exists" as const;
+        if (existing) {
+          await tx
+            .updateTable("elements")
+            .set({ kind: el.kind, content: el.content, updated_at: el.now })
+            .where("id", "=", existing.id)
+            .execute();
+          await addVersion(tx, Number(existing.id), el);
+          return "overwritten" as const;
+        }
+        const inserted = await tx
+          .insertInto("elements")
+          .values({
+            app: el.scope.app,
+            space: el.scope.space,
+            folder_id: el.folderId,
+            type: "PY",
+            name: el.name,
+            kind: el.kind,
+            content: el.content,
+            description: null,
+            status: null,
+            release_version: null,
+            release_user: null,
+            release_time: null,
+            created_at: el.now,
+            updated_at: el.now,
+          })
+          .returning("id")
+          .executeTakeFirstOrThrow();
+        await addVersion(tx, Number(inserted.id), el);
+        return "created" as const;
+      });
+    },
+
+    async scriptVersions(elementId, limit, offset) {
+      const id = Number(elementId);
+      const [count, rows] = await Promise.all([
+        db
+          .selectFrom("script_versions")
+          .select((eb) => eb.fn.countAll().as("n"))
+          .where("element_id", "=", id)
+          .executeTakeFirst(),
+        db
+          .selectFrom("script_versions")
+          .select(INFO)
+          .where("element_id", "=", id)
+          .orderBy("version", "desc")
+          .limit(limit)
+          .offset(offset)
+          .execute(),
+      ]);
+      return { total: Number(count?.n ?? 0), items: rows.map(toInfo) };
+    },
+
+    async scriptVersion(elementId, version): Promise<ScriptVersion | undefined> {
+      let q = db
+        .selectFrom("script_versions")
+        .select([...INFO, "content"])
+        .where("element_id", "=", Number(elementId));
+      q =
+        version === null ? q.orderBy("version", "desc").limit(1) : q.where("version", "=", version);
+      const row = await q.executeTakeFirst();
+      return row && { ...toInfo(row), content: new Uint8Array(row.content) };
+    },
+  };
+}
+
+/** The next version of a script, inside the caller's transaction (an upload, an import). */
+export async function addVersion(
+  tx: Transaction<Database>,
+  elementId: number,
+  el: Pick<NewScriptElement, "kind" | "content" | "now" | "userId">,
+): Promise<void> {
+  const last = await tx
+    .selectFrom("script_versions")
+    .select((eb) => eb.fn.max("version").as("v"))
+    .where("element_id", "=", elementId)
+    .executeTakeFirst();
+  await tx
+    .insertInto("script_versions")
+    .values({
+      element_id: elementId,
+      version: Number(last?.v ?? 0) + 1,
+      kind: el.kind,
+      content: el.content,
+      sha256: createHash("sha256").update(el.content).digest("hex"),
+      size: el.content.byteLength,
+      user_id: el.userId ?? null,
+      created_at: el.now,
+    })
+    .execute();
+}
