@@ -107,6 +107,8 @@ async function rerunTask(deps: Deps, r: Rerun, reply: FastifyReply) {
     parameter: JSON.parse(r.old.runParam ?? "null") as unknown,
     taskName: r.old.runName ?? undefined,
     rerunOf: { runId: r.old.id, kind: "rerun" as const },
+    // The version the task ran (a task from before script versions: the newest).
+    version: r.old.version == null ? undefined : Number(r.old.version),
   };
   if (!r.opts.sync) {
     const id = await deps.tasks.submit({ ...req, trigger: "ASYNC" });

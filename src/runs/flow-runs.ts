@@ -16,7 +16,7 @@ import {
   type RunLifecycle,
 } from "./lifecycle.ts";
 import type { Execution, Outcome } from "./outcome.ts";
-import { recordedNodes } from "./rerun.ts";
+import { recordedNodes, recordedScripts, repeatPins } from "./rerun.ts";
 import { type ScriptUse, scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
 
@@ -77,10 +77,12 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     try {
       rel = await release(r.elementId, Number(r.version));
       const { configure } = rel;
+      const original = await originalRun(store, r);
       // Pins change when the revision is released again, so they are read per run, not cached.
-      const pins = rel.usesScriptElements
+      let pins = rel.usesScriptElements
         ? ((await store.flowRevision(r.elementId, Number(r.version)))?.scriptPins ?? [])
         : [];
+      if (original && rel.usesScriptElements) pins = repeatPins(original, pins);
       const rt = configure.runTimeout;
       if (rt.type === "sentinel") {
         // The run goes on; observers are told once (docs/flow-graph.md runTimeout sentinel).
@@ -97,9 +99,9 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         signal,
         deps: flowDeps(deps, lifecycle, r, { pins, used }),
         clock,
-        reuse: await reusedNodes(deps.store, r),
+        reuse: resumed(r, original),
       });
-      return { outcome: flowOutcome(out, used), configure, afterEnd };
+      return { outcome: flowOutcome(out, withReused(out, original, used)), configure, afterEnd };
     } catch (err) {
       const error = errorText(err);
       return { outcome: { status: "FAILURE", error }, afterEnd };
@@ -131,13 +133,31 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
   };
 }
 
-/** A resume's failed run, as recorded: its node logs are what the new run does not do again. */
-async function reusedNodes(store: FlowRunsDeps["store"], r: ExecRun) {
-  if (r.rerunOf?.kind !== "resume") return undefined;
-  const failed = await store.getRun(r.scope, r.rerunOf.runId);
-  // Deleted since the resume was accepted: nothing can be reused, and nothing silently reruns.
-  if (!failed) throw new Error(`run ${r.rerunOf.runId}, which this run resumes, was deleted`);
-  return { runId: failed.id, nodes: recordedNodes(failed) };
+/**
+ * The run a re-run or resume repeats, read when it executes (docs/dataflow-service.md, "Re-run and
+ * resume"): its script versions, and a resume's node logs, are what the new run repeats.
+ */
+async function originalRun(store: FlowRunsDeps["store"], r: ExecRun): Promise<Run | undefined> {
+  if (!r.rerunOf) return undefined;
+  const original = await store.getRun(r.scope, r.rerunOf.runId);
+  // Deleted since the request was accepted: nothing silently runs other versions or every node.
+  const verb = r.rerunOf.kind === "resume" ? "resumes" : "re-runs";
+  if (!original) throw new Error(`run ${r.rerunOf.runId}, which this run ${verb}, was deleted`);
+  return original;
+}
+
+/** A resume's failed run's node logs: what the new run does not do again. */
+function resumed(r: ExecRun, original: Run | undefined) {
+  if (r.rerunOf?.kind !== "resume" || !original) return undefined;
+  return { runId: original.id, nodes: recordedNodes(original) };
+}
+
+/** The script versions behind a run's outputs: those a resume reused, then those it executed. */
+function withReused(out: FlowRunResult, original: Run | undefined, used: ScriptUse[]) {
+  if (!original) return used;
+  const reused = new Set(out.nodes.filter((n) => n.reusedFrom).map((n) => n.nodeId));
+  if (reused.size === 0) return used;
+  return [...recordedScripts(original).filter((u) => reused.has(u.nodeId)), ...used];
 }
 
 function flowOutcome(out: FlowRunResult, scripts: ScriptUse[]): Outcome {

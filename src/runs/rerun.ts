@@ -1,7 +1,9 @@
 import { ErrorCode, SluiceError } from "../errors.ts";
 import type { NodeLog } from "../flows/executor.ts";
 import type { Configure } from "../flows/graph.ts";
+import type { ScriptPin } from "../store/revision-types.ts";
 import { type Run, TERMINAL } from "../store/types.ts";
+import type { ScriptUse } from "./script-node.ts";
 
 /**
  * The rules of re-run and resume (docs/dataflow-service.md, "Re-run and resume"), checked at
@@ -41,4 +43,21 @@ export function checkResumable(run: Run, configure: Configure): void {
     );
   if (recordedNodes(run).length === 0)
     throw refuse("it recorded no node logs (it failed before its graph ran); re-run it instead");
+}
+
+/** The script versions a flow run executed (its detail.scripts), or none. */
+export function recordedScripts(run: Pick<Run, "detail">): ScriptUse[] {
+  const scripts = run.detail?.scripts;
+  return Array.isArray(scripts) ? (scripts as ScriptUse[]) : [];
+}
+
+/**
+ * The pins of a re-run or resume (docs/dataflow-service.md, "Re-run and resume"): each script node
+ * the original run executed runs the version it ran, pinned or not; a node it never reached runs
+ * what the revision pins now (the original ran no version of it).
+ */
+export function repeatPins(original: Run, revisionPins: readonly ScriptPin[]): ScriptPin[] {
+  const ran: ScriptPin[] = recordedScripts(original).map(({ pinned: _, ...pin }) => pin);
+  const ranIds = new Set(ran.map((p) => p.nodeId));
+  return [...ran, ...revisionPins.filter((p) => !ranIds.has(p.nodeId))];
 }
