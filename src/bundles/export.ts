@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { locateElement } from "../elements/locator.ts";
 import { checkFolderPath } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
@@ -31,6 +30,8 @@ export async function exportBundle(
   const queue = roots.filter((el) => el.type === "DPL");
   const seen = new Set<string>();
   const flows: BundleFlow[] = [];
+  /** Script element ID → the highest version an exported release pins. */
+  const pinned = new Map<string, number>();
   for (let el = queue.shift(); el; el = queue.shift()) {
     if (seen.has(el.id) || el.releaseVersion == null) continue;
     seen.add(el.id);
@@ -39,6 +40,7 @@ export async function exportBundle(
       : [await store.flowRevision(el.id, el.releaseVersion)].filter((r) => r !== undefined);
     const revisions: BundleRevision[] = [];
     for (const rev of revs) {
+      if (rev.version === el.releaseVersion) notePins(pinned, rev);
       const p = await portable(store, scope, rev, (ref) => {
         if (ref.type === "PY") scripts.set(ref.id, ref);
         else if (!seen.has(ref.id)) queue.push(ref);
@@ -56,17 +58,8 @@ export async function exportBundle(
   }
   const out: BundleScript[] = [];
   for (const el of scripts.values()) {
-    const script = await store.scriptById(scope, el.id);
-    if (!script) continue;
-    // Today a script has one current content; script versions (docs/export-import.md) would
-    // export the versions the flows pin here, with `version` set.
-    out.push({
-      path: script.path,
-      name: script.name,
-      kind: script.kind,
-      content: Buffer.from(script.content).toString("base64"),
-      sha256: createHash("sha256").update(script.content).digest("hex"),
-    });
+    const script = await bundleScript(store, el, pinned.get(el.id) ?? null);
+    if (script) out.push(script);
   }
   return {
     format: BUNDLE_FORMAT,
@@ -76,6 +69,34 @@ export async function exportBundle(
     allRevisions,
     flows,
     scripts: out,
+  };
+}
+
+function notePins(pinned: Map<string, number>, rev: FlowRevision): void {
+  for (const pin of rev.scriptPins ?? [])
+    pinned.set(pin.elementId, Math.max(pin.version, pinned.get(pin.elementId) ?? 0));
+}
+
+/**
+ * One script of the file (docs/export-import.md, "Script versions"): the version the exported
+ * releases pin (the highest, when they pin several), else the newest, with its number here.
+ */
+async function bundleScript(
+  store: Store,
+  el: Element,
+  version: number | null,
+): Promise<BundleScript | undefined> {
+  const v =
+    (version === null ? undefined : await store.scriptVersion(el.id, version)) ??
+    (await store.scriptVersion(el.id, null));
+  if (!v) return undefined;
+  return {
+    path: el.path,
+    name: el.name,
+    kind: v.kind,
+    content: Buffer.from(v.content).toString("base64"),
+    sha256: v.sha256,
+    version: v.version,
   };
 }
 

@@ -37,8 +37,9 @@ export const BundleScript = Type.Object({
   sha256: Type.String({ description: "hex SHA-256 of the content, for people and diffs" }),
   version: Type.Optional(
     Type.Integer({
+      minimum: 1,
       description:
-        "reserved for script versions: absent while a script has one current content (docs/export-import.md)",
+        "the source's number of the version whose content this is: the one the exported releases pin, else the newest; informational, the target numbers its own versions (docs/export-import.md)",
     }),
   ),
 });
