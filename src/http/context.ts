@@ -34,6 +34,8 @@ declare module "fastify" {
   }
   interface FastifyContextConfig {
     access?: Access;
+    /** Every body field has a default: no body is `{}`, not "body is required" (docs/errors.md). */
+    bodyOptional?: boolean;
   }
 }
 

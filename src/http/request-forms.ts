@@ -13,7 +13,8 @@ import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schem
  *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
  * - An empty body sent as application/json is no body; a route whose schema types its body
- *   answers "body is required" for it, as for no body or a body of `null`.
+ *   answers "body is required" for it, as for no body or a body of `null`, unless its config says
+ *   `bodyOptional` (every field has a default): then it is `{}`.
  */
 export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
@@ -36,7 +37,8 @@ export function installRequestForms(app: FastifyInstance): void {
     // No body, an empty one or `null` is absent like any other value; where the schema wants a
     // typed body that is its own 400, not "body must be object".
     if (req.body === undefined || req.body === null) {
-      if (typesOf(body).length > 0) throw badRequest("body is required");
+      if (req.routeOptions.config.bodyOptional) req.body = {};
+      else if (typesOf(body).length > 0) throw badRequest("body is required");
       return;
     }
     req.body = dropNulls(req.body, body);

@@ -40,12 +40,9 @@ export async function rerunRoutes(fastify: FastifyInstance, deps: Deps): Promise
     app.post(
       `/run/:runId/${kind}`,
       {
-        config: { access: "context" },
-        schema: { params: RunIdParams, body: RerunBody, response: { 200: AnyEnvelope } },
         // Every option has a default, so no body at all is `{}` (docs/dataflow-service.md).
-        preValidation: async (req) => {
-          req.body ??= {};
-        },
+        config: { access: "context", bodyOptional: true },
+        schema: { params: RunIdParams, body: RerunBody, response: { 200: AnyEnvelope } },
       },
       async (req, reply) => {
         const scope = scopeOf(req);
