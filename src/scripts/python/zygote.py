@@ -199,6 +199,11 @@ class TaskNamespaces:
         self.mnt = bool(flags & CLONE_NEWNS)
         # The pid namespace needs the mount namespace: its /proc is mounted there.
         self.pid = bool(flags & CLONE_NEWPID) and self.mnt and NR_CLONE is not None
+        # With a pid namespace, the child is cloned straight into it and into its new IPC and
+        # mount namespaces (fork_into_namespaces): one call instead of a clone and two unshares.
+        self.at_clone = (CLONE_NEWPID | (CLONE_NEWIPC if self.ipc else 0) | CLONE_NEWNS
+                         if self.pid else 0)
+        self.clone_flags = ctypes.c_ulong(self.at_clone | signal.SIGCHLD)
         self.disk = disk
         self.tmp_options = b"size=%d,mode=1777" % disk
         # Where every mount the zygote sees is private already (bubblewrap's), a child's copies
@@ -238,13 +243,14 @@ class TaskNamespaces:
         """In the child, right after the fork."""
         if net_fd >= 0:
             _check(_setns(net_fd, CLONE_NEWNET), "setns(net)")
-        if self.ipc:
+        if self.ipc and not self.at_clone & CLONE_NEWIPC:
             _check(_unshare(CLONE_NEWIPC), "unshare(ipc)")
         if self.mnt:
             # A mount namespace of its own, so that its tmpfs mounts are seen by this task only
             # and go with its last process; private (made so unless every mount it copied
             # already was), so none of them reaches the zygote's.
-            _check(_unshare(CLONE_NEWNS), "unshare(mnt)")
+            if not self.at_clone & CLONE_NEWNS:
+                _check(_unshare(CLONE_NEWNS), "unshare(mnt)")
             if not self.private:
                 _check(_mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private)")
             if self.own_tmp and self.disk > 0:
@@ -253,7 +259,7 @@ class TaskNamespaces:
             if self.pid:
                 # The /proc of its own pid namespace: only its own processes are in it.
                 _check(_mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                   None), "mount(proc)")
+                              None), "mount(proc)")
 
     def own_dir(self, cwd, uid):
         """In the child, once its task has come: a tmpfs over its own working directory, so the
@@ -294,13 +300,13 @@ class TaskNamespaces:
 # Called with the GIL held, as os.fork calls fork(2): the child is a copy of this one thread.
 _clone = ctypes.PyDLL(None, use_errno=True).syscall if NR_CLONE is not None else None
 _after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
-_CLONE_FLAGS = ctypes.c_ulong(CLONE_NEWPID | signal.SIGCHLD)  # built once: see below
 
 
-def fork_into_pid_namespace():
+def fork_into_namespaces(flags):
     """os.fork, but the child is the first process (pid 1) of a new pid namespace: it and what it
     starts see no other process, while the zygote and Node know it by its host pid. clone(2) with
-    CLONE_NEWPID does it in the fork itself.
+    CLONE_NEWPID does it in the fork itself, and with the other namespaces of `flags` (a
+    ctypes.c_ulong, built once, with SIGCHLD) too: the child then needs no unshare of its own.
 
     Every page the zygote writes between two forks is copied (the idle children share it), and a
     ctypes call writes many: so this makes one in the zygote, not three (bench/README.md). The
@@ -308,7 +314,7 @@ def fork_into_pid_namespace():
     zygote's own hooks are skipped: they take the import lock and run before- and after-fork
     callbacks for other threads' sake, and the zygote has no other thread and imports none of the
     modules that register such callbacks (logging, concurrent.futures)."""
-    pid = _clone(NR_CLONE, _CLONE_FLAGS, 0, 0, 0, 0)
+    pid = _clone(NR_CLONE, flags, 0, 0, 0, 0)
     if pid == 0:
         _after_fork_child()
         return 0
@@ -321,7 +327,7 @@ def fork_into_pid_namespace():
 def new_child():
     """Forks a child, in a pid namespace of its own when tasks get one."""
     if task_namespaces is not None and task_namespaces.pid:
-        return fork_into_pid_namespace()
+        return fork_into_namespaces(task_namespaces.clone_flags)
     return os.fork()
 
 
@@ -333,7 +339,7 @@ def isolation_problem(spaces):
     except OSError as e:
         return str(e)
     r, w = os.pipe()
-    pid = fork_into_pid_namespace() if spaces.pid else os.fork()
+    pid = fork_into_namespaces(spaces.clone_flags) if spaces.pid else os.fork()
     if pid == 0:
         code = 0
         try:
