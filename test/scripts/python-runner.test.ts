@@ -287,6 +287,7 @@ describe("fresh state per run", () => {
       const o = await runner.run({
         taskId: `t${++seq}`,
         source: { name: "rnd", kind: "module", content },
+        parameter: null,
       });
       assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
       seen.add(JSON.stringify(o.value));

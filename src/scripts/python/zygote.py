@@ -6,13 +6,16 @@ Node drives it over stdin with one command per line:
     k UID PID  make sure nothing of UID is left once its task's child PID has ended
     (0: unknown), and report when that is confirmed
 and reads reports from stdout, one per line:
-    ready PID                   warm and accepting commands
+    ready PID [pidns]           warm and accepting commands (pidns: each child is the first
+                                process of a pid namespace of its own)
     c PID TASK RESULT OUT ERR   forked a child; Node opens /proc/PID/fd/<n> for these four
     x PID STATUS                reaped a process (STATUS: exit code, or -signal)
     w UID STATUS                nothing of UID is left (STATUS 0), or that could not be confirmed
 
 The end of a task is decided here and in Node, never by code the task can change: whatever the
-child reported, `k` checks for leftovers of its uid and kills them (docs/security.md).
+child reported, `k` checks for leftovers of its uid and kills them; with `pidns`, Node takes the
+`x` of a task's child as that confirmation instead (Linux reaps the first process of a pid
+namespace last), and sends `k` only when that `x` is late (docs/security.md).
 
 Arguments: `--ns=ipc,net,mnt,pid` names the namespaces each child gets of its own (a network
 namespace no other task is in at the same time; a mount namespace with a tmpfs of `--disk=BYTES` on
@@ -189,7 +192,8 @@ class TaskNamespaces:
     SysV object the task left. Network: creating a namespace and tearing it down costs about 2 ms
     of CPU, a third of a whole task's, so the zygote keeps the namespaces it created, each with
     its loopback up, and gives each child one that no process is in: a new one, or the one of a
-    task whose uid was confirmed clean (`k`), so that no process of that task is left in it
+    task whose uid was confirmed clean (`k`), or whose child, the first process of its own pid
+    namespace, was reaped, so that no process of that task is left in it
     (docs/security.md, "Layers").
     """
 
@@ -287,7 +291,13 @@ class TaskNamespaces:
                 os.close(fd)  # the kernel frees it once its last process is gone
 
     def reaped(self, pid, now):
-        if pid in self.given:
+        if pid not in self.given:
+            return
+        if self.pid:
+            # Its pid namespace is gone with it, and so is every process of its task: nothing is
+            # left in its network namespace, and Node sends no `k` (see leftovers).
+            self.confirmed(pid, True)
+        else:
             self.unclaimed[pid] = now + 60.0
 
     def expire(self, now):
@@ -714,7 +724,10 @@ def main():
             return
         sweeps[track(pid)] = (uid, child, round_ + 1)
 
-    report(f"ready {os.getpid()}\n")
+    # "pidns": each child is the first process of a pid namespace of its own, so Node may take
+    # its `x` as the confirmation that nothing of its task is left (docs/security.md).
+    pidns = " pidns" if task_namespaces is not None and task_namespaces.pid else ""
+    report(f"ready {os.getpid()}{pidns}\n")
     pending = b""
     while True:
         # Orphans (processes a task left behind, reparented to us) have no pidfd here: the
