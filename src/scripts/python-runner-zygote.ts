@@ -1,50 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, constants, openSync } from "node:fs";
-import net from "node:net";
 import type { Logger } from "./python-runner-sandbox.ts";
+import { type Child, destroy, openChild } from "./zygote-child.ts";
+import { ReapedChildren } from "./zygote-reaped.ts";
 
-/** A pre-forked child waiting for exactly one task, and Node's ends of its four pipes. */
-export interface Child {
-  pid: number;
-  /** Node writes the task here. */
-  task: net.Socket;
-  /** The child's one result line arrives here. */
-  result: net.Socket;
-  out: net.Socket;
-  err: net.Socket;
-}
-
-/**
- * Opens Node's ends of a new child's pipes (the fd numbers come in the zygote's report) through
- * /proc: a pipe cannot carry descriptors, and each open gives Node a file description of its own,
- * so making it non-blocking leaves the child's blocking. Undefined when the child already died.
- */
-function openChild(pid: number, fds: readonly number[]): Child | undefined {
-  const opened: number[] = [];
-  const open = (fd: number | undefined, mode: number): number => {
-    const n = openSync(`/proc/${pid}/fd/${fd}`, mode | constants.O_NONBLOCK);
-    opened.push(n);
-    return n;
-  };
-  try {
-    const [task, result, out, err] = fds;
-    const w = open(task, constants.O_WRONLY);
-    const r = [result, out, err].map((fd) => open(fd, constants.O_RDONLY));
-    // Errors (EPIPE, a reset) only ever mean the child died: its exit report says how.
-    const reader = (fd: number | undefined) =>
-      new net.Socket({ fd: fd as number, readable: true, writable: false }).on("error", () => {});
-    return {
-      pid,
-      task: new net.Socket({ fd: w, readable: false, writable: true }).on("error", () => {}),
-      result: reader(r[0]),
-      out: reader(r[1]),
-      err: reader(r[2]),
-    };
-  } catch {
-    for (const n of opened) closeSync(n);
-    return undefined; // gone already: its exit report follows
-  }
-}
+export type { Child } from "./zygote-child.ts";
 
 /** Exit code, -signal, or why nobody will ever know. */
 export type ExitStatus = number | "zygote-died" | "unknown";
@@ -88,6 +47,8 @@ export class ZygotePool {
   #closing = false;
   #restarts = 0;
   #ready: Promise<void> | undefined;
+  /** Set when the zygote's children each have a pid namespace of their own (`ready … pidns`). */
+  #reaped: ReapedChildren | undefined;
 
   constructor(o: ZygoteOptions) {
     this.#o = o;
@@ -122,7 +83,9 @@ export class ZygotePool {
           buf = buf.slice(nl + 1);
           nl = buf.indexOf("\n");
           if (line.startsWith("ready ")) {
-            this.#zygotePid = Number(line.slice(6));
+            const [, pid, flag] = line.split(" ");
+            this.#zygotePid = Number(pid);
+            this.#reaped = flag === "pidns" ? new ReapedChildren() : undefined;
             this.#restarts = 0;
             resolve();
             this.#topUp();
@@ -146,6 +109,7 @@ export class ZygotePool {
     const [kind, a, b, ...rest] = line.split(" ");
     const pid = Number(a);
     if (kind === "c") {
+      this.#reaped?.born(pid);
       this.#requested = Math.max(0, this.#requested - 1);
       const child = openChild(pid, [b, ...rest].map(Number));
       if (child) {
@@ -161,6 +125,7 @@ export class ZygotePool {
       }
       const busy = this.#busy.get(pid);
       if (busy) settle(busy, status);
+      this.#reaped?.reaped(pid);
       this.#topUp();
     } else if (kind === "w") {
       this.#swept(pid, Number(b) === 0);
@@ -255,6 +220,18 @@ export class ZygotePool {
   sweep(uid: number, pid: number): Promise<boolean> {
     if (this.#zygotePid === undefined || !this.#proc?.stdin?.writable)
       return Promise.resolve(false);
+    // With a pid namespace per child, its reaping is the confirmation; the zygote is asked only
+    // when that does not come within a second (a task process stuck in the kernel).
+    if (this.#reaped && pid > 0)
+      return this.#reaped
+        .wait(pid, 1000)
+        .then((reaped) => (reaped === undefined ? this.#ask(uid, pid) : reaped));
+    return this.#ask(uid, pid);
+  }
+
+  #ask(uid: number, pid: number): Promise<boolean> {
+    if (this.#zygotePid === undefined || !this.#proc?.stdin?.writable)
+      return Promise.resolve(false);
     return new Promise((resolve) => {
       const waiting = this.#sweeps.get(uid);
       if (waiting) waiting.push(resolve);
@@ -280,6 +257,8 @@ export class ZygotePool {
       settle(busy, "zygote-died");
     }
     for (const uid of [...this.#sweeps.keys()]) this.#swept(uid, false);
+    this.#reaped?.clear();
+    this.#reaped = undefined;
     if (this.#closing) return;
     this.#o.logger.error({ code, signal }, "python zygote died; restarting it");
     const delay = Math.min(5000, 50 * 2 ** this.#restarts++);
@@ -304,13 +283,6 @@ export class ZygotePool {
       clearTimeout(t);
     }
   }
-}
-
-function destroy(c: Child): void {
-  c.task.destroy();
-  c.result.destroy();
-  c.out.destroy();
-  c.err.destroy();
 }
 
 function settle(busy: Busy, status: ExitStatus): void {

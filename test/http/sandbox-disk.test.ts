@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
@@ -56,6 +57,16 @@ def main(p=None):
     return {"cwd": sorted(os.listdir(".")), "tmp": sorted(os.listdir("/tmp"))}
 `;
 
+/** The service's mounts on /tmp or under the data directory, where tasks mount their tmpfs. */
+const mountsAt = (dataDir: string): string[] =>
+  fs
+    .readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .filter((l) => {
+      const point = l.split(" ")[4] ?? "";
+      return point === "/tmp" || point.startsWith(dataDir);
+    });
+
 async function run(server: TestServer, name: string, body: unknown) {
   return server.call("POST", `/script/external/${name}/run-sync?path=/d`, {
     headers: scopeHeaders(),
@@ -104,6 +115,7 @@ for (const sandbox of ["auto", "none"] as const) {
     }
 
     it("item 7: what a task writes lands in tmpfs mounts of the limit, not on the data directory's filesystem", async () => {
+      const mountsBefore = mountsAt(server.dataDir);
       const r = await run(server, "measure", { limit: LIMIT });
       assert.equal(r.headers.get("x-task-status"), "SUCCESS", r.text);
       const m = r.body;
@@ -116,6 +128,10 @@ for (const sandbox of ["auto", "none"] as const) {
         assert.equal(m.tmp.errno, 28, JSON.stringify(m));
         assert.ok(m.tmp.written <= LIMIT, JSON.stringify(m));
       }
+      // Its mounts stayed in its own mount namespace: none reached the service's (with
+      // SCRIPT_SANDBOX=none the zygote shares the host's, whose mounts propagate unless made
+      // private first; bubblewrap's already are, docs/security.md "Disk").
+      assert.deepEqual(mountsAt(server.dataDir), mountsBefore);
       // A later task (which may get the same reused directory) starts with nothing.
       for (let i = 0; i < 3; i++) {
         const later = await run(server, "list", {});

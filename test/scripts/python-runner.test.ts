@@ -278,6 +278,23 @@ describe("fresh state per run", () => {
     for (let i = 0; i < 3; i++) assertSuccess(await run("counter"), { count: 1, leaked: null });
   });
 
+  test("random numbers differ from task to task: each child re-seeds after its fork", async () => {
+    const content = Buffer.from(
+      "import random\ndef main(p):\n    return [random.getrandbits(64), random.random()]\n",
+    );
+    const seen = new Set<string>();
+    for (let i = 0; i < 4; i++) {
+      const o = await runner.run({
+        taskId: `t${++seq}`,
+        source: { name: "rnd", kind: "module", content },
+        parameter: null,
+      });
+      assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
+      seen.add(JSON.stringify(o.value));
+    }
+    assert.equal(seen.size, 4, [...seen].join(" "));
+  });
+
   test("module is in sys.modules under its name (pickle finds its functions)", async () => {
     assertSuccess(await run("pickle_fn", 21), { module: "pickle_fn", registered: true, v: 42 });
   });

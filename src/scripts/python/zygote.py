@@ -6,13 +6,16 @@ Node drives it over stdin with one command per line:
     k UID PID  make sure nothing of UID is left once its task's child PID has ended
     (0: unknown), and report when that is confirmed
 and reads reports from stdout, one per line:
-    ready PID                   warm and accepting commands
+    ready PID [pidns]           warm and accepting commands (pidns: each child is the first
+                                process of a pid namespace of its own)
     c PID TASK RESULT OUT ERR   forked a child; Node opens /proc/PID/fd/<n> for these four
     x PID STATUS                reaped a process (STATUS: exit code, or -signal)
     w UID STATUS                nothing of UID is left (STATUS 0), or that could not be confirmed
 
 The end of a task is decided here and in Node, never by code the task can change: whatever the
-child reported, `k` checks for leftovers of its uid and kills them (docs/security.md).
+child reported, `k` checks for leftovers of its uid and kills them; with `pidns`, Node takes the
+`x` of a task's child as that confirmation instead (Linux reaps the first process of a pid
+namespace last), and sends `k` only when that `x` is late (docs/security.md).
 
 Arguments: `--ns=ipc,net,mnt,pid` names the namespaces each child gets of its own (a network
 namespace no other task is in at the same time; a mount namespace with a tmpfs of `--disk=BYTES` on
@@ -102,6 +105,10 @@ def _load_libc():
 # Resolved once here: a dlopen per task costs each child ~90 copy-on-write faults.
 _libc = _load_libc()
 _prctl = _libc.prctl if _libc is not None else None
+# Also resolved here, not on first use in each child: ctypes looks a function up by failing an
+# attribute lookup (an AttributeError formatted) and caching it, a dozen copied pages per child.
+_unshare, _setns, _mount = ((_libc.unshare, _libc.setns, _libc.mount) if _libc is not None
+                            else (None, None, None))
 
 CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWUSER = 0x08000000, 0x40000000, 0x10000000
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
@@ -166,6 +173,17 @@ def _check(ret, what):
         raise OSError(err, f"{what} failed: {os.strerror(err)}")
 
 
+def shared_mounts():
+    """Whether any mount of this mount namespace propagates to or from another (optional fields
+    `shared:N` or `master:N` in /proc/self/mountinfo)."""
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            fields = line.split(b" - ", 1)[0].split()
+            if any(x.startswith((b"shared:", b"master:")) for x in fields[6:]):
+                return True
+    return False
+
+
 class TaskNamespaces:
     """The namespaces each child enters as soon as it is forked, while it is still root (with
     CAP_SYS_ADMIN and CAP_NET_ADMIN) and runs no tenant code, so a task never waits for them.
@@ -174,7 +192,8 @@ class TaskNamespaces:
     SysV object the task left. Network: creating a namespace and tearing it down costs about 2 ms
     of CPU, a third of a whole task's, so the zygote keeps the namespaces it created, each with
     its loopback up, and gives each child one that no process is in: a new one, or the one of a
-    task whose uid was confirmed clean (`k`), so that no process of that task is left in it
+    task whose uid was confirmed clean (`k`), or whose child, the first process of its own pid
+    namespace, was reaped, so that no process of that task is left in it
     (docs/security.md, "Layers").
     """
 
@@ -184,7 +203,18 @@ class TaskNamespaces:
         self.mnt = bool(flags & CLONE_NEWNS)
         # The pid namespace needs the mount namespace: its /proc is mounted there.
         self.pid = bool(flags & CLONE_NEWPID) and self.mnt and NR_CLONE is not None
+        # With a pid namespace, the child is cloned straight into it and into its new IPC and
+        # mount namespaces (fork_into_namespaces): one call instead of a clone and two unshares.
+        self.at_clone = (CLONE_NEWPID | (CLONE_NEWIPC if self.ipc else 0) | CLONE_NEWNS
+                         if self.pid else 0)
+        self.clone_flags = ctypes.c_ulong(self.at_clone | signal.SIGCHLD)
         self.disk = disk
+        self.tmp_options = b"size=%d,mode=1777" % disk
+        # Where every mount the zygote sees is private already (bubblewrap's), a child's copies
+        # are private too: remounting them all private again would cost each child a walk of
+        # the mount tree. Nothing makes one shared later: only the zygote could, and it mounts
+        # nothing in its own namespace (docs/security.md, "Disk").
+        self.private = self.mnt and not shared_mounts()
         # Working directories under /tmp (SCRIPT_SANDBOX=none with a data directory there) would
         # be hidden by a tmpfs on /tmp: such tasks keep the host's.
         self.own_tmp = tasks != "/tmp" and not tasks.startswith("/tmp/")
@@ -195,7 +225,7 @@ class TaskNamespaces:
 
     def _new_net(self):
         """Creates a network namespace with its loopback up (the zygote steps in and back out)."""
-        _check(_libc.unshare(CLONE_NEWNET), "unshare(net)")
+        _check(_unshare(CLONE_NEWNET), "unshare(net)")
         try:
             loopback_up()
             # No TIME_WAIT: a task's closed connections must not outlive it in a namespace the
@@ -205,7 +235,7 @@ class TaskNamespaces:
             return os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         finally:
             # Never stay in it: that would be the namespace of every later child.
-            _check(_libc.setns(self.home, CLONE_NEWNET), "setns back to the zygote's network")
+            _check(_setns(self.home, CLONE_NEWNET), "setns back to the zygote's network")
 
     def for_child(self):
         """The network namespace fd for the next child (-1: none)."""
@@ -216,32 +246,34 @@ class TaskNamespaces:
     def enter(self, net_fd):
         """In the child, right after the fork."""
         if net_fd >= 0:
-            _check(_libc.setns(net_fd, CLONE_NEWNET), "setns(net)")
-        if self.ipc:
-            _check(_libc.unshare(CLONE_NEWIPC), "unshare(ipc)")
+            _check(_setns(net_fd, CLONE_NEWNET), "setns(net)")
+        if self.ipc and not self.at_clone & CLONE_NEWIPC:
+            _check(_unshare(CLONE_NEWIPC), "unshare(ipc)")
         if self.mnt:
             # A mount namespace of its own, so that its tmpfs mounts are seen by this task only
-            # and go with its last process; private, so none of them reaches the zygote's.
-            _check(_libc.unshare(CLONE_NEWNS), "unshare(mnt)")
-            _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private)")
+            # and go with its last process; private (made so unless every mount it copied
+            # already was), so none of them reaches the zygote's.
+            if not self.at_clone & CLONE_NEWNS:
+                _check(_unshare(CLONE_NEWNS), "unshare(mnt)")
+            if not self.private:
+                _check(_mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private)")
             if self.own_tmp and self.disk > 0:
-                self.tmpfs(b"/tmp", b"mode=1777")
+                _check(_mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, self.tmp_options),
+                       "mount(tmpfs)")
             if self.pid:
                 # The /proc of its own pid namespace: only its own processes are in it.
-                _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                                   None), "mount(proc)")
-
-    def tmpfs(self, where, options):
-        """A tmpfs of `disk` bytes at `where`: writes past it fail with ENOSPC, and its pages are
-        memory of the task's cgroup, never the host's disk (docs/security.md, "Disk")."""
-        opts = b"size=%d,%s" % (self.disk, options)
-        _check(_libc.mount(b"tmpfs", where, b"tmpfs", MS_NOSUID | MS_NODEV, opts), "mount(tmpfs)")
+                _check(_mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                              None), "mount(proc)")
 
     def own_dir(self, cwd, uid):
         """In the child, once its task has come: a tmpfs over its own working directory, so the
-        directory Node prepared stays empty on the host (and is reused as it is)."""
+        directory Node prepared stays empty on the host (and is reused as it is). Like the one on
+        /tmp, `disk` bytes: writes past it fail with ENOSPC, and its pages are memory of the
+        task's cgroup, never the host's disk (docs/security.md, "Disk")."""
         if self.mnt and self.disk > 0 and uid is not None:
-            self.tmpfs(os.fsencode(cwd), b"mode=0700,uid=%d,gid=%d" % (uid, uid))
+            opts = b"size=%d,mode=0700,uid=%d,gid=%d" % (self.disk, uid, uid)
+            _check(_mount(b"tmpfs", os.fsencode(cwd), b"tmpfs", MS_NOSUID | MS_NODEV, opts),
+                   "mount(tmpfs)")
 
     def forked(self, pid, net_fd):
         if net_fd >= 0:
@@ -259,7 +291,13 @@ class TaskNamespaces:
                 os.close(fd)  # the kernel frees it once its last process is gone
 
     def reaped(self, pid, now):
-        if pid in self.given:
+        if pid not in self.given:
+            return
+        if self.pid:
+            # Its pid namespace is gone with it, and so is every process of its task: nothing is
+            # left in its network namespace, and Node sends no `k` (see leftovers).
+            self.confirmed(pid, True)
+        else:
             self.unclaimed[pid] = now + 60.0
 
     def expire(self, now):
@@ -269,23 +307,29 @@ class TaskNamespaces:
                 self.confirmed(pid, False)
 
 
-_pyapi = ctypes.pythonapi
 # Called with the GIL held, as os.fork calls fork(2): the child is a copy of this one thread.
 _clone = ctypes.PyDLL(None, use_errno=True).syscall if NR_CLONE is not None else None
+_after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
 
 
-def fork_into_pid_namespace():
+def fork_into_namespaces(flags):
     """os.fork, but the child is the first process (pid 1) of a new pid namespace: it and what it
     starts see no other process, while the zygote and Node know it by its host pid. clone(2) with
-    CLONE_NEWPID does it in the fork itself; Python's fork hooks run around it as for os.fork."""
-    _pyapi.PyOS_BeforeFork()
-    pid = _clone(NR_CLONE, ctypes.c_ulong(CLONE_NEWPID | signal.SIGCHLD), 0, 0, 0, 0)
+    CLONE_NEWPID does it in the fork itself, and with the other namespaces of `flags` (a
+    ctypes.c_ulong, built once, with SIGCHLD) too: the child then needs no unshare of its own.
+
+    Every page the zygote writes between two forks is copied (the idle children share it), and a
+    ctypes call writes many: so this makes one in the zygote, not three (bench/README.md). The
+    child runs Python's after-fork code (random re-seeds itself, thread state is reset); the
+    zygote's own hooks are skipped: they take the import lock and run before- and after-fork
+    callbacks for other threads' sake, and the zygote has no other thread and imports none of the
+    modules that register such callbacks (logging, concurrent.futures)."""
+    pid = _clone(NR_CLONE, flags, 0, 0, 0, 0)
     if pid == 0:
-        _pyapi.PyOS_AfterFork_Child()
+        _after_fork_child()
         return 0
-    err = ctypes.get_errno()
-    _pyapi.PyOS_AfterFork_Parent()
     if pid < 0:
+        err = ctypes.get_errno()
         raise OSError(err, f"clone(pid namespace) failed: {os.strerror(err)}")
     return pid
 
@@ -293,7 +337,7 @@ def fork_into_pid_namespace():
 def new_child():
     """Forks a child, in a pid namespace of its own when tasks get one."""
     if task_namespaces is not None and task_namespaces.pid:
-        return fork_into_pid_namespace()
+        return fork_into_namespaces(task_namespaces.clone_flags)
     return os.fork()
 
 
@@ -305,7 +349,7 @@ def isolation_problem(spaces):
     except OSError as e:
         return str(e)
     r, w = os.pipe()
-    pid = fork_into_pid_namespace() if spaces.pid else os.fork()
+    pid = fork_into_namespaces(spaces.clone_flags) if spaces.pid else os.fork()
     if pid == 0:
         code = 0
         try:
@@ -399,8 +443,6 @@ def run_task(task, result_w, devnull):
     uid = task.get("uid")
     if task.get("own") and task_namespaces is not None:
         task_namespaces.own_dir(task["cwd"], uid)  # as root: after the uid drop it cannot be
-    if task_namespaces is not None and task_namespaces.mnt:
-        harness.DISK_BYTES = task_namespaces.disk
     try:
         # Before the uid drop when we can: the task uid need not be able to
         # traverse the data dir above its own working dir.
@@ -572,9 +614,14 @@ def leftovers(uid, child, pidfds):
     """Whether anything of `uid` may still run. Every process of a task descends from its child,
     and we are their subreaper: once the child is gone, the top of whatever it left is a child
     of ours that we did not fork, running as `uid` (it cannot change uid). Reading our children
-    costs no fork, so a task that left nothing is confirmed at once."""
+    costs no fork, so a task that left nothing is confirmed at once. A child forked into a pid
+    namespace of its own was its first process, and Linux reaps that process only once every
+    other process of the namespace is gone (and a task can neither leave it nor enter another):
+    once it is reaped, nothing of the task is left and there is nothing to read."""
     if child in pidfds.values():
         return True
+    if child and task_namespaces is not None and task_namespaces.pid:
+        return False
     try:
         with open(f"/proc/self/task/{os.getpid()}/children") as f:
             children = {int(p) for p in f.read().split()}
@@ -630,6 +677,8 @@ def main():
     task_namespaces = confine_children(flags, strict, disk, tasks)
     if probe:
         return
+    if task_namespaces is not None and task_namespaces.mnt:
+        harness.DISK_BYTES = task_namespaces.disk  # here once: a write per child copies a page
     # No signal handlers here, so children inherit Python's defaults and reset nothing:
     # Node starts us in a session of our own (Ctrl-C is Node's to handle), and child exits
     # arrive through pidfds, not SIGCHLD.
@@ -675,7 +724,10 @@ def main():
             return
         sweeps[track(pid)] = (uid, child, round_ + 1)
 
-    report(f"ready {os.getpid()}\n")
+    # "pidns": each child is the first process of a pid namespace of its own, so Node may take
+    # its `x` as the confirmation that nothing of its task is left (docs/security.md).
+    pidns = " pidns" if task_namespaces is not None and task_namespaces.pid else ""
+    report(f"ready {os.getpid()}{pidns}\n")
     pending = b""
     while True:
         # Orphans (processes a task left behind, reparented to us) have no pidfd here: the

@@ -1,0 +1,53 @@
+import { closeSync, constants, openSync } from "node:fs";
+import net from "node:net";
+
+/** A pre-forked child waiting for exactly one task, and Node's ends of its four pipes. */
+export interface Child {
+  pid: number;
+  /** Node writes the task here. */
+  task: net.Socket;
+  /** The child's one result line arrives here. */
+  result: net.Socket;
+  out: net.Socket;
+  err: net.Socket;
+}
+
+/**
+ * Opens Node's ends of a new child's pipes (the fd numbers come in the zygote's report) through
+ * /proc: a pipe cannot carry descriptors, and each open gives Node a file description of its own,
+ * so making it non-blocking leaves the child's blocking. Undefined when the child already died.
+ */
+export function openChild(pid: number, fds: readonly number[]): Child | undefined {
+  const opened: number[] = [];
+  const open = (fd: number | undefined, mode: number): number => {
+    const n = openSync(`/proc/${pid}/fd/${fd}`, mode | constants.O_NONBLOCK);
+    opened.push(n);
+    return n;
+  };
+  try {
+    const [task, result, out, err] = fds;
+    const w = open(task, constants.O_WRONLY);
+    const r = [result, out, err].map((fd) => open(fd, constants.O_RDONLY));
+    // Errors (EPIPE, a reset) only ever mean the child died: its exit report says how.
+    const reader = (fd: number | undefined) =>
+      new net.Socket({ fd: fd as number, readable: true, writable: false }).on("error", () => {});
+    return {
+      pid,
+      task: new net.Socket({ fd: w, readable: false, writable: true }).on("error", () => {}),
+      result: reader(r[0]),
+      out: reader(r[1]),
+      err: reader(r[2]),
+    };
+  } catch {
+    for (const n of opened) closeSync(n);
+    return undefined; // gone already: its exit report follows
+  }
+}
+
+/** Closes Node's ends of a child's pipes. */
+export function destroy(c: Child): void {
+  c.task.destroy();
+  c.result.destroy();
+  c.out.destroy();
+  c.err.destroy();
+}
