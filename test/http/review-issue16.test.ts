@@ -66,6 +66,8 @@ describe("review issue 16", () => {
         bundle: bundleOf([flowEntry("nullv", { vertexes: [null], edges: [] }, 1, "DRAFT")]),
       });
       noInternal(imp, "import");
+      assert.equal(imp.body.code, 28040001, imp.text);
+      assert.match(imp.text, /does not validate as a deploy/);
       noInternal(await on("/flow/activate", { elementName: "nullv", path: "/imp" }), "activate");
     });
 
@@ -97,10 +99,11 @@ describe("review issue 16", () => {
 
   describe("versions beyond what the store can hold", () => {
     it("an imported revision 2^53: the import and a later deploy answer without an internal error", async () => {
-      noInternal(
-        await on("/import", { bundle: bundleOf([flowEntry("big", NO_SCRIPT_FLOW, 2 ** 53)]) }),
-        "import",
-      );
+      const imp = await on("/import", {
+        bundle: bundleOf([flowEntry("big", NO_SCRIPT_FLOW, 2 ** 53)]),
+      });
+      noInternal(imp, "import");
+      assert.equal(imp.body.code, 400, imp.text);
       noInternal(
         await on("/flow/deploy", {
           elementName: "big",
@@ -173,19 +176,23 @@ describe("review issue 16", () => {
       raw,
     });
     noInternal(r, "import");
+    assert.equal(r.body.code, 400, r.text);
+    assert.match(r.text, /nests deeper than/);
   });
 
   describe("scope (checked sound; kept as regression guards)", () => {
     it("another space cannot export, read revisions of, or re-run this space's things by ID", async () => {
-      const el = (
-        await s.services.store.findElements(h, { type: "DPL", name: "mine" })
-      )[0];
+      const el = (await s.services.store.findElements(h, { type: "DPL", name: "mine" }))[0];
       assert.ok(el);
       const exp = await on("/export", { elements: [{ elementId: el.id }] }, other);
       assert.equal(exp.body.code, 28010001, exp.text);
       const rev = await on("/flow/revision", { elementId: el.id, version: 1 }, other);
       assert.equal(rev.body.code, 28010001, rev.text);
-      const run = await on("/run-sync", { elementName: "mine", path: "/flows", parameter: { orders: [] } });
+      const run = await on("/run-sync", {
+        elementName: "mine",
+        path: "/flows",
+        parameter: { orders: [] },
+      });
       const runId = run.headers.get("x-run-id") ?? "";
       assert.ok(runId, run.text);
       const re = await s.call("POST", `${DF}/run/${runId}/rerun`, { headers: other, body: {} });
@@ -201,7 +208,11 @@ describe("review issue 16", () => {
       const flow = {
         vertexes: [
           { id: "in", type: "input" },
-          { id: "s", type: "script", config: { element: { elementName: "sec", elementId: sec.id } } },
+          {
+            id: "s",
+            type: "script",
+            config: { element: { elementName: "sec", elementId: sec.id } },
+          },
           { id: "out", type: "output" },
         ],
         edges: [
