@@ -180,6 +180,38 @@ describe("review issue 16", () => {
     assert.match(r.text, /nests deeper than/);
   });
 
+  it("revision-diff of two revisions whose vertex holds a long list that changed everywhere: no internal error", async () => {
+    const flow = (fill: number) => ({
+      ...NO_SCRIPT_FLOW,
+      vertexes: NO_SCRIPT_FLOW.vertexes.map((v) =>
+        v.id === "out" ? { ...v, layout: new Array(300000).fill(fill) } : v,
+      ),
+    });
+    for (const [i, fill] of [0, 1].entries()) {
+      const d = await on("/flow/deploy", {
+        elementName: "wide",
+        path: "/flows",
+        revisionName: `r${i + 1}`,
+        flow: flow(fill),
+        configure: {},
+      });
+      assert.equal(d.body.code, 0, d.text.slice(0, 300));
+    }
+    const r = await on("/flow/revision-diff", {
+      elementName: "wide",
+      path: "/flows",
+      fromVersion: 1,
+      toVersion: 2,
+    });
+    noInternal(r, "revision-diff");
+  });
+
+  it("two identical imports at once: one writes, the other answers a documented code", async () => {
+    const bundle = bundleOf([flowEntry("twice", NO_SCRIPT_FLOW)]);
+    const both = await Promise.all([on("/import", { bundle }), on("/import", { bundle })]);
+    for (const r of both) noInternal(r, "import");
+  });
+
   describe("scope (checked sound; kept as regression guards)", () => {
     it("another space cannot export, read revisions of, or re-run this space's things by ID", async () => {
       const el = (await s.services.store.findElements(h, { type: "DPL", name: "mine" }))[0];
