@@ -32,12 +32,19 @@ export async function bundleRoutes(
     return (await checkScriptBytes(opts, file, kind, content))?.message ?? null;
   };
   // A revision an import writes passes the deploy validator, its element locators looked up in
-  // the file as well as in the caller's space.
-  const checkRevision =
-    (scope: Scope): RevisionCheck =>
-    async (rev, refExists) => {
+  // the file as well as in the caller's space. One import checks each distinct Python text once
+  // (a history repeats its inline code): the sandboxed checker is shared by every tenant.
+  const checkRevision = (scope: Scope): RevisionCheck => {
+    const base = validationContext(opts, scope);
+    const checked = new Map<string, ReturnType<typeof base.checkPythonSyntax>>();
+    const checkPythonSyntax = (code: string) => {
+      const found = checked.get(code) ?? base.checkPythonSyntax(code);
+      checked.set(code, found);
+      return found;
+    };
+    return async (rev, refExists) => {
       const ctx = {
-        ...validationContext(opts, scope),
+        checkPythonSyntax,
         elementExists: (loc: Parameters<typeof refExists>[0]["loc"], type: "PY" | "DPL") =>
           refExists({ loc, type }),
       };
@@ -49,6 +56,7 @@ export async function bundleRoutes(
         .join("; ");
       return errors.length > 3 ? `${shown}; and ${errors.length - 3} more` : shown;
     };
+  };
 
   app.post(
     "/export",
