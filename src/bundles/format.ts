@@ -8,12 +8,23 @@ import { type Static, Type } from "typebox";
 
 export const BUNDLE_FORMAT = "sluice-export";
 
+/**
+ * The largest revision an import writes: a version column is a 32-bit integer, and the deploys
+ * after an import number on from its highest revision, so an import leaves them room.
+ */
+export const MAX_IMPORT_VERSION = 1_000_000_000;
+const ImportVersion = Type.Integer({ minimum: 1, maximum: MAX_IMPORT_VERSION });
+
 export const BundleRevision = Type.Object({
-  version: Type.Integer({ minimum: 1 }),
+  version: ImportVersion,
   name: Type.String(),
   flow: Type.Object({}, { additionalProperties: true, description: "Graph: {vertexes, edges}" }),
   configure: Type.Object({}, { additionalProperties: true, description: "Configure" }),
-  createdAt: Type.Integer({ description: "epoch ms of the deploy on the source" }),
+  createdAt: Type.Integer({
+    minimum: 0,
+    maximum: Number.MAX_SAFE_INTEGER,
+    description: "epoch ms of the deploy on the source",
+  }),
   userId: Type.Optional(Type.String()),
 });
 
@@ -21,7 +32,7 @@ export const BundleFlow = Type.Object({
   path: Type.String({ description: "folder path" }),
   name: Type.String({ minLength: 1 }),
   status: Type.Union([Type.Literal("DRAFT"), Type.Literal("APPROVED"), Type.Literal("OBSOLETE")]),
-  releaseVersion: Type.Integer({ minimum: 1 }),
+  releaseVersion: ImportVersion,
   description: Type.Optional(Type.Record(Type.String(), Type.String())),
   revisions: Type.Array(BundleRevision, {
     minItems: 1,

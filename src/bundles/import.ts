@@ -23,8 +23,25 @@ export type ScriptCheck = (
   content: Buffer,
 ) => Promise<string | null>;
 
+/**
+ * The deploy validator for a revision an import writes (src/flows/validator.ts): the errors,
+ * as one text, or null. `refExists` says whether a locator names an element of the file or of
+ * this space. Without it an import stored graphs no deploy accepts, and activating or running
+ * one failed as an internal error.
+ */
+export type RevisionCheck = (
+  rev: { flow: unknown; configure: unknown },
+  refExists: (ref: Pick<Ref, "type" | "loc">) => Promise<boolean>,
+) => Promise<string | null>;
+
+interface Deps {
+  store: Store;
+  checkScript: ScriptCheck;
+  checkRevision: RevisionCheck;
+}
+
 export async function importBundle(
-  deps: { store: Store; checkScript: ScriptCheck },
+  deps: Deps,
   scope: Scope,
   user: string | null,
   req: { bundle: Bundle; dryRun?: boolean | undefined },
@@ -57,7 +74,7 @@ interface Plan {
 }
 
 async function planImport(
-  deps: { store: Store; checkScript: ScriptCheck },
+  deps: Deps,
   scope: Scope,
   bundle: Bundle,
   user: string | null,
@@ -83,6 +100,11 @@ async function planImport(
     const missing = await missingRefs(store, scope, bundle, planned);
     if (missing) {
       plan.report.conflicts.push({ ...item, reason: missing });
+      continue;
+    }
+    const invalid = await invalidRevision(deps, scope, bundle, planned);
+    if (invalid) {
+      plan.report.conflicts.push({ ...item, reason: invalid });
       continue;
     }
     const versions = planned.revisions.map((r) => r.version);
@@ -120,12 +142,7 @@ async function existing(
   return (await store.findElements(scope, { type, name, folderId: folder.id }))[0];
 }
 
-async function planScript(
-  deps: { store: Store; checkScript: ScriptCheck },
-  scope: Scope,
-  s: BundleScript,
-  plan: Plan,
-) {
+async function planScript(deps: Deps, scope: Scope, s: BundleScript, plan: Plan) {
   const { store } = deps;
   const item: ImportItem = { elementType: "PY", path: s.path, elementName: s.name };
   const bytes = Buffer.from(s.content, "base64");
@@ -220,7 +237,23 @@ async function missingRefs(
   return undefined;
 }
 
-function inBundle(bundle: Bundle, ref: Ref): boolean {
+/** Why a written revision is refused: the deploy validator's errors for it. */
+async function invalidRevision(
+  deps: Deps,
+  scope: Scope,
+  bundle: Bundle,
+  f: ImportFlow,
+): Promise<string | undefined> {
+  const refExists = async (ref: Pick<Ref, "type" | "loc">) =>
+    inBundle(bundle, ref) || (await resolveRef(deps.store, scope, ref)) !== undefined;
+  for (const r of f.revisions) {
+    const problem = await deps.checkRevision(r, refExists);
+    if (problem) return `revision ${r.version} does not validate as a deploy: ${problem}`;
+  }
+  return undefined;
+}
+
+function inBundle(bundle: Bundle, ref: Pick<Ref, "type" | "loc">): boolean {
   const { loc, type } = ref;
   if (loc.elementId !== undefined || loc.folderId !== undefined || !loc.elementName) return false;
   const match = (e: { path: string; name: string }) =>

@@ -150,8 +150,8 @@ export function createFlowLifecycle(deps: {
   };
 }
 
-/** What the flow validator may ask about the scope it validates in. */
-const validationContext = (
+/** What the flow validator may ask about the scope it validates in (also an import's). */
+export const validationContext = (
   deps: { store: Store; syntax: SyntaxChecker },
   scope: Scope,
 ): ValidationContext => ({

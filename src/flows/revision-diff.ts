@@ -35,25 +35,33 @@ const pointerToken = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1
 
 /** Every JSON Pointer at which `a` and `b` differ, as deep as both sides have the same shape. */
 export function changedPaths(a: Json, b: Json, at = ""): string[] {
+  const out: string[] = [];
+  collectPaths(a, b, at, out);
+  return out;
+}
+
+/**
+ * Into one list: spreading each level's list into its parent's (`push(...list)`) overflowed the
+ * stack past ~100,000 changes in one array and copied every path once per level.
+ */
+function collectPaths(a: Json, b: Json, at: string, out: string[]): void {
   if (Array.isArray(a) && Array.isArray(b)) {
-    const out: string[] = [];
     for (let i = 0; i < Math.max(a.length, b.length); i++) {
       if (i >= a.length || i >= b.length) out.push(`${at}/${i}`);
-      else out.push(...changedPaths(a[i], b[i], `${at}/${i}`));
+      else collectPaths(a[i], b[i], `${at}/${i}`, out);
     }
-    return out;
+    return;
   }
   if (isObject(a) && isObject(b)) {
-    const keys = [...Object.keys(a), ...Object.keys(b).filter((k) => !(k in a))];
-    const out: string[] = [];
+    const keys = [...Object.keys(a), ...Object.keys(b).filter((k) => !Object.hasOwn(a, k))];
     for (const k of keys) {
       const p = `${at}/${pointerToken(k)}`;
-      if (!(k in a) || !(k in b)) out.push(p);
-      else out.push(...changedPaths(a[k], b[k], p));
+      if (!Object.hasOwn(a, k) || !Object.hasOwn(b, k)) out.push(p);
+      else collectPaths(a[k], b[k], p, out);
     }
-    return out;
+    return;
   }
-  return Object.is(a, b) ? [] : [at === "" ? "" : at];
+  if (!Object.is(a, b)) out.push(at === "" ? "" : at);
 }
 
 interface GraphLike {

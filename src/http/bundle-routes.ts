@@ -2,13 +2,15 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import { exportBundle } from "../bundles/export.ts";
 import { Bundle, ExportBody, ImportBody, ImportReport } from "../bundles/format.ts";
-import { importBundle, type ScriptCheck } from "../bundles/import.ts";
+import { importBundle, type RevisionCheck, type ScriptCheck } from "../bundles/import.ts";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
-import type { FlowLifecycle } from "../flows/lifecycle.ts";
+import { type FlowLifecycle, validationContext } from "../flows/lifecycle.ts";
+import { Severity } from "../flows/validation-codes.ts";
+import { validateFlow } from "../flows/validator.ts";
 import { checkScriptBytes } from "../scripts/importer.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
-import type { Store } from "../store/types.ts";
+import type { Scope, Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 
@@ -29,6 +31,32 @@ export async function bundleRoutes(
     const file = `${name}.${kind === "package" ? "zip" : "py"}`;
     return (await checkScriptBytes(opts, file, kind, content))?.message ?? null;
   };
+  // A revision an import writes passes the deploy validator, its element locators looked up in
+  // the file as well as in the caller's space. One import checks each distinct Python text once
+  // (a history repeats its inline code): the sandboxed checker is shared by every tenant.
+  const checkRevision = (scope: Scope): RevisionCheck => {
+    const base = validationContext(opts, scope);
+    const checked = new Map<string, ReturnType<typeof base.checkPythonSyntax>>();
+    const checkPythonSyntax = (code: string) => {
+      const found = checked.get(code) ?? base.checkPythonSyntax(code);
+      checked.set(code, found);
+      return found;
+    };
+    return async (rev, refExists) => {
+      const ctx = {
+        checkPythonSyntax,
+        elementExists: (loc: Parameters<typeof refExists>[0]["loc"], type: "PY" | "DPL") =>
+          refExists({ loc, type }),
+      };
+      const errors = (await validateFlow(rev, ctx)).filter((r) => r.severity === Severity.ERROR);
+      if (errors.length === 0) return null;
+      const shown = errors
+        .slice(0, 3)
+        .map((e) => `${e.nodeId}: ${e.errorMessage ?? e.errorCode}`)
+        .join("; ");
+      return errors.length > 3 ? `${shown}; and ${errors.length - 3} more` : shown;
+    };
+  };
 
   app.post(
     "/export",
@@ -48,7 +76,7 @@ export async function bundleRoutes(
     async (req) => {
       const scope = scopeOf(req);
       const { report, flowIds } = await importBundle(
-        { store, checkScript },
+        { store, checkScript, checkRevision: checkRevision(scope) },
         scope,
         req.ctx.user,
         req.body,

@@ -67,6 +67,7 @@ export const ActivateBody = Type.Object({
   version: Type.Optional(
     Type.Integer({
       minimum: 1,
+      maximum: 2_147_483_647,
       description:
         "the revision to make the release; older than the current release: a rollback. Absent: the current release.",
     }),

@@ -24,7 +24,14 @@ export function installRequestForms(app: FastifyInstance): void {
     // part of the JSON text: RFC 8259 lets a parser ignore it, and this one does.
     const text = (typeof body === "string" ? body : body.toString("utf8")).replace(/^\uFEFF/, "");
     if (text.trim() === "") return done(null, undefined);
-    parseJson(req, text, (err, value) => done(err ? jsonError(text) : null, value));
+    parseJson(req, text, (err, value) => {
+      if (err) return done(jsonError(text), undefined);
+      // Every recursive walk after this (the NUL check, null dropping, validation, a store's
+      // JSON.stringify) would overflow the stack on deeper nesting: a 400 here, not a 999999.
+      if (nestedDeeperThan(value, MAX_JSON_DEPTH))
+        return done(badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`), undefined);
+      done(null, value);
+    });
   });
   app.addHook("preValidation", async (req) => {
     const schema = req.routeOptions.schema;
@@ -43,6 +50,22 @@ export function installRequestForms(app: FastifyInstance): void {
     }
     req.body = dropNulls(req.body, body);
   });
+}
+
+/** How deep a JSON body may nest (arrays and objects), docs/errors.md "Bad input". */
+export const MAX_JSON_DEPTH = 512;
+
+/** Whether `value` nests arrays/objects more than `max` levels, walked without recursion. */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    const [v, depth] = top;
+    if (v === null || typeof v !== "object") continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v))
+      if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** The text of a JSON number: what a query string's integer field is read from. */

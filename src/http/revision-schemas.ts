@@ -7,7 +7,13 @@ const Str = Type.String();
 const Int = Type.Integer();
 const Opt = Type.Optional;
 const ElementId = Type.Union([Type.String(), Type.Integer()]);
-const Version = Type.Integer({ minimum: 1, description: "revision version (1, 2, …)" });
+/** A version column is a 32-bit integer (PostgreSQL `integer`): a larger one is a 400, not a 999999. */
+export const MAX_VERSION = 2_147_483_647;
+const Version = Type.Integer({
+  minimum: 1,
+  maximum: MAX_VERSION,
+  description: "revision version (1, 2, …)",
+});
 
 /** How the new endpoints name an element: as every other endpoint does (docs/dataflow-service.md). */
 const LocatorFields = {
@@ -134,7 +140,9 @@ const ScriptLocatorFields = {
 export const ScriptVersionsBody = Type.Object({ ...ScriptLocatorFields, ...PageFields });
 export const ScriptVersionBody = Type.Object({
   ...ScriptLocatorFields,
-  version: Opt(Type.Integer({ minimum: 1, description: "absent: the newest" })),
+  version: Opt(
+    Type.Integer({ minimum: 1, maximum: MAX_VERSION, description: "absent: the newest" }),
+  ),
 });
 
 export const ScriptVersionInfo = Type.Object({

@@ -8,7 +8,11 @@ export function pageWindow(pageNo: number, pageSize: number): { limit: number; o
   if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
     throw badRequest(`pageSize must be an integer from 1 to ${MAX_PAGE_SIZE}`);
   }
-  return { limit: pageSize, offset: pageNo * pageSize };
+  const offset = pageNo * pageSize;
+  // Past 2^53 the offset is no longer an integer a store can bind (SQLite reads it back as a
+  // RangeError, PostgreSQL's bigint overflows): no page is that far, so it is a 400.
+  if (!Number.isSafeInteger(offset)) throw badRequest("pageNo is too large");
+  return { limit: pageSize, offset };
 }
 
 /** totalPage = ceil(totalCount / pageSize): 0 runs is 0 pages. */
