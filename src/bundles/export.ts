@@ -22,7 +22,17 @@ export async function exportBundle(
   scope: Scope,
   req: ExportRequest,
   now: number,
+  /** The largest export: past what an import accepts (LIMIT_BODY_BYTES) it could not be used. */
+  maxBytes: number,
 ): Promise<Bundle> {
+  let bytes = 0;
+  const spend = (n: number) => {
+    bytes += n;
+    if (bytes > maxBytes)
+      throw new SluiceError(ErrorCode.TOO_LARGE, [
+        `the export would be over ${maxBytes} bytes, more than an import accepts: export fewer flows, or only their live revisions (allRevisions: false)`,
+      ]);
+  };
   const roots = await selected(store, scope, req);
   const allRevisions = req.allRevisions ?? true;
   const scripts = new Map<string, Element>();
@@ -45,7 +55,9 @@ export async function exportBundle(
         if (ref.type === "PY") scripts.set(ref.id, ref);
         else if (!seen.has(ref.id)) queue.push(ref);
       });
-      revisions.push(bundleRevision(rev, p));
+      const revision = bundleRevision(rev, p);
+      spend(JSON.stringify(revision).length);
+      revisions.push(revision);
     }
     flows.push({
       path: el.path,
@@ -59,7 +71,9 @@ export async function exportBundle(
   const out: BundleScript[] = [];
   for (const el of scripts.values()) {
     const script = await bundleScript(store, el, pinned.get(el.id) ?? null);
-    if (script) out.push(script);
+    if (!script) continue;
+    spend(script.content.length);
+    out.push(script);
   }
   return {
     format: BUNDLE_FORMAT,

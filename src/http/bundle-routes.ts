@@ -64,7 +64,16 @@ export async function bundleRoutes(
       config: { access: "context" },
       schema: { body: ExportBody, response: { 200: Envelope(Bundle) } },
     },
-    async (req) => ok(await exportBundle(store, scopeOf(req), req.body, clock.now())),
+    async (req) =>
+      ok(
+        await exportBundle(
+          store,
+          scopeOf(req),
+          req.body,
+          clock.now(),
+          opts.config.limits.bodyBytes,
+        ),
+      ),
   );
 
   app.post(

@@ -272,3 +272,35 @@ describe("review issue 16", () => {
     });
   });
 });
+
+describe("an export is bounded like the import that would read it", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startServer({ LIMIT_BODY_BYTES: "65536" });
+  });
+  after(() => server.close());
+
+  it("an export past LIMIT_BODY_BYTES is a 413 saying how to export less, not a huge answer", async () => {
+    const big = `X = ${JSON.stringify("x".repeat(40_000))}\ndef main(p):\n    return p\n`;
+    for (const name of ["big1", "big2"]) {
+      const up = await upload(server, [{ name: `${name}.py`, content: big }], { path: "/big" });
+      assert.equal(up.body.data[0].status, 0, up.text);
+    }
+    const flow = {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: "a", type: "script", config: { element: { elementName: "big1", path: "/big" } } },
+        { id: "b", type: "script", config: { element: { elementName: "big2", path: "/big" } } },
+      ],
+      edges: [
+        { source: "in", target: "a" },
+        { source: "a", target: "b" },
+      ],
+    };
+    await deployAndActivate(server, "bigflow", flow, {}, h, "/big");
+    const r = await server.call("POST", `${DF}/export`, { headers: h, body: { path: "/big" } });
+    assert.equal(r.body.code, 413, r.text.slice(0, 300));
+    assert.match(r.body.message, /export would be over 65536 bytes/);
+    assert.ok(r.text.length < 1000, "the refusal is short");
+  });
+});
