@@ -44,7 +44,11 @@ export const BundleScript = Type.Object({
   path: Type.String({ description: "folder path" }),
   name: Type.String({ minLength: 1 }),
   kind: Type.Union([Type.Literal("module"), Type.Literal("package")]),
-  content: Type.String({ description: "base64 of the .py file or the package zip" }),
+  // Strict base64: Buffer.from would skip stray characters and import an empty or cut module.
+  content: Type.String({
+    pattern: "^[A-Za-z0-9+/]*={0,2}$",
+    description: "base64 of the .py file or the package zip",
+  }),
   sha256: Type.String({ description: "hex SHA-256 of the content, for people and diffs" }),
   version: Type.Optional(
     Type.Integer({

@@ -304,3 +304,26 @@ describe("an export is bounded like the import that would read it", () => {
     assert.ok(r.text.length < 1000, "the refusal is short");
   });
 });
+
+describe("an import's script content is strict base64", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startServer();
+  });
+  after(() => server.close());
+
+  it("content that is not base64 is a 400 naming the field, and nothing is written", async () => {
+    const bundle = bundleOf(
+      [],
+      [{ path: "/imp", name: "s", kind: "module", content: "!!not base64!!", sha256: "0" }],
+    );
+    const r = await server.call("POST", `${DF}/import`, { headers: h, body: { bundle } });
+    assert.equal(r.body.code, 400, r.text);
+    assert.match(r.body.message, /body\.bundle\.scripts\.0\.content/);
+    const list = await server.call("POST", "/script/script/element/versions", {
+      headers: h,
+      body: { elementName: "s", path: "/imp", pageNo: 0, pageSize: 10 },
+    });
+    assert.notEqual(list.body.status, true, "no script was created");
+  });
+});
