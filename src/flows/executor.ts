@@ -15,24 +15,11 @@ import { reuseRecorded } from "./resume.ts";
 
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
-export type NodeStatus = "SUCCESS" | "FAILURE" | "SKIPPED" | "CANCELED";
+import type { NodeLog, NodeStatus } from "./node-log.ts";
+
 export type RunStatus = FinishedStatus;
 
-export interface NodeLog {
-  nodeId: string;
-  nodeType: string;
-  status: NodeStatus;
-  startTime?: number;
-  endTime?: number;
-  attempts: number;
-  error?: string;
-  input?: unknown;
-  output?: unknown;
-  stdout?: string;
-  stderr?: string;
-  /** A resume: this node did not run again; its log and output are those of this run's. */
-  reusedFrom?: string;
-}
+export type { NodeLog, NodeStatus } from "./node-log.ts";
 
 export interface FlowRunResult {
   status: RunStatus;

@@ -1,6 +1,6 @@
-import type { NodeLog } from "./executor.ts";
 import { evalExpr, truthy } from "./expr.ts";
 import type { Edge, Vertex } from "./graph.ts";
+import type { NodeLog } from "./node-log.ts";
 
 /** The parts of one graph execution a resume settles ahead of the run (src/flows/executor.ts). */
 export interface ReuseState {

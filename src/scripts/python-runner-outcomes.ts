@@ -1,6 +1,5 @@
-import type { PythonRunner } from "./python-runner.ts";
 import type { KillReason } from "./python-runner-task.ts";
-import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
+import type { PythonRunner, ScriptRunner, TaskOutcome } from "./runner-types.ts";
 import { refusingSyntaxChecker } from "./syntax-check.ts";
 
 /** Outcomes the runner itself decides, and the runner of a node that runs no task. */

@@ -19,8 +19,8 @@ import {
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
-import type { ScriptRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
-import { createSyntaxChecker, type SyntaxChecker } from "./syntax-check.ts";
+import type { PythonRunner, TaskOutcome, TaskSpec } from "./runner-types.ts";
+import { createSyntaxChecker } from "./syntax-check.ts";
 import { createTaskCgroups, type TaskCgroup } from "./task-cgroups.ts";
 import { claimUidBlock, killUidBlock } from "./uid-blocks.ts";
 
@@ -33,12 +33,7 @@ export interface PythonRunnerDeps {
   logger: Logger;
 }
 
-export interface PythonRunner extends ScriptRunner {
-  /** Host pid of the zygote (for diagnostics and tests). */
-  zygotePid(): number | undefined;
-  /** The upload and deploy syntax check, in the same sandbox as tasks (or refused with them). */
-  readonly syntax: SyntaxChecker;
-}
+export type { PythonRunner } from "./runner-types.ts";
 
 const ZYGOTE_DIR = fileURLToPath(new URL("./python/", import.meta.url));
 

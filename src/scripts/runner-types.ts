@@ -1,6 +1,7 @@
 /** What the rest of Sluice knows about executing Python: one task in, one outcome out. */
 
 import type { FinishedStatus } from "../store/types.ts";
+import type { SyntaxChecker } from "./syntax-check.ts";
 
 export interface ScriptSource {
   /** Module name the script is registered under in `sys.modules` (the element name). */
@@ -57,4 +58,12 @@ export interface ScriptRunner {
   kill(taskId: string, reason: "terminate" | "timeout"): boolean;
   stats(): { running: number; idle: number; queued: number };
   close(): Promise<void>;
+}
+
+/** The local Python runner: a ScriptRunner that also checks syntax in the task sandbox. */
+export interface PythonRunner extends ScriptRunner {
+  /** Host pid of the zygote (for diagnostics and tests). */
+  zygotePid(): number | undefined;
+  /** The upload and deploy syntax check, in the same sandbox as tasks (or refused with them). */
+  readonly syntax: SyntaxChecker;
 }

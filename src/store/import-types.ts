@@ -1,5 +1,5 @@
+import type { FlowStatus } from "./model.ts";
 import type { FlowRevision } from "./revision-types.ts";
-import type { FlowStatus } from "./types.ts";
 
 /** A flow an import writes (docs/export-import.md). */
 export interface ImportFlow {

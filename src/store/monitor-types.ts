@@ -1,4 +1,4 @@
-import type { Element, Run, RunStatus, TriggerType } from "./types.ts";
+import type { Element, Run, RunStatus, TriggerType } from "./model.ts";
 
 /** Monitoring reads (docs/monitoring.md): the query the store compiles and what it answers. */
 

@@ -1,4 +1,4 @@
-import type { FlowStatus } from "./types.ts";
+import type { FlowStatus } from "./model.ts";
 
 /**
  * Shapes of flow revisions, releases and script versions as the Store answers them
