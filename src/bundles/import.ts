@@ -8,6 +8,7 @@ import type {
   Scope,
   Store,
 } from "../store/types.ts";
+import { isUniqueViolation } from "../store/unique-violation.ts";
 import type { Bundle, BundleFlow, BundleScript, ImportItem, ImportReport } from "./format.ts";
 import { portable, type Ref, refsOf, resolveRef } from "./references.ts";
 
@@ -49,12 +50,24 @@ export async function importBundle(
 ): Promise<{ report: ImportReport; flowIds: string[] }> {
   const dryRun = req.dryRun ?? false;
   const { store } = deps;
-  const { report, writes } = await planImport(deps, scope, req.bundle, user);
-  report.dryRun = dryRun;
-  if (dryRun) return { report, flowIds: [] };
-  if (report.conflicts.length > 0) throw conflictError(report.conflicts);
-  const flowIds = await store.applyImport(scope, writes, now);
-  return { report, flowIds };
+  // Two imports of the same file at once both plan "create"; the second to commit meets the
+  // first's rows on a unique key and rolls back. It then plans again against what is there now
+  // (most often: everything skipped) instead of answering an internal error.
+  for (let attempt = 0; ; attempt++) {
+    const { report, writes } = await planImport(deps, scope, req.bundle, user);
+    report.dryRun = dryRun;
+    if (dryRun) return { report, flowIds: [] };
+    if (report.conflicts.length > 0) throw conflictError(report.conflicts);
+    try {
+      return { report, flowIds: await store.applyImport(scope, writes, now) };
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      if (attempt >= 2)
+        throw new SluiceError(ErrorCode.IMPORT_CONFLICT, [
+          "the same elements kept changing while this import was written; run it again",
+        ]);
+    }
+  }
 }
 
 function conflictError(conflicts: ImportItem[]): SluiceError {

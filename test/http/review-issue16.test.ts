@@ -210,6 +210,8 @@ describe("review issue 16", () => {
     const bundle = bundleOf([flowEntry("twice", NO_SCRIPT_FLOW)]);
     const both = await Promise.all([on("/import", { bundle }), on("/import", { bundle })]);
     for (const r of both) noInternal(r, "import");
+    // The later one plans again against what the first wrote: nothing left to do.
+    for (const r of both) assert.equal(r.body.status, true, r.text);
   });
 
   describe("scope (checked sound; kept as regression guards)", () => {
