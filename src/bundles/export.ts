@@ -46,10 +46,10 @@ export async function exportBundle(
     if (seen.has(el.id) || el.releaseVersion == null) continue;
     seen.add(el.id);
     const revs = allRevisions
-      ? await store.allFlowRevisions(el.id)
+      ? everyRevision(store, el.id)
       : [await store.flowRevision(el.id, el.releaseVersion)].filter((r) => r !== undefined);
     const revisions: BundleRevision[] = [];
-    for (const rev of revs) {
+    for await (const rev of revs) {
       if (rev.version === el.releaseVersion) notePins(pinned, rev);
       const p = await portable(store, scope, rev, (ref) => {
         if (ref.type === "PY") scripts.set(ref.id, ref);
@@ -84,6 +84,21 @@ export async function exportBundle(
     flows,
     scripts: out,
   };
+}
+
+/**
+ * A flow's revisions a page at a time, so that the size bound stops an export before a flow with
+ * many large revisions is in memory whole.
+ */
+async function* everyRevision(store: Store, elementId: string): AsyncGenerator<FlowRevision> {
+  const PAGE = 20;
+  for (let from = 1; ; ) {
+    const page = await store.allFlowRevisions(elementId, from, PAGE);
+    yield* page;
+    const last = page[page.length - 1];
+    if (page.length < PAGE || !last) return;
+    from = last.version + 1;
+  }
 }
 
 function notePins(pinned: Map<string, number>, rev: FlowRevision): void {

@@ -35,12 +35,14 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
       return rows.map(toElement);
     },
 
-    async allFlowRevisions(elementId): Promise<FlowRevision[]> {
+    async allFlowRevisions(elementId, from = 1, limit?: number): Promise<FlowRevision[]> {
       const rows = await db
         .selectFrom("flow_revisions")
         .selectAll()
         .where("element_id", "=", Number(elementId))
+        .where("version", ">=", from)
         .orderBy("version")
+        .$if(limit !== undefined, (q) => q.limit(limit ?? 0))
         .execute();
       return rows.map((row) => ({
         ...toRevisionInfo(row),

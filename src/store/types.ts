@@ -176,8 +176,11 @@ export interface Store {
     now: number,
   ): Promise<void>;
   flowRevision(elementId: string, version: number): Promise<FlowRevision | undefined>;
-  /** Every revision of a flow with its graph and configure, oldest first (export). */
-  allFlowRevisions(elementId: string): Promise<FlowRevision[]>;
+  /**
+   * A flow's revisions with their graph and configure, oldest first (export, import): every one,
+   * or those from version `from` on, at most `limit` (an export pages through them).
+   */
+  allFlowRevisions(elementId: string, from?: number, limit?: number): Promise<FlowRevision[]>;
   /** Elements of every type in the folder at `path` and the folders below it (export). */
   elementsUnder(scope: Scope, path: string): Promise<Element[]>;
   /** An import's writes in one transaction; answers the IDs of the flows written, in order. */

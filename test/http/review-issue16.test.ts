@@ -329,3 +329,34 @@ describe("an import's script content is strict base64", () => {
     assert.notEqual(list.body.status, true, "no script was created");
   });
 });
+
+describe("an export pages through a flow's revisions", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startServer();
+  });
+  after(() => server.close());
+
+  it("a flow of 45 revisions exports every one, oldest first", async () => {
+    for (let i = 1; i <= 45; i++) {
+      const d = await server.call("POST", `${DF}/flow/deploy`, {
+        headers: h,
+        body: {
+          elementName: "many",
+          revisionName: `r${i}`,
+          path: "/p",
+          flow: NO_SCRIPT_FLOW,
+          configure: {},
+        },
+      });
+      assert.equal(d.body.status, true, d.text);
+    }
+    const r = await server.call("POST", `${DF}/export`, { headers: h, body: { path: "/p" } });
+    assert.equal(r.body.status, true, r.text.slice(0, 300));
+    const versions = r.body.data.flows[0].revisions.map((v: { version: number }) => v.version);
+    assert.deepEqual(
+      versions,
+      Array.from({ length: 45 }, (_, i) => i + 1),
+    );
+  });
+});
