@@ -40,6 +40,29 @@ const MAX_PAYLOAD = 7000;
 /** Ends remembered while the database is unreachable; beyond this the oldest are dropped. */
 const MAX_PENDING = 50_000;
 
+/** The state one bridge keeps: its channels, its two connections and the ends to publish. */
+interface Bridge {
+  opts: PgNotifyOptions;
+  events: RunEvents;
+  logger: PgNotifyLogger;
+  nodeId: string;
+  channel: string;
+  flowChannel: string;
+  flowListeners: ((elementId: string | null) => void)[];
+  closed: boolean;
+  /** A pool of one: it replaces a broken connection by itself on the next query. */
+  pub: pg.Pool;
+  pending: string[];
+  flushing: Promise<void> | null;
+  retryTimer: NodeJS.Timeout | null;
+  /** The runId being relayed from the channel: its local onEnd must not go back out. */
+  relaying: string | null;
+  listener: pg.Client | null;
+  reconnectTimer: NodeJS.Timeout | null;
+  backoff: number;
+  heartbeat: NodeJS.Timeout | null;
+}
+
 /**
  * Carries run ends between nodes: every local `events.onEnd(runId)` is published on the
  * `sluice_run_end` channel, and every notification from another node calls `events.notify`, so a
@@ -50,174 +73,213 @@ const MAX_PENDING = 50_000;
  * be a thousand statements a second.
  */
 export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNotifyBridge> {
-  const { events, logger } = opts;
   const channel = opts.channel ?? RUN_END_CHANNEL;
   const flowChannel =
     opts.flowChannel ?? (opts.channel ? `${opts.channel}_flow` : FLOW_CHANGE_CHANNEL);
   for (const c of [channel, flowChannel])
     if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`invalid channel name ${c}`);
-  const flowListeners: ((elementId: string | null) => void)[] = [];
-  const flowChanged = (elementId: string | null) => {
-    for (const fn of flowListeners) {
-      try {
-        fn(elementId);
-      } catch (err) {
-        logger.error({ err, elementId }, "a flow change listener failed");
-      }
-    }
+  const b: Bridge = {
+    opts,
+    events: opts.events,
+    logger: opts.logger,
+    nodeId: randomBytes(6).toString("hex"),
+    channel,
+    flowChannel,
+    flowListeners: [],
+    closed: false,
+    pub: createPublisher(opts),
+    pending: [],
+    flushing: null,
+    retryTimer: null,
+    relaying: null,
+    listener: null,
+    reconnectTimer: null,
+    backoff: 100,
+    heartbeat: null,
   };
-  const nodeId = randomBytes(6).toString("hex");
-  const heartbeatMs = opts.heartbeatMs ?? 10_000;
-  let closed = false;
+  b.events.onEnd((runId) => {
+    if (b.closed || runId === b.relaying) return;
+    b.pending.push(runId);
+    if (b.pending.length === 1) setImmediate(() => void flush(b));
+  });
+  b.heartbeat = startHeartbeat(b, opts.heartbeatMs ?? 10_000);
+  try {
+    await connect(b);
+  } catch (err) {
+    b.closed = true;
+    clearInterval(b.heartbeat);
+    await b.pub.end().catch(() => {});
+    throw err;
+  }
+  return {
+    nodeId: b.nodeId,
+    publishFlowChange: (elementId) => publishFlowChange(b, elementId),
+    onFlowChange(fn) {
+      b.flowListeners.push(fn);
+    },
+    close: () => close(b),
+  };
+}
 
-  // --- publishing ----------------------------------------------------------------------------
-  // A pool of one: it replaces a broken connection by itself on the next query.
+function flowChanged(b: Bridge, elementId: string | null): void {
+  for (const fn of b.flowListeners) {
+    try {
+      fn(elementId);
+    } catch (err) {
+      b.logger.error({ err, elementId }, "a flow change listener failed");
+    }
+  }
+}
+
+// --- publishing ------------------------------------------------------------------------------
+
+function createPublisher(opts: PgNotifyOptions): pg.Pool {
   const pub = new pg.Pool({
     connectionString: opts.connectionString,
     max: 1,
     application_name: "sluice-run-events-pub",
   });
-  pub.on("error", (err) => logger.warn({ err }, "run-events publisher connection lost"));
-  let pending: string[] = [];
-  let flushing: Promise<void> | null = null;
-  let retryTimer: NodeJS.Timeout | null = null;
-  /** The runId being relayed from the channel: its local onEnd must not go back out. */
-  let relaying: string | null = null;
+  pub.on("error", (err) => opts.logger.warn({ err }, "run-events publisher connection lost"));
+  return pub;
+}
 
-  function payloads(ids: string[]): string[] {
-    const out: string[] = [];
-    let cur = "";
-    for (const id of ids) {
-      if (cur && cur.length + id.length + 1 > MAX_PAYLOAD) {
-        out.push(`${nodeId}:${cur}`);
-        cur = "";
-      }
-      cur = cur ? `${cur},${id}` : id;
+function payloads(nodeId: string, ids: string[]): string[] {
+  const out: string[] = [];
+  let cur = "";
+  for (const id of ids) {
+    if (cur && cur.length + id.length + 1 > MAX_PAYLOAD) {
+      out.push(`${nodeId}:${cur}`);
+      cur = "";
     }
-    if (cur) out.push(`${nodeId}:${cur}`);
-    return out;
+    cur = cur ? `${cur},${id}` : id;
   }
+  if (cur) out.push(`${nodeId}:${cur}`);
+  return out;
+}
 
-  function flush(): Promise<void> {
-    flushing ??= (async () => {
-      try {
-        while (pending.length > 0) {
-          const batch = pending;
-          pending = [];
-          try {
-            await pub.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", [
-              channel,
-              payloads(batch),
-            ]);
-          } catch (err) {
-            // Keep them for the next attempt: a waiter elsewhere would otherwise sit out its
-            // whole timeout.
-            pending = [...batch, ...pending].slice(-MAX_PENDING);
-            logger.warn({ err, pending: pending.length }, "publishing run ends failed; retrying");
-            if (!closed && !retryTimer) {
-              retryTimer = setTimeout(() => {
-                retryTimer = null;
-                void flush();
-              }, 1000);
-              retryTimer.unref();
-            }
-            return;
-          }
+function flush(b: Bridge): Promise<void> {
+  b.flushing ??= (async () => {
+    try {
+      while (b.pending.length > 0) {
+        const batch = b.pending;
+        b.pending = [];
+        try {
+          await b.pub.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", [
+            b.channel,
+            payloads(b.nodeId, batch),
+          ]);
+        } catch (err) {
+          // Keep them for the next attempt: a waiter elsewhere would otherwise sit out its
+          // whole timeout.
+          b.pending = [...batch, ...b.pending].slice(-MAX_PENDING);
+          b.logger.warn({ err, pending: b.pending.length }, "publishing run ends failed; retrying");
+          scheduleRetry(b);
+          return;
         }
-      } finally {
-        flushing = null;
       }
-    })();
-    return flushing;
-  }
+    } finally {
+      b.flushing = null;
+    }
+  })();
+  return b.flushing;
+}
 
-  events.onEnd((runId) => {
-    if (closed || runId === relaying) return;
-    pending.push(runId);
-    if (pending.length === 1) setImmediate(() => void flush());
+function scheduleRetry(b: Bridge): void {
+  if (b.closed || b.retryTimer) return;
+  b.retryTimer = setTimeout(() => {
+    b.retryTimer = null;
+    void flush(b);
+  }, 1000);
+  b.retryTimer.unref();
+}
+
+function publishFlowChange(b: Bridge, elementId: string): void {
+  if (b.closed) return;
+  // Not retried: a node that misses it still re-reads every flow each SCHEDULE_SYNC_MS.
+  b.pub
+    .query("SELECT pg_notify($1, $2)", [b.flowChannel, `${b.nodeId}:${elementId}`])
+    .catch((err: unknown) => b.logger.warn({ err, elementId }, "publishing a flow change failed"));
+}
+
+// --- listening -------------------------------------------------------------------------------
+
+function onNotification(b: Bridge, msg: pg.Notification): void {
+  if (!msg.payload) return;
+  const colon = msg.payload.indexOf(":");
+  if (colon < 0 || msg.payload.slice(0, colon) === b.nodeId) return;
+  if (msg.channel === b.flowChannel) {
+    flowChanged(b, msg.payload.slice(colon + 1));
+    return;
+  }
+  if (msg.channel !== b.channel) return;
+  for (const runId of msg.payload.slice(colon + 1).split(",")) {
+    if (!runId) continue;
+    b.relaying = runId;
+    try {
+      b.events.notify(runId);
+    } finally {
+      b.relaying = null;
+    }
+  }
+}
+
+async function connect(b: Bridge): Promise<void> {
+  const client = new pg.Client({
+    connectionString: b.opts.connectionString,
+    application_name: "sluice-run-events",
+    keepAlive: true,
   });
-
-  // --- listening -----------------------------------------------------------------------------
-  let listener: pg.Client | null = null;
-  let reconnectTimer: NodeJS.Timeout | null = null;
-  let backoff = 100;
-
-  function onNotification(msg: pg.Notification): void {
-    if (!msg.payload) return;
-    const colon = msg.payload.indexOf(":");
-    if (colon < 0 || msg.payload.slice(0, colon) === nodeId) return;
-    if (msg.channel === flowChannel) {
-      flowChanged(msg.payload.slice(colon + 1));
-      return;
-    }
-    if (msg.channel !== channel) return;
-    for (const runId of msg.payload.slice(colon + 1).split(",")) {
-      if (!runId) continue;
-      relaying = runId;
-      try {
-        events.notify(runId);
-      } finally {
-        relaying = null;
-      }
-    }
+  client.on("notification", (msg) => onNotification(b, msg));
+  client.on("error", (err) => lost(b, client, err));
+  client.on("end", () => lost(b, client, new Error("connection ended")));
+  await client.connect();
+  await client.query(`LISTEN ${b.channel}; LISTEN ${b.flowChannel}`);
+  if (b.closed) {
+    await client.end().catch(() => {});
+    return;
   }
+  b.listener = client;
+  b.backoff = 100;
+}
 
-  async function connect(): Promise<void> {
-    const client = new pg.Client({
-      connectionString: opts.connectionString,
-      application_name: "sluice-run-events",
-      keepAlive: true,
-    });
-    client.on("notification", onNotification);
-    client.on("error", (err) => lost(client, err));
-    client.on("end", () => lost(client, new Error("connection ended")));
-    await client.connect();
-    await client.query(`LISTEN ${channel}; LISTEN ${flowChannel}`);
-    if (closed) {
-      await client.end().catch(() => {});
-      return;
-    }
-    listener = client;
-    backoff = 100;
-  }
+function lost(b: Bridge, client: pg.Client, err: unknown): void {
+  if (b.closed || b.listener !== client) return;
+  b.listener = null;
+  client.removeAllListeners("notification");
+  client.end().catch(() => {});
+  // Ends published while we were away are gone; their waiters fall back to their timeouts.
+  b.logger.warn({ err }, "run-events listener lost its connection; reconnecting");
+  scheduleReconnect(b);
+}
 
-  function lost(client: pg.Client, err: unknown): void {
-    if (closed || listener !== client) return;
-    listener = null;
-    client.removeAllListeners("notification");
-    client.end().catch(() => {});
-    // Ends published while we were away are gone; their waiters fall back to their timeouts.
-    logger.warn({ err }, "run-events listener lost its connection; reconnecting");
-    scheduleReconnect();
-  }
+function scheduleReconnect(b: Bridge): void {
+  if (b.closed || b.reconnectTimer) return;
+  b.reconnectTimer = setTimeout(() => {
+    b.reconnectTimer = null;
+    connect(b).then(
+      () => {
+        b.logger.info({ nodeId: b.nodeId }, "run-events listener reconnected");
+        flowChanged(b, null);
+      },
+      (err: unknown) => {
+        b.logger.warn({ err }, "run-events listener reconnect failed");
+        b.backoff = Math.min(b.backoff * 2, 5000);
+        scheduleReconnect(b);
+      },
+    );
+  }, b.backoff);
+  b.reconnectTimer.unref();
+}
 
-  function scheduleReconnect(): void {
-    if (closed || reconnectTimer) return;
-    reconnectTimer = setTimeout(() => {
-      reconnectTimer = null;
-      connect().then(
-        () => {
-          logger.info({ nodeId }, "run-events listener reconnected");
-          flowChanged(null);
-        },
-        (err: unknown) => {
-          logger.warn({ err }, "run-events listener reconnect failed");
-          backoff = Math.min(backoff * 2, 5000);
-          scheduleReconnect();
-        },
-      );
-    }, backoff);
-    reconnectTimer.unref();
-  }
-
-  // A half-open TCP connection never errors by itself; a query that does not come back does.
+/** A half-open TCP connection never errors by itself; a query that does not come back does. */
+function startHeartbeat(b: Bridge, heartbeatMs: number): NodeJS.Timeout {
   const heartbeat = setInterval(() => {
-    const client = listener;
+    const client = b.listener;
     if (!client) return;
     let answered = false;
     const deadline = setTimeout(
       () => {
-        if (!answered) lost(client, new Error("heartbeat timed out"));
+        if (!answered) lost(b, client, new Error("heartbeat timed out"));
       },
       Math.min(5000, heartbeatMs),
     );
@@ -230,47 +292,24 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
       (err: unknown) => {
         answered = true;
         clearTimeout(deadline);
-        lost(client, err);
+        lost(b, client, err);
       },
     );
   }, heartbeatMs);
   heartbeat.unref();
+  return heartbeat;
+}
 
-  try {
-    await connect();
-  } catch (err) {
-    closed = true;
-    clearInterval(heartbeat);
-    await pub.end().catch(() => {});
-    throw err;
-  }
-
-  return {
-    nodeId,
-    publishFlowChange(elementId) {
-      if (closed) return;
-      // Not retried: a node that misses it still re-reads every flow each SCHEDULE_SYNC_MS.
-      pub
-        .query("SELECT pg_notify($1, $2)", [flowChannel, `${nodeId}:${elementId}`])
-        .catch((err: unknown) =>
-          logger.warn({ err, elementId }, "publishing a flow change failed"),
-        );
-    },
-    onFlowChange(fn) {
-      flowListeners.push(fn);
-    },
-    async close() {
-      if (closed) return;
-      // Ends already reported locally still go out.
-      await flush();
-      closed = true;
-      clearInterval(heartbeat);
-      if (reconnectTimer) clearTimeout(reconnectTimer);
-      if (retryTimer) clearTimeout(retryTimer);
-      const client = listener;
-      listener = null;
-      await client?.end().catch(() => {});
-      await pub.end().catch(() => {});
-    },
-  };
+async function close(b: Bridge): Promise<void> {
+  if (b.closed) return;
+  // Ends already reported locally still go out.
+  await flush(b);
+  b.closed = true;
+  if (b.heartbeat) clearInterval(b.heartbeat);
+  if (b.reconnectTimer) clearTimeout(b.reconnectTimer);
+  if (b.retryTimer) clearTimeout(b.retryTimer);
+  const client = b.listener;
+  b.listener = null;
+  await client?.end().catch(() => {});
+  await b.pub.end().catch(() => {});
 }

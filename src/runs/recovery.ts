@@ -25,7 +25,7 @@ const LOST_BATCH = 500;
 const kindOf = (run: Pick<Run, "elementType">): RunJob["kind"] =>
   run.elementType === "PY" ? "script" : "flow";
 
-export function createRecovery(deps: {
+interface RecoveryDeps {
   store: Store;
   queue: RunQueue;
   events: RunEvents;
@@ -41,103 +41,120 @@ export function createRecovery(deps: {
   heartbeatTimeoutMs: number;
   /** Embedded: re-queue waiting runs (their in-memory queue died with the process). */
   requeue: boolean;
-}): Recovery {
-  const { store, clock, events } = deps;
-  let timer: TimerHandle | undefined;
-  let running: Promise<unknown> = Promise.resolve();
-  let stopped = false;
+}
 
-  async function fail(runId: string, message: string): Promise<boolean> {
-    const end = {
-      status: "FAILURE" as const,
-      endTime: clock.now(),
-      summary: message,
-      error: message,
-    };
-    const ended = await store.endRun(runId, end);
-    // Published like any other end: waiters wake, metrics count it, error handlers are called.
-    if (ended) events.publish({ type: "ended", runId, end });
-    return ended;
-  }
+/** The state one recovery keeps: its dependencies and the heartbeat timer. */
+interface RecoveryState {
+  deps: RecoveryDeps;
+  timer: TimerHandle | undefined;
+  running: Promise<unknown>;
+  stopped: boolean;
+}
 
-  /** Queues again the QUEUED runs no job will deliver (only a queue whose jobs outlive a process). */
-  async function requeueLost(now: number): Promise<number> {
-    const { queue, heartbeatTimeoutMs } = deps;
-    if (!queue.liveJobs) return 0;
-    // A run younger than the timeout cannot have a stale claim, and its job committed with it.
-    const runs = await store.queuedBefore(now - heartbeatTimeoutMs, LOST_BATCH);
-    const live = await queue.liveJobs(
-      runs.map((r) => r.id),
-      heartbeatTimeoutMs,
-    );
-    let requeued = 0;
-    for (const run of runs) {
-      if (live.has(run.id)) continue;
-      // A second delivery (the stale claim expiring later, another node's sweep) finds the run
-      // no longer QUEUED and does nothing.
-      await queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
-      requeued++;
-    }
-    if (requeued > 0) deps.logger.warn({ requeued }, "queued again runs whose job was lost");
-    return requeued;
-  }
+type Recovered = { failed: number; requeued: number };
 
-  async function sweep(): Promise<{ failed: number; requeued: number }> {
-    const now = clock.now();
-    await store.heartbeat(deps.nodeId, now);
-    if (!deps.sharedDatabase) return { failed: 0, requeued: 0 };
-    const requeued = await requeueLost(now);
-    let failed = 0;
-    for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
-      if (run.nodeId === deps.nodeId) continue;
-      const message = `node ${run.nodeId ?? "unknown"} stopped sending heartbeats for ${deps.heartbeatTimeoutMs / 1000}s while this run was executing; the run was lost`;
-      if (await fail(run.id, message)) failed++;
-    }
-    if (failed > 0) deps.logger.warn({ failed }, "failed runs of dead nodes");
-    return { failed, requeued };
-  }
-
-  function schedule(): void {
-    if (stopped) return;
-    timer = clock.setTimeout(() => {
-      running = sweep()
-        .catch((err: unknown) => deps.logger.error({ err }, "heartbeat sweep failed"))
-        .finally(schedule);
-    }, deps.heartbeatMs);
-    timer.unref?.();
-  }
-
+export function createRecovery(deps: RecoveryDeps): Recovery {
+  const r: RecoveryState = { deps, timer: undefined, running: Promise.resolve(), stopped: false };
   return {
-    async recoverAtStart() {
-      // Shared database: the other nodes' STARTED runs are theirs until they stop beating.
-      if (deps.sharedDatabase) return sweep();
-      await store.heartbeat(deps.nodeId, clock.now());
-      let failed = 0;
-      for (const run of await store.unfinishedRuns(["STARTED"])) {
-        const what = run.elementType === "PY" ? "task" : "run";
-        if (
-          await fail(
-            run.id,
-            `the service restarted while this ${what} was executing; it was stopped`,
-          )
-        )
-          failed++;
-      }
-      let requeued = 0;
-      if (deps.requeue) {
-        for (const run of await store.unfinishedRuns(["QUEUED"])) {
-          await deps.queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
-          requeued++;
-        }
-      }
-      return { failed, requeued };
-    },
-    sweep,
-    start: schedule,
+    recoverAtStart: () => recoverAtStart(r),
+    sweep: () => sweep(r),
+    start: () => schedule(r),
     async stop() {
-      stopped = true;
-      if (timer) clock.clearTimeout(timer);
-      await running;
+      r.stopped = true;
+      if (r.timer) deps.clock.clearTimeout(r.timer);
+      await r.running;
     },
   };
+}
+
+async function fail(r: RecoveryState, runId: string, message: string): Promise<boolean> {
+  const { store, clock, events } = r.deps;
+  const end = {
+    status: "FAILURE" as const,
+    endTime: clock.now(),
+    summary: message,
+    error: message,
+  };
+  const ended = await store.endRun(runId, end);
+  // Published like any other end: waiters wake, metrics count it, error handlers are called.
+  if (ended) events.publish({ type: "ended", runId, end });
+  return ended;
+}
+
+/** Queues again the QUEUED runs no job will deliver (only a queue whose jobs outlive a process). */
+async function requeueLost(r: RecoveryState, now: number): Promise<number> {
+  const { store, queue, heartbeatTimeoutMs } = r.deps;
+  if (!queue.liveJobs) return 0;
+  // A run younger than the timeout cannot have a stale claim, and its job committed with it.
+  const runs = await store.queuedBefore(now - heartbeatTimeoutMs, LOST_BATCH);
+  const live = await queue.liveJobs(
+    runs.map((run) => run.id),
+    heartbeatTimeoutMs,
+  );
+  let requeued = 0;
+  for (const run of runs) {
+    if (live.has(run.id)) continue;
+    // A second delivery (the stale claim expiring later, another node's sweep) finds the run
+    // no longer QUEUED and does nothing.
+    await queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
+    requeued++;
+  }
+  if (requeued > 0) r.deps.logger.warn({ requeued }, "queued again runs whose job was lost");
+  return requeued;
+}
+
+async function sweep(r: RecoveryState): Promise<Recovered> {
+  const { deps } = r;
+  const { store } = deps;
+  const now = deps.clock.now();
+  await store.heartbeat(deps.nodeId, now);
+  if (!deps.sharedDatabase) return { failed: 0, requeued: 0 };
+  const requeued = await requeueLost(r, now);
+  let failed = 0;
+  for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
+    if (run.nodeId === deps.nodeId) continue;
+    const message = `node ${run.nodeId ?? "unknown"} stopped sending heartbeats for ${deps.heartbeatTimeoutMs / 1000}s while this run was executing; the run was lost`;
+    if (await fail(r, run.id, message)) failed++;
+  }
+  if (failed > 0) deps.logger.warn({ failed }, "failed runs of dead nodes");
+  return { failed, requeued };
+}
+
+function schedule(r: RecoveryState): void {
+  const { deps } = r;
+  if (r.stopped) return;
+  r.timer = deps.clock.setTimeout(() => {
+    r.running = sweep(r)
+      .catch((err: unknown) => deps.logger.error({ err }, "heartbeat sweep failed"))
+      .finally(() => schedule(r));
+  }, deps.heartbeatMs);
+  r.timer.unref?.();
+}
+
+async function recoverAtStart(r: RecoveryState): Promise<Recovered> {
+  const { deps } = r;
+  const { store } = deps;
+  // Shared database: the other nodes' STARTED runs are theirs until they stop beating.
+  if (deps.sharedDatabase) return sweep(r);
+  await store.heartbeat(deps.nodeId, deps.clock.now());
+  let failed = 0;
+  for (const run of await store.unfinishedRuns(["STARTED"])) {
+    const what = run.elementType === "PY" ? "task" : "run";
+    if (
+      await fail(
+        r,
+        run.id,
+        `the service restarted while this ${what} was executing; it was stopped`,
+      )
+    )
+      failed++;
+  }
+  let requeued = 0;
+  if (deps.requeue) {
+    for (const run of await store.unfinishedRuns(["QUEUED"])) {
+      await deps.queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
+      requeued++;
+    }
+  }
+  return { failed, requeued };
 }

@@ -15,6 +15,7 @@ import {
   createScheduler,
   type Schedule,
   type ScheduleOverview,
+  type Scheduler,
   type SchedulerLogger,
 } from "./scheduler.ts";
 
@@ -64,6 +65,35 @@ interface Known {
   changedAt: number;
 }
 
+interface Claim {
+  scheduleId: string;
+  tick: number;
+  settle: (won: boolean | Error) => void;
+}
+
+/** The state one attached scheduler keeps: the flows it knows and the work under way. */
+interface FlowSched {
+  deps: AttachSchedulerDeps;
+  store: Store;
+  clock: Clock;
+  logger: SchedulerLogger;
+  scheduler: Scheduler;
+  known: Map<string, Known>;
+  /** Each flow's lifecycle change being applied (its release's triggers being read). */
+  pending: Map<string, Promise<void>>;
+  changes: number;
+  syncTimer: TimerHandle | undefined;
+  stopped: boolean;
+  prunedAt: number;
+  /** Tick claims not yet sent to the database. */
+  batch: Claim[];
+  /** Run starts under way, and those waiting for a lane. */
+  starting: number;
+  waiting: (() => void)[];
+  rereading: Promise<void> | null;
+  again: boolean;
+}
+
 const CLAIM_KEEP_MS = 86_400_000;
 const PRUNE_EVERY_MS = 3_600_000;
 const START_LANES = 16;
@@ -73,196 +103,215 @@ const cronTriggers = (configure: unknown): Trigger[] =>
 
 export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSchedules> {
   const { store, clock, logger } = deps;
-  const known = new Map<string, Known>();
-  const pending = new Map<string, Promise<void>>();
-  let changes = 0;
-  let syncTimer: TimerHandle | undefined;
-  let stopped = false;
-  let prunedAt = Number.NEGATIVE_INFINITY;
-
-  // The scheduler fires everything due in one synchronous loop; those claims go to the database
-  // together on the next macrotask (one insert per 500), instead of 10,000 racing single inserts.
-  let batch: { scheduleId: string; tick: number; settle: (won: boolean | Error) => void }[] = [];
-  function claim(scheduleId: string, tick: number): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      if (batch.length === 0) setImmediate(flushClaims);
-      batch.push({
-        scheduleId,
-        tick,
-        settle: (won) => (won instanceof Error ? reject(won) : resolve(won)),
-      });
-    });
-  }
-  function flushClaims(): void {
-    const items = batch;
-    batch = [];
-    store.claimScheduleTicks(items).then(
-      (won) => {
-        for (const c of items) c.settle(won.has(`${c.scheduleId}@${c.tick}`));
-      },
-      (err: unknown) => {
-        const e = err instanceof Error ? err : new Error(String(err));
-        for (const c of items) c.settle(e);
-      },
-    );
-  }
-
-  // Run starts one after another in a few lanes: thousands at once only queue up in the store.
-  let starting = 0;
-  const waiting: (() => void)[] = [];
-  async function limited(fn: () => Promise<unknown>): Promise<void> {
-    while (starting >= START_LANES) await new Promise<void>((r) => waiting.push(r));
-    starting++;
-    try {
-      await fn();
-    } finally {
-      starting--;
-      waiting.shift()?.();
-    }
-  }
-
-  async function fire(schedule: Schedule, tick: number): Promise<void> {
-    // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
-    if (!(await claim(schedule.scheduleId, tick))) return;
-    // Read again on every try: a retry must not start a flow deactivated meanwhile.
-    const start = async () => {
-      const flow = known.get(schedule.elementId);
-      if (stopped || !flow?.approved) return false;
-      await limited(() =>
-        deps.flows.start({
-          scope: flow.scope,
-          user: null,
-          locator: { elementId: schedule.elementId, elementType: "DPL" },
-          parameter: schedule.parameter,
-          inProcess: false,
-          trigger: "SCHEDULED",
-        }),
-      );
-      return true;
-    };
-    await startWithinWindow({ clock, logger }, schedule, tick, start);
-  }
-
-  const scheduler = createScheduler({ clock, logger, fire, store: createDbScheduleState(store) });
-
-  function apply(elementId: string, next: Omit<Known, "changedAt">, changedAt: number): void {
-    known.set(elementId, { ...next, changedAt });
-    scheduler.upsertFlow(elementId, next.triggers, next.approved);
-  }
-
-  async function loadTriggers(elementId: string, version: number): Promise<Trigger[]> {
-    const rev = await store.flowRevision(elementId, version);
-    return rev ? cronTriggers(rev.configure) : [];
-  }
-
-  function onChange(el: Element): void {
-    if (el.type !== "DPL") return;
-    deps.shared?.publishFlowChange(el.id);
-    const stamp = ++changes;
-    const approved = el.status === "APPROVED";
-    const prev = known.get(el.id);
-    if (prev && prev.version === el.releaseVersion && !pending.has(el.id)) {
-      // Activate or deactivate: same release, so no database read and the change is immediate.
-      apply(el.id, { ...prev, scope: el.scope, approved }, stamp);
-      return;
-    }
-    // A new release: read its triggers. Changes of one flow are applied in the order they came.
-    const version = el.releaseVersion;
-    const before = pending.get(el.id) ?? Promise.resolve();
-    const job = before
-      .then(async () => {
-        const triggers = version === null ? [] : await loadTriggers(el.id, version);
-        apply(el.id, { scope: el.scope, version, triggers, approved }, stamp);
-      })
-      .catch((err: unknown) => logger.error({ err, elementId: el.id }, "could not schedule flow"))
-      .finally(() => {
-        if (pending.get(el.id) === job) pending.delete(el.id);
-      });
-    pending.set(el.id, job);
-  }
-
-  async function resync(): Promise<void> {
-    const startedAt = changes;
-    const rows = await store.flowReleases();
-    const seen = new Set<string>();
-    for (const row of rows) {
-      seen.add(row.elementId);
-      const k = known.get(row.elementId);
-      // A local change newer than this read wins; it is already applied or on its way.
-      if (k && (k.changedAt > startedAt || pending.has(row.elementId))) continue;
-      if (k && k.approved === row.approved && k.version === row.version) continue;
-      const triggers =
-        k && k.version === row.version ? k.triggers : cronTriggers(JSON.parse(row.configureJson));
-      const next = { scope: row.scope, version: row.version, triggers, approved: row.approved };
-      apply(row.elementId, next, startedAt);
-    }
-    for (const [id, k] of known) {
-      if (!k.approved || seen.has(id) || k.changedAt > startedAt || pending.has(id)) continue;
-      apply(id, { ...k, approved: false }, startedAt); // gone from the database meanwhile
-    }
-  }
-
-  /**
-   * Claims only matter while some node may still fire that tick: a day covers any lag; catch-up
-   * after longer downtime fires the latest missed tick, which is recent. Pruned hourly.
-   */
-  async function prune(): Promise<void> {
-    const now = clock.now();
-    if (now - prunedAt < PRUNE_EVERY_MS) return;
-    prunedAt = now;
-    await store.pruneScheduleFires(now - CLAIM_KEEP_MS);
-  }
-
-  function scheduleSync(): void {
-    if (stopped || deps.config.scheduleSyncMs <= 0) return;
-    syncTimer = clock.setTimeout(() => {
-      Promise.all([resync(), prune()])
-        .catch((err: unknown) => logger.error({ err }, "schedule resync failed"))
-        .finally(scheduleSync);
-    }, deps.config.scheduleSyncMs);
-    syncTimer.unref?.();
-  }
-
-  // Another node's changes: one re-read at a time, and one more if any came in during it.
-  let rereading: Promise<void> | null = null;
-  let again = false;
-  function reread(): void {
-    if (rereading) {
-      again = true;
-      return;
-    }
-    rereading = resync()
-      .catch((err: unknown) => logger.error({ err }, "schedule resync failed"))
-      .finally(() => {
-        rereading = null;
-        if (again && !stopped) {
-          again = false;
-          reread();
-        }
-      });
-  }
-
+  const s: FlowSched = {
+    deps,
+    store,
+    clock,
+    logger,
+    scheduler: createScheduler({
+      clock,
+      logger,
+      fire: (schedule, tick) => fire(s, schedule, tick),
+      store: createDbScheduleState(store),
+    }),
+    known: new Map(),
+    pending: new Map(),
+    changes: 0,
+    syncTimer: undefined,
+    stopped: false,
+    prunedAt: Number.NEGATIVE_INFINITY,
+    batch: [],
+    starting: 0,
+    waiting: [],
+    rereading: null,
+    again: false,
+  };
+  const { scheduler } = s;
   // Listen before reading, so a deploy made while we read is not missed.
-  deps.lifecycle.onChange(onChange);
+  deps.lifecycle.onChange((el) => onChange(s, el));
   deps.shared?.onFlowChange(() => {
-    if (!stopped) reread();
+    if (!s.stopped) reread(s);
   });
-  await resync();
+  await resync(s);
   await scheduler.start();
-  scheduleSync();
+  scheduleSync(s);
 
   return {
     schedules: (id) => scheduler.schedules(id),
     nextSchedule: (id) => scheduler.nextSchedule(id),
-    resync,
-    prune,
+    resync: () => resync(s),
+    prune: () => prune(s),
     async settled() {
-      await Promise.all(pending.values());
+      await Promise.all(s.pending.values());
     },
     stop() {
-      stopped = true;
-      if (syncTimer) clock.clearTimeout(syncTimer);
+      s.stopped = true;
+      if (s.syncTimer) clock.clearTimeout(s.syncTimer);
       scheduler.stop();
     },
   };
+}
+
+// The scheduler fires everything due in one synchronous loop; those claims go to the database
+// together on the next macrotask (one insert per 500), instead of 10,000 racing single inserts.
+function claim(s: FlowSched, scheduleId: string, tick: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    if (s.batch.length === 0) setImmediate(() => flushClaims(s));
+    s.batch.push({
+      scheduleId,
+      tick,
+      settle: (won) => (won instanceof Error ? reject(won) : resolve(won)),
+    });
+  });
+}
+
+function flushClaims(s: FlowSched): void {
+  const items = s.batch;
+  s.batch = [];
+  s.store.claimScheduleTicks(items).then(
+    (won) => {
+      for (const c of items) c.settle(won.has(`${c.scheduleId}@${c.tick}`));
+    },
+    (err: unknown) => {
+      const e = err instanceof Error ? err : new Error(String(err));
+      for (const c of items) c.settle(e);
+    },
+  );
+}
+
+// Run starts one after another in a few lanes: thousands at once only queue up in the store.
+async function limited(s: FlowSched, fn: () => Promise<unknown>): Promise<void> {
+  while (s.starting >= START_LANES) await new Promise<void>((r) => s.waiting.push(r));
+  s.starting++;
+  try {
+    await fn();
+  } finally {
+    s.starting--;
+    s.waiting.shift()?.();
+  }
+}
+
+async function fire(s: FlowSched, schedule: Schedule, tick: number): Promise<void> {
+  // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
+  if (!(await claim(s, schedule.scheduleId, tick))) return;
+  // Read again on every try: a retry must not start a flow deactivated meanwhile.
+  const start = async () => {
+    const flow = s.known.get(schedule.elementId);
+    if (s.stopped || !flow?.approved) return false;
+    await limited(s, () =>
+      s.deps.flows.start({
+        scope: flow.scope,
+        user: null,
+        locator: { elementId: schedule.elementId, elementType: "DPL" },
+        parameter: schedule.parameter,
+        inProcess: false,
+        trigger: "SCHEDULED",
+      }),
+    );
+    return true;
+  };
+  await startWithinWindow({ clock: s.clock, logger: s.logger }, schedule, tick, start);
+}
+
+function apply(
+  s: FlowSched,
+  elementId: string,
+  next: Omit<Known, "changedAt">,
+  changedAt: number,
+): void {
+  s.known.set(elementId, { ...next, changedAt });
+  s.scheduler.upsertFlow(elementId, next.triggers, next.approved);
+}
+
+async function loadTriggers(s: FlowSched, elementId: string, version: number): Promise<Trigger[]> {
+  const rev = await s.store.flowRevision(elementId, version);
+  return rev ? cronTriggers(rev.configure) : [];
+}
+
+function onChange(s: FlowSched, el: Element): void {
+  if (el.type !== "DPL") return;
+  const { pending } = s;
+  s.deps.shared?.publishFlowChange(el.id);
+  const stamp = ++s.changes;
+  const approved = el.status === "APPROVED";
+  const prev = s.known.get(el.id);
+  if (prev && prev.version === el.releaseVersion && !pending.has(el.id)) {
+    // Activate or deactivate: same release, so no database read and the change is immediate.
+    apply(s, el.id, { ...prev, scope: el.scope, approved }, stamp);
+    return;
+  }
+  // A new release: read its triggers. Changes of one flow are applied in the order they came.
+  const version = el.releaseVersion;
+  const before = pending.get(el.id) ?? Promise.resolve();
+  const job = before
+    .then(async () => {
+      const triggers = version === null ? [] : await loadTriggers(s, el.id, version);
+      apply(s, el.id, { scope: el.scope, version, triggers, approved }, stamp);
+    })
+    .catch((err: unknown) => s.logger.error({ err, elementId: el.id }, "could not schedule flow"))
+    .finally(() => {
+      if (pending.get(el.id) === job) pending.delete(el.id);
+    });
+  pending.set(el.id, job);
+}
+
+async function resync(s: FlowSched): Promise<void> {
+  const { known, pending } = s;
+  const startedAt = s.changes;
+  const rows = await s.store.flowReleases();
+  const seen = new Set<string>();
+  for (const row of rows) {
+    seen.add(row.elementId);
+    const k = known.get(row.elementId);
+    // A local change newer than this read wins; it is already applied or on its way.
+    if (k && (k.changedAt > startedAt || pending.has(row.elementId))) continue;
+    if (k && k.approved === row.approved && k.version === row.version) continue;
+    const triggers =
+      k && k.version === row.version ? k.triggers : cronTriggers(JSON.parse(row.configureJson));
+    const next = { scope: row.scope, version: row.version, triggers, approved: row.approved };
+    apply(s, row.elementId, next, startedAt);
+  }
+  for (const [id, k] of known) {
+    if (!k.approved || seen.has(id) || k.changedAt > startedAt || pending.has(id)) continue;
+    apply(s, id, { ...k, approved: false }, startedAt); // gone from the database meanwhile
+  }
+}
+
+/**
+ * Claims only matter while some node may still fire that tick: a day covers any lag; catch-up
+ * after longer downtime fires the latest missed tick, which is recent. Pruned hourly.
+ */
+async function prune(s: FlowSched): Promise<void> {
+  const now = s.clock.now();
+  if (now - s.prunedAt < PRUNE_EVERY_MS) return;
+  s.prunedAt = now;
+  await s.store.pruneScheduleFires(now - CLAIM_KEEP_MS);
+}
+
+function scheduleSync(s: FlowSched): void {
+  const { scheduleSyncMs } = s.deps.config;
+  if (s.stopped || scheduleSyncMs <= 0) return;
+  s.syncTimer = s.clock.setTimeout(() => {
+    Promise.all([resync(s), prune(s)])
+      .catch((err: unknown) => s.logger.error({ err }, "schedule resync failed"))
+      .finally(() => scheduleSync(s));
+  }, scheduleSyncMs);
+  s.syncTimer.unref?.();
+}
+
+/** Another node's changes: one re-read at a time, and one more if any came in during it. */
+function reread(s: FlowSched): void {
+  if (s.rereading) {
+    s.again = true;
+    return;
+  }
+  s.rereading = resync(s)
+    .catch((err: unknown) => s.logger.error({ err }, "schedule resync failed"))
+    .finally(() => {
+      s.rereading = null;
+      if (s.again && !s.stopped) {
+        s.again = false;
+        reread(s);
+      }
+    });
 }

@@ -8,35 +8,25 @@
  *   forward), a schedule fires once, for the latest missed tick, then continues with future ticks;
  * - a tick at or before a schedule's `lastRunAt` never fires, so a clock jump back cannot repeat one.
  */
-import type { Clock, TimerHandle } from "../clock.ts";
+import type { Clock } from "../clock.ts";
 import type { Trigger } from "../flows/graph.ts";
-import {
-  type CronSpec,
-  createSpecCache,
-  DEFAULT_TIMEZONE,
-  nextTick,
-  previousTick,
-  scheduleIdFor,
-} from "./cron-spec.ts";
+import { createSpecCache, DEFAULT_TIMEZONE, nextTick, scheduleIdFor } from "./cron-spec.ts";
 import { createMemoryScheduleState, type ScheduleState } from "./schedule-state.ts";
-import { type HeapItem, TickHeap } from "./tick-heap.ts";
+import {
+  acquireSpec,
+  arm,
+  clearTimer,
+  drop,
+  type Entry,
+  type FlowState,
+  reschedule,
+  type Schedule,
+  type SchedulerLogger,
+  type SchedulerState,
+} from "./scheduler-timer.ts";
+import { TickHeap } from "./tick-heap.ts";
 
-/**
- * Longest single timer wait. Timers run on monotonic time while ticks are wall-clock times, so a
- * wall-clock jump forward is only noticed when a timer wakes; this bounds the delay (and stays
- * far below setTimeout's 2^31 ms limit for yearly schedules).
- */
-export const MAX_TIMER_DELAY_MS = 60_000;
-
-/** What `fire` receives: everything needed to start a SCHEDULED run. */
-export interface Schedule {
-  readonly scheduleId: string;
-  readonly elementId: string;
-  readonly name: string;
-  readonly crontab: string;
-  readonly timezone: string;
-  readonly parameter: unknown;
-}
+export { MAX_TIMER_DELAY_MS, type Schedule, type SchedulerLogger } from "./scheduler-timer.ts";
 
 /** One schedule as the monitor shows it; times are epoch ms. */
 export interface ScheduleOverview {
@@ -48,11 +38,6 @@ export interface ScheduleOverview {
   lastRunAt?: number;
   /** First tick after now (and after lastRunAt); absent while the flow is not approved. */
   nextRunAt?: number;
-}
-
-export interface SchedulerLogger {
-  warn(obj: unknown, msg?: string): void;
-  error(obj: unknown, msg?: string): void;
 }
 
 export interface SchedulerDeps {
@@ -84,289 +69,185 @@ export interface Scheduler {
   stop(): void;
 }
 
-interface FlowState {
-  approved: boolean;
-  entries: Entry[];
-}
-
-interface Entry extends HeapItem {
-  schedule: Schedule;
-  /** null when the crontab or zone does not parse (validation should have caught it): never fires. */
-  spec: CronSpec | null;
-  lastRunAt: number | undefined;
-  flow: FlowState;
-  /** Set once the trigger or its flow is gone, so an in-flight batch does not re-arm it. */
-  removed: boolean;
-}
-
 const maxDefined = (a: number | undefined, b: number | undefined): number | undefined =>
   a === undefined ? b : b === undefined ? a : Math.max(a, b);
 
 export function createScheduler(deps: SchedulerDeps): Scheduler {
-  const { clock, logger, fire } = deps;
-  const store = deps.store ?? createMemoryScheduleState();
-  const specs = createSpecCache();
-  const flows = new Map<string, FlowState>();
-  const heap = new TickHeap<Entry>();
-  /** Last fires as known to the store; null until start() has loaded it. */
-  let persisted: Map<string, number> | null = null;
-  let running = false;
-  let starting: Promise<void> | null = null;
-  /** Bumped by stop(), so a start() whose load finishes after a stop() does nothing. */
-  let generation = 0;
-  let timer: TimerHandle | undefined;
-  let timerFor = Number.NaN;
-
-  function acquireSpec(crontab: string, timezone: string, ctx: object): CronSpec | null {
-    try {
-      return specs.acquire(crontab, timezone);
-    } catch (err) {
-      logger.error({ ...ctx, crontab, timezone, err }, "cron trigger cannot be scheduled");
-      return null;
-    }
-  }
-
-  /**
-   * Put the entry in the heap at its next tick, or take it out. With `catchUp`, the next tick is
-   * the first one after lastRunAt, possibly already past (it then fires at once, coalesced);
-   * otherwise the first one after now. Both are after lastRunAt, never at or before it.
-   */
-  function arm(entry: Entry, now: number, catchUp: boolean): void {
-    if (!running || !entry.flow.approved || entry.spec === null) {
-      heap.delete(entry);
-      return;
-    }
-    const last = entry.lastRunAt;
-    const base =
-      catchUp && last !== undefined ? last : Math.max(now, last ?? Number.NEGATIVE_INFINITY);
-    const next = nextTick(entry.spec, base);
-    if (next === null) heap.delete(entry);
-    else heap.set(entry, next);
-  }
-
-  function drop(entry: Entry): void {
-    entry.removed = true;
-    heap.delete(entry);
-    if (entry.spec) specs.release(entry.spec);
-  }
-
-  function reschedule(): void {
-    const top = heap.peek();
-    if (!running || top === undefined) {
-      clearTimer();
-      return;
-    }
-    if (timer !== undefined && timerFor === top.due) return;
-    clearTimer();
-    const delay = Math.min(Math.max(top.due - clock.now(), 0), MAX_TIMER_DELAY_MS);
-    timerFor = top.due;
-    timer = clock.setTimeout(onTimer, delay);
-    // The HTTP server keeps the process alive; a pending cron tick alone should not.
-    timer.unref?.();
-  }
-
-  function clearTimer(): void {
-    if (timer !== undefined) clock.clearTimeout(timer);
-    timer = undefined;
-    timerFor = Number.NaN;
-  }
-
-  function onTimer(): void {
-    timer = undefined;
-    timerFor = Number.NaN;
-    if (!running) return;
-    const now = clock.now();
-    // Fire everything due first and re-arm afterwards: the last of 10,000 fires then waits only
-    // for the other fires, not for 10,000 next-tick computations (~50 µs each when specs differ).
-    const batch: Entry[] = [];
-    for (let entry = heap.popDue(now); entry !== undefined; entry = heap.popDue(now)) {
-      fireDue(entry, now);
-      batch.push(entry);
-    }
-    for (const entry of batch) {
-      // A fire may have redeployed, deactivated or removed the flow; arm() or drop() then decided.
-      // Re-arm from the fired tick (lastRunAt), not from now: if this loop ran past the next tick,
-      // that tick is due at once and fires (coalesced) instead of being skipped silently.
-      if (!entry.removed && !heap.has(entry)) arm(entry, now, true);
-    }
-    reschedule();
-  }
-
-  /** The tick to fire for a due entry: its due tick, or the latest of several missed ones. */
-  function tickToFire(entry: Entry, spec: CronSpec, now: number): number {
-    const due = entry.due;
-    // Ticks are whole seconds, so at least 1 s apart: woken within 1 s of the due tick, no later
-    // tick can have passed yet, and the hot path needs no croner call.
-    if (now - due < 1000) return due;
-    const following = nextTick(spec, due);
-    if (following === null || following > now) return due;
-    // Several ticks passed while we were not running: fire only the latest of them.
-    const latest = previousTick(spec, now + 1);
-    return latest !== null && latest > due ? latest : due;
-  }
-
-  function fireDue(entry: Entry, now: number): void {
-    const spec = entry.spec;
-    if (spec === null) return;
-    const tick = tickToFire(entry, spec, now);
-    if (entry.lastRunAt !== undefined && tick <= entry.lastRunAt) return; // defensive: never repeat
-    entry.lastRunAt = tick;
-    persisted?.set(entry.schedule.scheduleId, tick);
-    const ctx = {
-      scheduleId: entry.schedule.scheduleId,
-      elementId: entry.schedule.elementId,
-      tick,
-    };
-    try {
-      Promise.resolve(store.save(entry.schedule.scheduleId, tick)).catch((err: unknown) =>
-        logger.error({ ...ctx, err }, "could not save schedule state"),
-      );
-    } catch (err) {
-      logger.error({ ...ctx, err }, "could not save schedule state");
-    }
-    try {
-      fire(entry.schedule, tick).catch((err: unknown) =>
-        logger.error({ ...ctx, err }, "scheduled fire failed"),
-      );
-    } catch (err) {
-      logger.error({ ...ctx, err }, "scheduled fire failed");
-    }
-  }
-
-  function overview(entry: Entry, now: number): ScheduleOverview {
-    const { name, crontab, timezone, scheduleId } = entry.schedule;
-    const out: ScheduleOverview = { name, crontab, timezone, scheduleId };
-    if (entry.lastRunAt !== undefined) out.lastRunAt = entry.lastRunAt;
-    if (entry.flow.approved && entry.spec !== null) {
-      const next = nextTick(entry.spec, Math.max(now, entry.lastRunAt ?? Number.NEGATIVE_INFINITY));
-      if (next !== null) out.nextRunAt = next;
-    }
-    return out;
-  }
-
-  function schedulesOf(elementId: string): ScheduleOverview[] {
-    const flow = flows.get(elementId);
-    if (!flow) return [];
-    const now = clock.now();
-    return flow.entries.map((e) => overview(e, now));
-  }
-
-  return {
-    upsertFlow(elementId, triggers, approved) {
-      const now = clock.now();
-      const prev = flows.get(elementId);
-      const wasApproved = prev?.approved ?? false;
-      const flow: FlowState = prev ?? { approved, entries: [] };
-      flow.approved = approved;
-      const old = new Map(flow.entries.map((e) => [e.schedule.name, e]));
-      const entries: Entry[] = [];
-      for (const t of triggers) {
-        if (t.type !== "cron") continue;
-        const timezone = t.timezone ?? DEFAULT_TIMEZONE;
-        const scheduleId = scheduleIdFor(elementId, t.name);
-        const schedule: Schedule = {
-          scheduleId,
-          elementId,
-          name: t.name,
-          crontab: t.crontab,
-          timezone,
-          parameter: t.parameter,
-        };
-        if (entries.some((e) => e.schedule.name === t.name)) {
-          logger.warn({ elementId, name: t.name }, "duplicate cron trigger name ignored");
-          continue;
-        }
-        const kept = old.get(t.name);
-        if (kept) {
-          old.delete(t.name);
-          const specChanged =
-            kept.schedule.crontab !== t.crontab || kept.schedule.timezone !== timezone;
-          kept.schedule = schedule;
-          if (specChanged) {
-            if (kept.spec) specs.release(kept.spec);
-            kept.spec = acquireSpec(t.crontab, timezone, { elementId, name: t.name });
-          }
-          // An unchanged, still-approved schedule keeps its place; anything else re-arms from now.
-          if (specChanged || approved !== wasApproved) arm(kept, now, false);
-          entries.push(kept);
-          continue;
-        }
-        const entry: Entry = {
-          due: Number.NaN,
-          heapIndex: -1,
-          schedule,
-          spec: acquireSpec(t.crontab, timezone, { elementId, name: t.name }),
-          lastRunAt: persisted?.get(scheduleId),
-          flow,
-          removed: false,
-        };
-        arm(entry, now, false);
-        entries.push(entry);
-      }
-      for (const gone of old.values()) drop(gone);
-      flow.entries = entries;
-      flows.set(elementId, flow);
-      reschedule();
-    },
-
-    removeFlow(elementId) {
-      const flow = flows.get(elementId);
-      if (!flow) return;
-      for (const entry of flow.entries) drop(entry);
-      flows.delete(elementId);
-      reschedule();
-    },
-
-    schedules: schedulesOf,
-
-    nextSchedule(elementId) {
-      const all = schedulesOf(elementId);
-      let best = all[0];
-      for (const s of all) {
-        if (
-          s.nextRunAt !== undefined &&
-          (best?.nextRunAt === undefined || s.nextRunAt < best.nextRunAt)
-        )
-          best = s;
-      }
-      return best;
-    },
-
-    start() {
-      if (running) return Promise.resolve();
-      if (starting) return starting;
-      const gen = generation;
-      starting = (async () => {
-        let loaded: Map<string, number>;
-        try {
-          loaded = await store.load();
-        } catch (err) {
-          logger.error({ err }, "could not load schedule state; starting without catch-up");
-          loaded = new Map();
-        }
-        if (gen !== generation) return;
-        persisted ??= new Map();
-        for (const [id, at] of loaded) persisted.set(id, maxDefined(persisted.get(id), at) ?? at);
-        running = true;
-        const now = clock.now();
-        for (const flow of flows.values()) {
-          for (const entry of flow.entries) {
-            entry.lastRunAt = maxDefined(entry.lastRunAt, persisted.get(entry.schedule.scheduleId));
-            arm(entry, now, true);
-          }
-        }
-        reschedule();
-      })().finally(() => {
-        starting = null;
-      });
-      return starting;
-    },
-
-    stop() {
-      generation++;
-      running = false;
-      clearTimer();
-      for (const flow of flows.values()) for (const entry of flow.entries) heap.delete(entry);
-    },
+  const s: SchedulerState = {
+    clock: deps.clock,
+    logger: deps.logger,
+    fire: deps.fire,
+    store: deps.store ?? createMemoryScheduleState(),
+    specs: createSpecCache(),
+    flows: new Map(),
+    heap: new TickHeap<Entry>(),
+    persisted: null,
+    running: false,
+    starting: null,
+    generation: 0,
+    timer: undefined,
+    timerFor: Number.NaN,
   };
+  return {
+    upsertFlow: (elementId, triggers, approved) => upsertFlow(s, elementId, triggers, approved),
+    removeFlow: (elementId) => removeFlow(s, elementId),
+    schedules: (elementId) => schedulesOf(s, elementId),
+    nextSchedule: (elementId) => nextSchedule(s, elementId),
+    start: () => start(s),
+    stop: () => stop(s),
+  };
+}
+
+function upsertFlow(
+  s: SchedulerState,
+  elementId: string,
+  triggers: readonly Trigger[],
+  approved: boolean,
+): void {
+  const now = s.clock.now();
+  const prev = s.flows.get(elementId);
+  const wasApproved = prev?.approved ?? false;
+  const flow: FlowState = prev ?? { approved, entries: [] };
+  flow.approved = approved;
+  const old = new Map(flow.entries.map((e) => [e.schedule.name, e]));
+  const entries: Entry[] = [];
+  for (const t of triggers) {
+    if (t.type !== "cron") continue;
+    const timezone = t.timezone ?? DEFAULT_TIMEZONE;
+    const schedule: Schedule = {
+      scheduleId: scheduleIdFor(elementId, t.name),
+      elementId,
+      name: t.name,
+      crontab: t.crontab,
+      timezone,
+      parameter: t.parameter,
+    };
+    if (entries.some((e) => e.schedule.name === t.name)) {
+      s.logger.warn({ elementId, name: t.name }, "duplicate cron trigger name ignored");
+      continue;
+    }
+    const kept = old.get(t.name);
+    if (kept) {
+      old.delete(t.name);
+      keepEntry(s, kept, schedule, approved !== wasApproved, now);
+      entries.push(kept);
+      continue;
+    }
+    const entry = newEntry(s, schedule, flow);
+    arm(s, entry, now, false);
+    entries.push(entry);
+  }
+  for (const gone of old.values()) drop(s, gone);
+  flow.entries = entries;
+  s.flows.set(elementId, flow);
+  reschedule(s);
+}
+
+/** A trigger whose name the flow had before: its entry takes the new schedule. */
+function keepEntry(
+  s: SchedulerState,
+  kept: Entry,
+  schedule: Schedule,
+  approvalChanged: boolean,
+  now: number,
+): void {
+  const { crontab, timezone, elementId, name } = schedule;
+  const specChanged = kept.schedule.crontab !== crontab || kept.schedule.timezone !== timezone;
+  kept.schedule = schedule;
+  if (specChanged) {
+    if (kept.spec) s.specs.release(kept.spec);
+    kept.spec = acquireSpec(s, crontab, timezone, { elementId, name });
+  }
+  // An unchanged, still-approved schedule keeps its place; anything else re-arms from now.
+  if (specChanged || approvalChanged) arm(s, kept, now, false);
+}
+
+function newEntry(s: SchedulerState, schedule: Schedule, flow: FlowState): Entry {
+  const { crontab, timezone, elementId, name, scheduleId } = schedule;
+  return {
+    due: Number.NaN,
+    heapIndex: -1,
+    schedule,
+    spec: acquireSpec(s, crontab, timezone, { elementId, name }),
+    lastRunAt: s.persisted?.get(scheduleId),
+    flow,
+    removed: false,
+  };
+}
+
+function removeFlow(s: SchedulerState, elementId: string): void {
+  const flow = s.flows.get(elementId);
+  if (!flow) return;
+  for (const entry of flow.entries) drop(s, entry);
+  s.flows.delete(elementId);
+  reschedule(s);
+}
+
+function overview(entry: Entry, now: number): ScheduleOverview {
+  const { name, crontab, timezone, scheduleId } = entry.schedule;
+  const out: ScheduleOverview = { name, crontab, timezone, scheduleId };
+  if (entry.lastRunAt !== undefined) out.lastRunAt = entry.lastRunAt;
+  if (entry.flow.approved && entry.spec !== null) {
+    const next = nextTick(entry.spec, Math.max(now, entry.lastRunAt ?? Number.NEGATIVE_INFINITY));
+    if (next !== null) out.nextRunAt = next;
+  }
+  return out;
+}
+
+function schedulesOf(s: SchedulerState, elementId: string): ScheduleOverview[] {
+  const flow = s.flows.get(elementId);
+  if (!flow) return [];
+  const now = s.clock.now();
+  return flow.entries.map((e) => overview(e, now));
+}
+
+function nextSchedule(s: SchedulerState, elementId: string): ScheduleOverview | undefined {
+  const all = schedulesOf(s, elementId);
+  let best = all[0];
+  for (const o of all) {
+    if (
+      o.nextRunAt !== undefined &&
+      (best?.nextRunAt === undefined || o.nextRunAt < best.nextRunAt)
+    )
+      best = o;
+  }
+  return best;
+}
+
+function start(s: SchedulerState): Promise<void> {
+  if (s.running) return Promise.resolve();
+  if (s.starting) return s.starting;
+  const gen = s.generation;
+  s.starting = (async () => {
+    let loaded: Map<string, number>;
+    try {
+      loaded = await s.store.load();
+    } catch (err) {
+      s.logger.error({ err }, "could not load schedule state; starting without catch-up");
+      loaded = new Map();
+    }
+    if (gen !== s.generation) return;
+    s.persisted ??= new Map();
+    const { persisted } = s;
+    for (const [id, at] of loaded) persisted.set(id, maxDefined(persisted.get(id), at) ?? at);
+    s.running = true;
+    const now = s.clock.now();
+    for (const flow of s.flows.values()) {
+      for (const entry of flow.entries) {
+        entry.lastRunAt = maxDefined(entry.lastRunAt, persisted.get(entry.schedule.scheduleId));
+        arm(s, entry, now, true);
+      }
+    }
+    reschedule(s);
+  })().finally(() => {
+    s.starting = null;
+  });
+  return s.starting;
+}
+
+function stop(s: SchedulerState): void {
+  s.generation++;
+  s.running = false;
+  clearTimer(s);
+  for (const flow of s.flows.values()) for (const entry of flow.entries) s.heap.delete(entry);
 }

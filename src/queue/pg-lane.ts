@@ -1,0 +1,145 @@
+import type { Job, PgBoss } from "pg-boss";
+import type { RunJob } from "./types.ts";
+
+type Kind = RunJob["kind"];
+type Handler = (job: RunJob) => Promise<void>;
+
+/** The largest batch one fetch claims; a lane never claims more than it has free slots for. */
+const MAX_BATCH = 100;
+
+/** What a lane uses of its queue: pg-boss, the poll interval, and the count of fetched jobs. */
+export interface LaneHost {
+  boss: PgBoss;
+  logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
+  pollMs: number;
+  stopped: boolean;
+  /** Jobs this process fetched since the last exact count (see pg-queue.ts, "bound"). */
+  fetchedSinceCount: number;
+}
+
+/** The state of one kind's lane: its free slots, its fetch loop and the jobs to complete. */
+export interface Lane {
+  q: LaneHost;
+  kind: Kind;
+  name: string;
+  slots: number;
+  active: number;
+  loop: Promise<void>;
+  wakeUp: (() => void) | null;
+  idle: (() => void)[];
+  done: { id: string; retryCount: number }[];
+  flushing: Promise<void> | null;
+}
+
+export function createLane(q: LaneHost, kind: Kind, name: string, slots: number): Lane {
+  return {
+    q,
+    kind,
+    name,
+    slots,
+    active: 0,
+    loop: Promise.resolve(),
+    wakeUp: null,
+    idle: [],
+    done: [],
+    flushing: null,
+  };
+}
+
+export function wake(l: Lane): void {
+  const w = l.wakeUp;
+  l.wakeUp = null;
+  w?.();
+}
+
+function sleep(l: Lane, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const t = setTimeout(() => {
+      l.wakeUp = null;
+      resolve();
+    }, ms);
+    l.wakeUp = () => {
+      clearTimeout(t);
+      resolve();
+    };
+  });
+}
+
+/** Completes finished jobs in one statement per batch instead of one per job. */
+function flush(l: Lane): Promise<void> {
+  l.flushing ??= (async () => {
+    try {
+      while (l.done.length > 0) {
+        const batch = l.done.splice(0, 500);
+        try {
+          await l.q.boss.complete(l.name, batch);
+        } catch (err) {
+          // The claims expire and the jobs come back; the runs have already started, so the
+          // second delivery does nothing.
+          l.q.logger.warn({ err, jobs: batch.length }, "completing queue jobs failed");
+        }
+      }
+    } finally {
+      l.flushing = null;
+    }
+  })();
+  return l.flushing;
+}
+
+function dispatch(l: Lane, job: Job<RunJob>, run: Handler): void {
+  const { kind } = l;
+  l.active++;
+  const data = job.data;
+  const valid = data && typeof data.runId === "string" && data.kind === kind;
+  const work = valid
+    ? run({ runId: data.runId, kind })
+    : Promise.reject(new Error("malformed job"));
+  // A handler records its own failures on the run; one that throws must not stall the lane.
+  work
+    .catch((err: unknown) =>
+      l.q.logger.error({ err, jobId: job.id, data }, "run job handler failed"),
+    )
+    .finally(() => {
+      l.active--;
+      l.done.push({ id: job.id, retryCount: job.retryCount });
+      void flush(l);
+      if (l.active === 0) for (const f of l.idle.splice(0)) f();
+      wake(l);
+    });
+}
+
+async function fetchLoop(l: Lane, run: Handler): Promise<void> {
+  const { q } = l;
+  while (!q.stopped) {
+    const free = l.slots - l.active;
+    if (free <= 0) {
+      await sleep(l, 60_000); // woken when a slot frees
+      continue;
+    }
+    const want = Math.min(free, MAX_BATCH);
+    let jobs: Job<RunJob>[] = [];
+    try {
+      jobs = await q.boss.fetch<RunJob>(l.name, { batchSize: want });
+    } catch (err) {
+      if (q.stopped) break;
+      q.logger.warn({ err, queue: l.name }, "fetching queue jobs failed; retrying");
+      await sleep(l, 1000);
+      continue;
+    }
+    q.fetchedSinceCount += jobs.length;
+    for (const job of jobs) dispatch(l, job, run);
+    // A full batch means more is probably waiting: fetch again at once.
+    if (jobs.length < want && !q.stopped) await sleep(l, q.pollMs);
+  }
+}
+
+export function startLane(l: Lane, run: Handler): void {
+  if (l.slots > 0) l.loop = fetchLoop(l, run);
+}
+
+export async function stopLane(l: Lane): Promise<void> {
+  wake(l);
+  await l.loop;
+  if (l.active > 0) await new Promise<void>((r) => l.idle.push(r));
+  await flush(l);
+}
