@@ -1,5 +1,5 @@
 import { type Kysely, sql, type Transaction } from "kysely";
-import { newId } from "../ids.ts";
+import { ensureFolderAt } from "./folders.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";
 import { addVersion } from "./kysely-scripts.ts";
 import type { FlowRevision } from "./revision-types.ts";
@@ -56,7 +56,7 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
       // revision written meanwhile (the primary key) fails it whole, and nothing is written.
       return db.transaction().execute(async (tx) => {
         for (const s of writes.scripts) {
-          const folderId = await folderIn(tx, scope, s.path, now);
+          const folderId = (await ensureFolderAt(tx, scope, s.path, now)).id;
           const row = await tx
             .insertInto("elements")
             .values({
@@ -105,7 +105,7 @@ async function writeFlow(
 ): Promise<string> {
   let id: number;
   if (f.elementId === null) {
-    const folderId = await folderIn(tx, scope, f.path, now);
+    const folderId = (await ensureFolderAt(tx, scope, f.path, now)).id;
     const row = await tx
       .insertInto("elements")
       .values({
@@ -176,37 +176,4 @@ async function moveRelease(tx: Transaction<Database>, id: number, f: ImportFlow,
       script_pins: null,
     })
     .execute();
-}
-
-/** The folder at `path` and its missing ancestors, inside the import's transaction. */
-async function folderIn(
-  tx: Transaction<Database>,
-  scope: Scope,
-  path: string,
-  now: number,
-): Promise<string> {
-  const segments = path.split("/").filter(Boolean);
-  let current = "";
-  for (let i = 0; i <= segments.length; i++) {
-    current = i === 0 ? "/" : `${current === "/" ? "" : current}/${segments[i - 1]}`;
-    await tx
-      .insertInto("folders")
-      .values({
-        id: newId(now),
-        app: scope.app,
-        space: scope.space,
-        path: current,
-        created_at: now,
-      })
-      .onConflict((oc) => oc.columns(["app", "space", "path"]).doNothing())
-      .execute();
-  }
-  const row = await tx
-    .selectFrom("folders")
-    .select("id")
-    .where("app", "=", scope.app)
-    .where("space", "=", scope.space)
-    .where("path", "=", path)
-    .executeTakeFirstOrThrow();
-  return row.id;
 }

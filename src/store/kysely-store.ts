@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely } from "kysely";
-import { newId } from "../ids.ts";
 import { createBatcher } from "./batch.ts";
+import { ensureFolderAt, folderAt } from "./folders.ts";
 import { bundleMethods } from "./kysely-bundles.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { countFinished, countRun, monitorMethods } from "./kysely-monitor.ts";
@@ -15,7 +15,6 @@ import type {
   Element,
   ElementQuery,
   ElementType,
-  Folder,
   Run,
   RunStatus,
   Scope,
@@ -33,39 +32,9 @@ export function createKyselyStore(
   const elements = () =>
     db.selectFrom("elements as e").innerJoin("folders as f", "f.id", "e.folder_id");
 
-  async function folderByPath(scope: Scope, path: string): Promise<Folder | undefined> {
-    return db
-      .selectFrom("folders")
-      .select(["id", "path"])
-      .where("app", "=", scope.app)
-      .where("space", "=", scope.space)
-      .where("path", "=", path)
-      .executeTakeFirst();
-  }
-
-  async function ensureFolder(scope: Scope, path: string, now: number): Promise<Folder> {
-    const existing = await folderByPath(scope, path);
-    if (existing) return existing;
-    const segments = path.split("/").filter(Boolean);
-    let current = "";
-    for (let i = 0; i <= segments.length; i++) {
-      current = i === 0 ? "/" : `${current === "/" ? "" : current}/${segments[i - 1]}`;
-      await db
-        .insertInto("folders")
-        .values({
-          id: newId(now),
-          app: scope.app,
-          space: scope.space,
-          path: current,
-          created_at: now,
-        })
-        .onConflict((oc) => oc.columns(["app", "space", "path"]).doNothing())
-        .execute();
-    }
-    const made = await folderByPath(scope, path);
-    if (!made) throw new Error(`folder ${path} vanished after creation`);
-    return made;
-  }
+  const folderByPath = (scope: Scope, path: string) => folderAt(db, scope, path);
+  const ensureFolder = (scope: Scope, path: string, now: number) =>
+    ensureFolderAt(db, scope, path, now);
 
   const writes = createRunWrites(db);
   // Reads of single runs (result lookups, waiters woken by one NOTIFY batch, workers) made in
