@@ -64,7 +64,14 @@ export async function createServices(opts: {
     onError: (err, event) =>
       logger.error({ err, event: event.type }, "a run event observer failed"),
   });
-  const topology = await createTopology(config, { logger, events });
+  // The one reading of the configured mode and role (docs/architecture.md, "One topology").
+  const placement = {
+    mode: config.mode,
+    sharedDatabaseUrl: config.mode === "cluster" ? config.databaseUrl : undefined,
+    executesQueue: config.role !== "api",
+    servesApi: config.role !== "worker",
+  };
+  const topology = await createTopology(config, placement, { logger, events });
   const { store, queue, bridge } = topology;
   // What is open so far closes again when a later part refuses to start (SCRIPT_CGROUP=required
   // without cgroups, a database gone): a failed start must not leave connections or processes.

@@ -10,8 +10,9 @@ import { withScriptCache } from "./store/script-cache.ts";
 
 /**
  * Where this process stands in the deployment (docs/architecture.md, "Topology"). createServices
- * (services.ts) builds it first, and this is the one place the configured mode and role are read:
- * everything else is told these facts, never the mode.
+ * (services.ts), the one place that reads the configured mode and role, says which `Placement`
+ * this process has; this file opens what that placement needs, and everything else is told these
+ * facts, never the mode.
  */
 export interface Topology {
   /** For display only (/health, the start-up log): nothing branches on it. */
@@ -36,13 +37,24 @@ export interface Topology {
   };
 }
 
-/** Reads the configuration once and opens what it names. */
+/** What the wiring decided from the configured mode and role. */
+export interface Placement {
+  /** For display only. */
+  mode: Config["mode"];
+  /** The database shared with other processes (cluster), or undefined: this process owns its own. */
+  sharedDatabaseUrl: string | undefined;
+  executesQueue: boolean;
+  servesApi: boolean;
+}
+
+/** Opens what the placement needs: the store, the queue and, with a shared database, the bridge. */
 export async function createTopology(
   config: Config,
+  placement: Placement,
   deps: { logger: Logger; events: RunEvents },
 ): Promise<Topology> {
   const { logger } = deps;
-  const url = config.mode === "cluster" ? config.databaseUrl : undefined;
+  const url = placement.sharedDatabaseUrl;
   const opened = await openStore({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -52,7 +64,7 @@ export async function createTopology(
   const bound = config.limits.queuedRuns;
   if (url === undefined) {
     return {
-      mode: config.mode,
+      mode: placement.mode,
       // One process owns an embedded database, so script lookups can be served from memory.
       store: withScriptCache(opened),
       queue: createLocalQueue({ bound, concurrency }),
@@ -67,14 +79,14 @@ export async function createTopology(
   const queue = await createPgQueue({ connectionString: url, bound, concurrency, logger });
   const bridge = await createPgNotifyBridge({ connectionString: url, events: deps.events, logger });
   return {
-    mode: config.mode,
+    mode: placement.mode,
     store: opened,
     queue,
     bridge,
     ownsDatabase: false,
     queueIsLocal: false,
-    executesQueue: config.role !== "api",
-    servesApi: config.role !== "worker",
+    executesQueue: placement.executesQueue,
+    servesApi: placement.servesApi,
     recovery: { requeueAtStart: false, sweepsOtherNodes: true },
   };
 }
