@@ -55,6 +55,11 @@ const alive = (pid: number): boolean => {
   }
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Resolves once `cond` holds (a state of the runner), instead of guessing a delay; fails after 10 s. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1000 && !cond(); i++) await sleep(10);
+  assert.ok(cond(), `timed out waiting until ${what}`);
+}
 /** Work dirs are removed in the background once the outcome is out. */
 async function gone(p: string): Promise<boolean> {
   for (let i = 0; i < 50 && existsSync(p); i++) await sleep(20);
@@ -373,7 +378,7 @@ describe("kills and limits", () => {
       source: { name: "ignore_term", kind: "module", content: fixture("ignore_term") },
       parameter: null,
     });
-    await sleep(200);
+    await until(() => runner.stats().running === 1, "the task runs");
     assert.equal(runner.kill(taskId, "terminate"), true);
     const o = await p;
     assert.equal(o.status, "CANCELED");
@@ -396,7 +401,7 @@ describe("kills and limits", () => {
 
   test("at most `concurrency` tasks run at once, the rest wait", async () => {
     const tasks = Array.from({ length: 6 }, () => run("holder", 0.3));
-    await sleep(150);
+    await until(() => runner.stats().running + runner.stats().queued === 6, "all six are taken");
     assert.equal(runner.stats().running, 4);
     assert.equal(runner.stats().queued, 2);
     for (const o of await Promise.all(tasks)) assertSuccess(o, "done");
