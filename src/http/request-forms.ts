@@ -28,7 +28,9 @@ export function installRequestForms(app: FastifyInstance): void {
       if (err) return done(jsonError(text), undefined);
       // Every recursive walk after this (the NUL check, null dropping, validation, a store's
       // JSON.stringify) would overflow the stack on deeper nesting: a 400 here, not a 999999.
-      if (nestedDeeperThan(value, MAX_JSON_DEPTH))
+      // Each level takes two characters at least: a shorter text (every usual request) cannot
+      // nest that deep, and is not walked a second time on the hot path.
+      if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(value, MAX_JSON_DEPTH))
         return done(badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`), undefined);
       done(null, value);
     });
