@@ -1,3 +1,4 @@
+import { createBatcher } from "../store/batch.ts";
 import type { NewRun, Store } from "../store/types.ts";
 import type { RunJob } from "./types.ts";
 
@@ -6,59 +7,35 @@ interface Item {
   run: NewRun;
   job: RunJob;
 }
-interface Waiting extends Item {
-  resolve(): void;
-  reject(err: unknown): void;
-}
 
 /** At most this many runs per transaction. */
 const MAX_BATCH = 200;
 
 /**
- * Submits that arrive while a commit is under way go into the next transaction together
- * (docs/cluster.md, "Group commit"): on a busy API node each statement costs a round trip that
- * hands the CPU to PostgreSQL, so one transaction for many runs costs about what one did. An idle
- * node commits at once. A failed commit rejects every submit of its batch: none was accepted.
+ * Submits that arrive in one turn of the event loop, or while a commit is under way, go into one
+ * transaction together (docs/cluster.md, "Group commit"): on a busy API node each statement costs
+ * a round trip that hands the CPU to PostgreSQL, so one transaction for many runs costs about what
+ * one did. The batching is the store's own (src/store/batch.ts). A failed commit rejects every
+ * submit of its batch: none was accepted.
  */
 export function createGroupCommit(commit: (store: RunStore, batch: Item[]) => Promise<void>): {
   add(store: RunStore, item: Item): Promise<void>;
 } {
-  const queues = new Map<RunStore, { waiting: Waiting[]; busy: boolean }>();
-
-  async function drain(store: RunStore): Promise<void> {
-    const q = queues.get(store);
-    if (!q || q.busy) return;
-    q.busy = true;
-    try {
-      while (q.waiting.length > 0) {
-        const batch = q.waiting.splice(0, MAX_BATCH);
-        try {
-          await commit(
-            store,
-            batch.map(({ run, job }) => ({ run, job })),
-          );
-          for (const w of batch) w.resolve();
-        } catch (err) {
-          for (const w of batch) w.reject(err);
-        }
-      }
-    } finally {
-      q.busy = false;
-      queues.delete(store);
-    }
-  }
-
+  const batchers = new Map<RunStore, (item: Item) => Promise<void>>();
   return {
     add(store, item) {
-      return new Promise<void>((resolve, reject) => {
-        let q = queues.get(store);
-        if (!q) {
-          q = { waiting: [], busy: false };
-          queues.set(store, q);
-        }
-        q.waiting.push({ ...item, resolve, reject });
-        void drain(store);
-      });
+      let batcher = batchers.get(store);
+      if (!batcher) {
+        batcher = createBatcher<Item, void>({
+          max: MAX_BATCH,
+          run: async (items) => {
+            await commit(store, items);
+            return items.map(() => undefined);
+          },
+        });
+        batchers.set(store, batcher);
+      }
+      return batcher(item);
     },
   };
 }
