@@ -66,13 +66,17 @@ async function applyWrites(
   if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
   await startAll(tx, writes, results);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
-  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ w, i }] : []));
-  ends.sort((a, b) => (a.w.id < b.w.id ? -1 : a.w.id > b.w.id ? 1 : a.i - b.i));
-  for (const { w, i } of ends) {
-    const ended = await endOne(tx, w.id, w.end);
-    if (ended) finished.push(ended);
-    results[i] = ended !== undefined;
+  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
+  ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
+  // A run ends once: a second end of it in the same batch finds it ended, as it would alone.
+  const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
+  const ended = first.length > 0 ? await endAll(tx, first) : new Map<string, CounterKey>();
+  for (const e of first) {
+    const key = ended.get(e.id);
+    if (key) finished.push(key);
+    results[e.i] = key !== undefined;
   }
+  for (const e of ends) results[e.i] ??= false;
   const flows = new Map<string, number>();
   for (const w of writes)
     if (w.kind === "insert" && w.run.elementType === "DPL")
@@ -114,17 +118,34 @@ async function startAll(
   }
 }
 
-function endOne(tx: Transaction<Database>, id: string, end: RunEnd) {
-  return tx
-    .updateTable("runs")
-    .set({
-      ...endColumns(end, 0),
-      duration: sql<number>`${end.endTime} - coalesce(start_time, create_time)`,
-    })
-    .where("id", "=", id)
-    .where("status", "in", ["QUEUED", "STARTED"])
-    .returning(["app", "space", "element_id", "trigger_type", "status"])
-    .executeTakeFirst();
+/**
+ * Every end of the batch in one `UPDATE … FROM (VALUES …)`: one statement (in a cluster, one round
+ * trip) however many runs end together. Only unfinished runs change, so an end that lost to
+ * another (a terminate) changes nothing; answers the counter key of each run it ended. `VALUES`
+ * columns are `column1…` in both dialects; the casts give PostgreSQL the types its text
+ * parameters lack.
+ */
+async function endAll(
+  tx: Transaction<Database>,
+  ends: readonly { id: string; end: RunEnd }[],
+): Promise<Map<string, CounterKey>> {
+  const rows = ends.map(({ id, end }) => {
+    const c = endColumns(end, 0);
+    return sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`;
+  });
+  const { rows: changed } = await sql<CounterKey & { id: string }>`
+    update runs set
+      status = v.column2,
+      end_time = cast(v.column3 as bigint),
+      duration = cast(v.column3 as bigint) - coalesce(runs.start_time, runs.create_time),
+      summary = v.column4, result = v.column5, error = v.column6,
+      stdout = v.column7, stderr = v.column8, detail = v.column9
+    from (values ${sql.join(rows)}) as v
+    where runs.id = v.column1 and runs.status in ('QUEUED', 'STARTED')
+    returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status`.execute(
+    tx,
+  );
+  return new Map(changed.map((r) => [r.id, r]));
 }
 
 const UNFINISHED = {

@@ -462,6 +462,47 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(await store.getRun(SCOPE, run.id), ended);
       });
 
+      it("ends issued in one turn (one batch) each keep their own fields; a repeated end loses", async () => {
+        const runs = [0, 1, 2, 3].map((k) => newRun({ createTime: T0 + k }));
+        for (const r of runs) await store.insertRun(r);
+        await store.startRun(runs[0]?.id ?? "", T0 + 10, "n1");
+        await store.startRun(runs[1]?.id ?? "", T0 + 20, "n1");
+        const ends = [
+          {
+            status: "SUCCESS",
+            endTime: T0 + 110,
+            summary: "a",
+            result: '{"k":0}',
+            detail: { k: 0 },
+          },
+          { status: "FAILURE", endTime: T0 + 220, summary: "b", error: "boom", stderr: "tb" },
+          { status: "CANCELED", endTime: T0 + 330, summary: null },
+          { status: "SUCCESS", endTime: T0 + 440, summary: "d", stdout: "out" },
+        ] as const;
+        const answers = await Promise.all([
+          ...runs.map((r, k) => store.endRun(r.id, ends[k] ?? ends[0])),
+          store.endRun(runs[2]?.id ?? "", {
+            status: "SUCCESS",
+            endTime: T0 + 999,
+            summary: "late",
+          }),
+        ]);
+        assert.deepEqual(answers, [true, true, true, true, false]);
+        const got = await Promise.all(runs.map((r) => store.getRun(SCOPE, r.id)));
+        const seen = got.map((g) => [g?.status, g?.endTime, g?.duration, g?.summary, g?.result]);
+        assert.deepEqual(seen, [
+          ["SUCCESS", T0 + 110, 100, "a", '{"k":0}'],
+          ["FAILURE", T0 + 220, 200, "b", null],
+          ["CANCELED", T0 + 330, 328, null, null],
+          ["SUCCESS", T0 + 440, 437, "d", null],
+        ]);
+        assert.deepEqual(got[0]?.detail, { k: 0 });
+        assert.equal(got[1]?.error, "boom");
+        assert.equal(got[1]?.stderr, "tb");
+        assert.equal(got[3]?.stdout, "out");
+        assert.equal(typeof got[3]?.duration, "number");
+      });
+
       it("a QUEUED run can be canceled and then never starts; duration counts from creation", async () => {
         const run = newRun({ createTime: T0 + 1000 });
         await store.insertRun(run);
