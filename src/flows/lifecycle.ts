@@ -119,18 +119,15 @@ async function setStatus(
   return { el, from, next };
 }
 
-async function batchDeploy(
-  l: Lifecycle,
-  scope: Scope,
-  user: string | null,
+/** One result per element, in order; an element that fails does not stop the others. */
+async function eachElement(
   locs: ElementInfo[],
+  one: (loc: ElementInfo) => Promise<BatchResult>,
 ): Promise<BatchResult[]> {
   const out: BatchResult[] = [];
   for (const loc of locs) {
     try {
-      out.push(
-        await activateRelease(l, scope, loc, () => setStatus(l, scope, user, loc, "activate")),
-      );
+      out.push(await one(loc));
     } catch (err) {
       out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
     }
@@ -138,26 +135,29 @@ async function batchDeploy(
   return out;
 }
 
-async function batchDeactivate(
+function batchDeploy(
   l: Lifecycle,
   scope: Scope,
   user: string | null,
   locs: ElementInfo[],
 ): Promise<BatchResult[]> {
-  const out: BatchResult[] = [];
-  for (const loc of locs) {
-    try {
-      const { el, from } = await setStatus(l, scope, user, loc, "deactivate");
-      out.push(
-        from === "APPROVED"
-          ? { element: describe(loc, el), result: "OK" }
-          : { element: describe(loc, el), result: "SKIP", message: `status is ${from}` },
-      );
-    } catch (err) {
-      out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
-    }
-  }
-  return out;
+  return eachElement(locs, (loc) =>
+    activateRelease(l, scope, loc, () => setStatus(l, scope, user, loc, "activate")),
+  );
+}
+
+function batchDeactivate(
+  l: Lifecycle,
+  scope: Scope,
+  user: string | null,
+  locs: ElementInfo[],
+): Promise<BatchResult[]> {
+  return eachElement(locs, async (loc) => {
+    const { el, from } = await setStatus(l, scope, user, loc, "deactivate");
+    return from === "APPROVED"
+      ? { element: describe(loc, el), result: "OK" }
+      : { element: describe(loc, el), result: "SKIP", message: `status is ${from}` };
+  });
 }
 
 /** What the flow validator may ask about the scope it validates in (also an import's). */
