@@ -36,6 +36,7 @@ export async function serve(role?: Config["role"]): Promise<void> {
     const graceS = Number(process.env.SHUTDOWN_GRACE_S ?? 30);
     logger.info({ signal, graceS }, "shutting down: no new work, waiting for running tasks");
     // Last resort if something hangs past the deadline: exit non-zero so supervisors notice.
+    // The real timer, not the services' clock: it guards the process, whatever the services do.
     setTimeout(() => process.exit(1), (graceS + 15) * 1000).unref();
     app.draining = true;
     // A step that fails (the database gone, say) is logged and the later ones still run, so task

@@ -71,11 +71,11 @@ export async function createServices(opts: {
     executesQueue: config.role !== "api",
     servesApi: config.role !== "worker",
   };
-  const topology = await createTopology(config, placement, { logger, events });
+  const topology = await createTopology(config, placement, { logger, events, clock });
   const { store, queue, bridge } = topology;
   // What is open so far closes again when a later part refuses to start (SCRIPT_CGROUP=required
   // without cgroups, a database gone): a failed start must not leave connections or processes.
-  const runner = await createPythonRunner({ config, logger }).catch((err: unknown) =>
+  const runner = await createPythonRunner({ config, logger, clock }).catch((err: unknown) =>
     closeAfter(err, [() => queue.stop(), () => bridge?.close(), () => store.close()]),
   );
   try {

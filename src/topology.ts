@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
 import { createPgQueue } from "./queue/pg-queue.ts";
@@ -51,9 +52,9 @@ export interface Placement {
 export async function createTopology(
   config: Config,
   placement: Placement,
-  deps: { logger: Logger; events: RunEvents },
+  deps: { logger: Logger; events: RunEvents; clock: Clock },
 ): Promise<Topology> {
-  const { logger } = deps;
+  const { logger, clock } = deps;
   const url = placement.sharedDatabaseUrl;
   const opened = await openStore({
     databaseUrl: config.databaseUrl,
@@ -76,8 +77,13 @@ export async function createTopology(
       recovery: { requeueAtStart: true, sweepsOtherNodes: false },
     };
   }
-  const queue = await createPgQueue({ connectionString: url, bound, concurrency, logger });
-  const bridge = await createPgNotifyBridge({ connectionString: url, events: deps.events, logger });
+  const queue = await createPgQueue({ connectionString: url, bound, concurrency, logger, clock });
+  const bridge = await createPgNotifyBridge({
+    connectionString: url,
+    events: deps.events,
+    logger,
+    clock,
+  });
   return {
     mode: placement.mode,
     store: opened,

@@ -45,109 +45,119 @@ export interface FlowLifecycle {
   imported(scope: Scope, elementIds: readonly string[]): Promise<void>;
 }
 
+/** The state of the lifecycle: what it writes with, and who hears of each change. */
+interface Lifecycle {
+  store: Store;
+  clock: Clock;
+  syntax: SyntaxChecker;
+  listeners: ((e: Element) => void)[];
+}
+
 /** Deploy, revisions and DRAFT/APPROVED/OBSOLETE exactly as docs/dataflow-service.md. */
 export function createFlowLifecycle(deps: {
   store: Store;
   clock: Clock;
   syntax: SyntaxChecker;
 }): FlowLifecycle {
-  const { store, clock } = deps;
-  const listeners: ((e: Element) => void)[] = [];
-  const changed = async (scope: Scope, id: string) => {
-    const el = await store.elementById(scope, id);
-    if (el) for (const l of listeners) l(el);
+  const l: Lifecycle = { ...deps, listeners: [] };
+  return {
+    deploy: (scope, user, req) => deploy(l, (element) => tell(l, element), scope, user, req),
+    activate: async (scope, user, loc, version) =>
+      (await setStatus(l, scope, user, loc, "activate", version)).next,
+    deactivate: async (scope, user, loc) =>
+      (await setStatus(l, scope, user, loc, "deactivate")).next,
+    batchDeploy: (scope, user, locs) => batchDeploy(l, scope, user, locs),
+    batchDeactivate: (scope, user, locs) => batchDeactivate(l, scope, user, locs),
+    onChange(listener) {
+      l.listeners.push(listener);
+    },
+    async imported(scope, elementIds) {
+      for (const id of elementIds) await changed(l, scope, id);
+    },
   };
+}
 
-  async function setStatus(
-    scope: Scope,
-    user: string | null,
-    loc: Locator,
-    to: "activate" | "deactivate",
-    version?: number,
-  ) {
-    const el = await locateElement(store, scope, loc, "DPL");
-    const from = el.status ?? "DRAFT";
-    if (to === "activate") {
-      // Every activation is a release change: it re-pins script versions (docs/dataflow-service.md).
-      const next = await releaseRevision(deps, scope, userObject(user), el, version);
-      await changed(scope, el.id);
-      return { el, from, next };
-    }
-    const next: FlowStatus = from === "APPROVED" ? "OBSOLETE" : from;
-    if (next !== from) {
-      await store.changeRelease({
-        elementId: el.id,
-        action: "DEACTIVATE",
-        status: next,
-        version: null,
-        pins: null,
-        user: userObject(user),
-        now: clock.now(),
-      });
-      await changed(scope, el.id);
-    }
+function tell(l: Lifecycle, element: Element): void {
+  for (const listener of l.listeners) listener(element);
+}
+
+/** Listeners get the element as stored after the change, not as the caller last saw it. */
+async function changed(l: Lifecycle, scope: Scope, id: string): Promise<void> {
+  const el = await l.store.elementById(scope, id);
+  if (el) tell(l, el);
+}
+
+async function setStatus(
+  l: Lifecycle,
+  scope: Scope,
+  user: string | null,
+  loc: Locator,
+  to: "activate" | "deactivate",
+  version?: number,
+): Promise<{ el: Element; from: FlowStatus; next: FlowStatus }> {
+  const el = await locateElement(l.store, scope, loc, "DPL");
+  const from = el.status ?? "DRAFT";
+  if (to === "activate") {
+    // Every activation is a release change: it re-pins script versions (docs/dataflow-service.md).
+    const next = await releaseRevision(l, scope, userObject(user), el, version);
+    await changed(l, scope, el.id);
     return { el, from, next };
   }
+  const next: FlowStatus = from === "APPROVED" ? "OBSOLETE" : from;
+  if (next !== from) {
+    await l.store.changeRelease({
+      elementId: el.id,
+      action: "DEACTIVATE",
+      status: next,
+      version: null,
+      pins: null,
+      user: userObject(user),
+      now: l.clock.now(),
+    });
+    await changed(l, scope, el.id);
+  }
+  return { el, from, next };
+}
 
-  return {
-    deploy: (scope, user, req) =>
-      deploy(
-        deps,
-        (element) => {
-          for (const l of listeners) l(element);
-        },
-        scope,
-        user,
-        req,
-      ),
+/** One result per element, in order; an element that fails does not stop the others. */
+async function eachElement(
+  locs: ElementInfo[],
+  one: (loc: ElementInfo) => Promise<BatchResult>,
+): Promise<BatchResult[]> {
+  const out: BatchResult[] = [];
+  for (const loc of locs) {
+    try {
+      out.push(await one(loc));
+    } catch (err) {
+      out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
+    }
+  }
+  return out;
+}
 
-    async activate(scope, user, loc, version) {
-      return (await setStatus(scope, user, loc, "activate", version)).next;
-    },
+function batchDeploy(
+  l: Lifecycle,
+  scope: Scope,
+  user: string | null,
+  locs: ElementInfo[],
+): Promise<BatchResult[]> {
+  return eachElement(locs, (loc) =>
+    activateRelease(l, scope, loc, () => setStatus(l, scope, user, loc, "activate")),
+  );
+}
 
-    async deactivate(scope, user, loc) {
-      return (await setStatus(scope, user, loc, "deactivate")).next;
-    },
-
-    async batchDeploy(scope, user, locs) {
-      const out: BatchResult[] = [];
-      for (const loc of locs) {
-        try {
-          out.push(
-            await activateRelease(deps, scope, loc, () => setStatus(scope, user, loc, "activate")),
-          );
-        } catch (err) {
-          out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
-        }
-      }
-      return out;
-    },
-
-    async batchDeactivate(scope, user, locs) {
-      const out: BatchResult[] = [];
-      for (const loc of locs) {
-        try {
-          const { el, from } = await setStatus(scope, user, loc, "deactivate");
-          out.push(
-            from === "APPROVED"
-              ? { element: describe(loc, el), result: "OK" }
-              : { element: describe(loc, el), result: "SKIP", message: `status is ${from}` },
-          );
-        } catch (err) {
-          out.push({ element: describe(loc), result: "ERROR", message: reason(err) });
-        }
-      }
-      return out;
-    },
-
-    onChange(listener) {
-      listeners.push(listener);
-    },
-
-    async imported(scope, elementIds) {
-      for (const id of elementIds) await changed(scope, id);
-    },
-  };
+function batchDeactivate(
+  l: Lifecycle,
+  scope: Scope,
+  user: string | null,
+  locs: ElementInfo[],
+): Promise<BatchResult[]> {
+  return eachElement(locs, async (loc) => {
+    const { el, from } = await setStatus(l, scope, user, loc, "deactivate");
+    return from === "APPROVED"
+      ? { element: describe(loc, el), result: "OK" }
+      : { element: describe(loc, el), result: "SKIP", message: `status is ${from}` };
+  });
 }
 
 /** What the flow validator may ask about the scope it validates in (also an import's). */

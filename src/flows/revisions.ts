@@ -85,85 +85,84 @@ export function summarize(el: Element, rev: FlowRevisionInfo): RevisionSummary {
 
 /** Reads of a flow's revisions and release history, scoped like every read (docs/auth.md). */
 export function createRevisionReads(store: Store) {
-  const locate = (scope: Scope, loc: Locator) => {
-    if ((loc.elementType ?? "DPL") !== "DPL") throw badRequest("elementType must be DPL");
-    return locateElement(store, scope, loc, "DPL");
-  };
-  const revision = async (el: Element, version: number): Promise<FlowRevision> => {
-    const rev = await store.flowRevision(el.id, version);
-    if (!rev) throw new SluiceError(ErrorCode.REVISION_NOT_FOUND, [el.name, String(version)]);
-    return rev;
-  };
-
-  async function paged<S, T>(
-    scope: Scope,
-    loc: Locator,
-    page: PageRequest,
-    read: (id: string, limit: number, offset: number) => Promise<{ total: number; items: S[] }>,
-    present: (el: Element, item: S) => T,
-  ): Promise<Paged<T>> {
-    const { limit, offset } = pageWindow(page.pageNo, page.pageSize);
-    const el = await locate(scope, loc);
-    const { total, items } = await read(el.id, limit, offset);
-    return {
-      element: elementSummary(el),
-      pageNo: page.pageNo,
-      pageSize: page.pageSize,
-      totalCount: total,
-      totalPage: totalPages(total, page.pageSize),
-      items: items.map((i) => present(el, i)),
-    };
-  }
-
   return {
     list: (scope: Scope, loc: Locator, page: PageRequest) =>
-      paged(scope, loc, page, (id, l, o) => store.flowRevisions(id, l, o), summarize),
-
+      paged(store, scope, loc, page, (id, l, o) => store.flowRevisions(id, l, o), summarize),
     releases: (scope: Scope, loc: Locator, page: PageRequest) =>
-      paged(
-        scope,
-        loc,
-        page,
-        (id, l, o) => store.releaseHistory(id, l, o),
-        (_el, e: ReleaseEvent) => ({
-          version: e.version,
-          action: e.action,
-          status: e.status,
-          userId: e.userId,
-          at: e.at,
-          scriptPins: e.scriptPins,
-        }),
-      ),
-
-    async read(scope: Scope, loc: Locator, version: number) {
-      const el = await locate(scope, loc);
-      const rev = await revision(el, version);
-      return {
-        element: elementSummary(el),
-        ...summarize(el, rev),
-        flow: rev.flow,
-        configure: rev.configure,
-      };
-    },
-
-    async diff(
-      scope: Scope,
-      loc: Locator,
-      fromVersion: number,
-      toVersion: number,
-    ): Promise<
-      { element: ElementSummary; from: RevisionSummary; to: RevisionSummary } & RevisionDiff
-    > {
-      const el = await locate(scope, loc);
-      const [a, b] = [await revision(el, fromVersion), await revision(el, toVersion)];
-      return {
-        element: elementSummary(el),
-        from: summarize(el, a),
-        to: summarize(el, b),
-        ...diffRevisions(a, b),
-      };
-    },
+      paged(store, scope, loc, page, (id, l, o) => store.releaseHistory(id, l, o), releaseEntry),
+    read: (scope: Scope, loc: Locator, version: number) => read(store, scope, loc, version),
+    diff: (scope: Scope, loc: Locator, fromVersion: number, toVersion: number) =>
+      diff(store, scope, loc, fromVersion, toVersion),
   };
 }
 
 export type RevisionReads = ReturnType<typeof createRevisionReads>;
+
+function locate(store: Store, scope: Scope, loc: Locator): Promise<Element> {
+  if ((loc.elementType ?? "DPL") !== "DPL") throw badRequest("elementType must be DPL");
+  return locateElement(store, scope, loc, "DPL");
+}
+
+async function revision(store: Store, el: Element, version: number): Promise<FlowRevision> {
+  const rev = await store.flowRevision(el.id, version);
+  if (!rev) throw new SluiceError(ErrorCode.REVISION_NOT_FOUND, [el.name, String(version)]);
+  return rev;
+}
+
+async function paged<S, T>(
+  store: Store,
+  scope: Scope,
+  loc: Locator,
+  page: PageRequest,
+  readPage: (id: string, limit: number, offset: number) => Promise<{ total: number; items: S[] }>,
+  present: (el: Element, item: S) => T,
+): Promise<Paged<T>> {
+  const { limit, offset } = pageWindow(page.pageNo, page.pageSize);
+  const el = await locate(store, scope, loc);
+  const { total, items } = await readPage(el.id, limit, offset);
+  return {
+    element: elementSummary(el),
+    pageNo: page.pageNo,
+    pageSize: page.pageSize,
+    totalCount: total,
+    totalPage: totalPages(total, page.pageSize),
+    items: items.map((i) => present(el, i)),
+  };
+}
+
+const releaseEntry = (_el: Element, e: ReleaseEvent) => ({
+  version: e.version,
+  action: e.action,
+  status: e.status,
+  userId: e.userId,
+  at: e.at,
+  scriptPins: e.scriptPins,
+});
+
+async function read(store: Store, scope: Scope, loc: Locator, version: number) {
+  const el = await locate(store, scope, loc);
+  const rev = await revision(store, el, version);
+  return {
+    element: elementSummary(el),
+    ...summarize(el, rev),
+    flow: rev.flow,
+    configure: rev.configure,
+  };
+}
+
+async function diff(
+  store: Store,
+  scope: Scope,
+  loc: Locator,
+  fromVersion: number,
+  toVersion: number,
+): Promise<{ element: ElementSummary; from: RevisionSummary; to: RevisionSummary } & RevisionDiff> {
+  const el = await locate(store, scope, loc);
+  const [a, b] = [await revision(store, el, fromVersion), await revision(store, el, toVersion)];
+  return {
+    element: elementSummary(el),
+    from: summarize(el, a),
+    to: summarize(el, b),
+    ...diffRevisions(a, b),
+  };
+}

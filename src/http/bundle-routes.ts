@@ -14,50 +14,18 @@ import type { Scope, Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 
+interface BundleOptions {
+  store: Store;
+  clock: Clock;
+  lifecycle: FlowLifecycle;
+  config: Config;
+  syntax: SyntaxChecker;
+}
+
 /** Endpoints 24–25: export and import (docs/export-import.md), in the caller's app and space. */
-export async function bundleRoutes(
-  fastify: FastifyInstance,
-  opts: {
-    store: Store;
-    clock: Clock;
-    lifecycle: FlowLifecycle;
-    config: Config;
-    syntax: SyntaxChecker;
-  },
-): Promise<void> {
+export async function bundleRoutes(fastify: FastifyInstance, opts: BundleOptions): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { store, clock, lifecycle } = opts;
-  const checkScript: ScriptCheck = async (name, kind, content) => {
-    const file = `${name}.${kind === "package" ? "zip" : "py"}`;
-    return (await checkScriptBytes(opts, file, kind, content))?.message ?? null;
-  };
-  // A revision an import writes passes the deploy validator, its element locators looked up in
-  // the file as well as in the caller's space. One import checks each distinct Python text once
-  // (a history repeats its inline code): the sandboxed checker is shared by every tenant.
-  const checkRevision = (scope: Scope): RevisionCheck => {
-    const base = validationContext(opts, scope);
-    const checked = new Map<string, ReturnType<typeof base.checkPythonSyntax>>();
-    const checkPythonSyntax = (code: string) => {
-      const found = checked.get(code) ?? base.checkPythonSyntax(code);
-      checked.set(code, found);
-      return found;
-    };
-    return async (rev, refExists) => {
-      const ctx = {
-        checkPythonSyntax,
-        elementExists: (loc: Parameters<typeof refExists>[0]["loc"], type: "PY" | "DPL") =>
-          refExists({ loc, type }),
-      };
-      const errors = (await validateFlow(rev, ctx)).filter((r) => r.severity === Severity.ERROR);
-      if (errors.length === 0) return null;
-      const shown = errors
-        .slice(0, 3)
-        .map((e) => `${e.nodeId}: ${e.errorMessage ?? e.errorCode}`)
-        .join("; ");
-      return errors.length > 3 ? `${shown}; and ${errors.length - 3} more` : shown;
-    };
-  };
-
   app.post(
     "/export",
     {
@@ -85,7 +53,7 @@ export async function bundleRoutes(
     async (req) => {
       const scope = scopeOf(req);
       const { report, flowIds } = await importBundle(
-        { store, checkScript, checkRevision: checkRevision(scope) },
+        { store, checkScript: scriptCheck(opts), checkRevision: revisionCheck(opts, scope) },
         scope,
         req.ctx.user,
         req.body,
@@ -96,4 +64,40 @@ export async function bundleRoutes(
       return ok(report);
     },
   );
+}
+
+function scriptCheck(opts: BundleOptions): ScriptCheck {
+  return async (name, kind, content) => {
+    const file = `${name}.${kind === "package" ? "zip" : "py"}`;
+    return (await checkScriptBytes(opts, file, kind, content))?.message ?? null;
+  };
+}
+
+/**
+ * A revision an import writes passes the deploy validator, its element locators looked up in
+ * the file as well as in the caller's space. One import checks each distinct Python text once
+ * (a history repeats its inline code): the sandboxed checker is shared by every tenant.
+ */
+function revisionCheck(opts: BundleOptions, scope: Scope): RevisionCheck {
+  const base = validationContext(opts, scope);
+  const checked = new Map<string, ReturnType<typeof base.checkPythonSyntax>>();
+  const checkPythonSyntax = (code: string) => {
+    const found = checked.get(code) ?? base.checkPythonSyntax(code);
+    checked.set(code, found);
+    return found;
+  };
+  return async (rev, refExists) => {
+    const ctx = {
+      checkPythonSyntax,
+      elementExists: (loc: Parameters<typeof refExists>[0]["loc"], type: "PY" | "DPL") =>
+        refExists({ loc, type }),
+    };
+    const errors = (await validateFlow(rev, ctx)).filter((r) => r.severity === Severity.ERROR);
+    if (errors.length === 0) return null;
+    const shown = errors
+      .slice(0, 3)
+      .map((e) => `${e.nodeId}: ${e.errorMessage ?? e.errorCode}`)
+      .join("; ");
+    return errors.length > 3 ? `${shown}; and ${errors.length - 3} more` : shown;
+  };
 }

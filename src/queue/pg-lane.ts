@@ -1,4 +1,5 @@
 import type { Job, PgBoss } from "pg-boss";
+import type { Clock } from "../clock.ts";
 import type { RunJob } from "./types.ts";
 
 type Kind = RunJob["kind"];
@@ -12,6 +13,7 @@ export interface LaneHost {
   boss: PgBoss;
   logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
   pollMs: number;
+  clock: Clock;
   stopped: boolean;
   /** Jobs this process fetched since the last exact count (see pg-queue.ts, "bound"). */
   fetchedSinceCount: number;
@@ -54,12 +56,12 @@ export function wake(l: Lane): void {
 
 function sleep(l: Lane, ms: number): Promise<void> {
   return new Promise<void>((resolve) => {
-    const t = setTimeout(() => {
+    const t = l.q.clock.setTimeout(() => {
       l.wakeUp = null;
       resolve();
     }, ms);
     l.wakeUp = () => {
-      clearTimeout(t);
+      l.q.clock.clearTimeout(t);
       resolve();
     };
   });

@@ -1,4 +1,5 @@
 import { PgBoss } from "pg-boss";
+import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createLane, type Lane, type LaneHost, startLane, stopLane, wake } from "./pg-lane.ts";
@@ -32,6 +33,8 @@ export interface PgQueueOptions {
   recountMs?: number;
   /** Connections in pg-boss's pool. */
   poolSize?: number;
+  /** The poll and recount timers; the system clock when a test builds a queue alone. */
+  clock?: Clock;
 }
 
 const DEFAULT_QUEUE = "sluice-runs";
@@ -52,6 +55,7 @@ interface PgQueue extends LaneHost {
   inflight: number;
   recounting: Promise<void> | null;
   lastRecount: number;
+  recountTimer: TimerHandle | null;
   started: boolean;
   lanes: Lane[];
 }
@@ -82,20 +86,19 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     tables,
     countSql: countSqlOf(tables),
     pollMs: opts.pollMs ?? 100,
+    clock: opts.clock ?? systemClock,
     counted: 0,
     sentSinceCount: 0,
     fetchedSinceCount: 0,
     inflight: 0,
     recounting: null,
     lastRecount: 0,
+    recountTimer: null,
     stopped: false,
     started: false,
     lanes: [],
   };
-  const recountTimer = setInterval(() => {
-    recount(q).catch((err: unknown) => logger.warn({ err }, "queue depth recount failed"));
-  }, opts.recountMs ?? 500);
-  recountTimer.unref();
+  armRecount(q, opts.recountMs ?? 500);
   q.lanes = KINDS.map((kind) => createLane(q, kind, q.queueOf(kind), laneSlots(opts, kind)));
   const submits = createGroupCommit((store, batch) => submitBatch(q, store, batch));
 
@@ -116,7 +119,7 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     async stop() {
       if (q.stopped) return;
       q.stopped = true;
-      clearInterval(recountTimer);
+      if (q.recountTimer) q.clock.clearTimeout(q.recountTimer);
       await Promise.all(q.lanes.map(stopLane));
       await boss.stop({ graceful: true, close: true });
     },
@@ -179,6 +182,16 @@ function countSqlOf(tables: Map<string, string[]>): string {
 // `recountMs`. So one node never overshoots, and the cluster by at most what the others sent
 // within one recount interval.
 
+/** Every `ms`, whether or not the last recount has answered (a recount under way is shared). */
+function armRecount(q: PgQueue, ms: number): void {
+  q.recountTimer = q.clock.setTimeout(() => {
+    if (q.stopped) return;
+    armRecount(q, ms);
+    recount(q).catch((err: unknown) => q.logger.warn({ err }, "queue depth recount failed"));
+  }, ms);
+  q.recountTimer.unref?.();
+}
+
 function recount(q: PgQueue): Promise<void> {
   q.recounting ??= (async () => {
     const sent = q.sentSinceCount;
@@ -188,7 +201,7 @@ function recount(q: PgQueue): Promise<void> {
       q.counted = (rows as { n?: number }[]).reduce((sum, r) => sum + Number(r.n ?? 0), 0);
       q.sentSinceCount -= sent;
       q.fetchedSinceCount -= fetched;
-      q.lastRecount = Date.now();
+      q.lastRecount = q.clock.now();
     } finally {
       q.recounting = null;
     }
@@ -205,7 +218,7 @@ async function enqueue(q: PgQueue, job: RunJob, ignoreBound: boolean): Promise<v
   const { bound } = q.opts;
   if (!ignoreBound && estimate(q) >= bound) {
     // Recount at most every 50 ms while full, so a flood of rejected requests costs little.
-    if (Date.now() - q.lastRecount > 50 || q.recounting) await recount(q);
+    if (q.clock.now() - q.lastRecount > 50 || q.recounting) await recount(q);
     if (estimate(q) >= bound) {
       throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${bound} runs`]);
     }

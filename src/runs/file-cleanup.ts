@@ -61,86 +61,99 @@ export interface FileSweeper {
   stop(): Promise<void>;
 }
 
-export function createFileSweeper(deps: {
+interface SweeperDeps {
   store: Store;
   clock: Clock;
   logger: { error(obj: unknown, msg?: string): void };
   config: FileCleanupConfig;
-}): FileSweeper {
-  const { store, clock, config } = deps;
-  const root = path.join(config.dataDir, "tasks");
-  const policies = new LRUCache<string, FileCleanup>({ max: 10_000 });
-  let timer: TimerHandle | undefined;
-  let running: Promise<unknown> = Promise.resolve();
-  let stopped = false;
+}
 
-  async function policyOf(run: Run): Promise<FileCleanup> {
-    // Script tasks (PY) clean their own directories; a leftover one gets the default.
-    if (run.elementType !== "DPL" || run.version === null) return { type: "default" };
-    const key = `${run.elementId}:${run.version}`;
-    let p = policies.get(key);
-    if (!p) {
-      const rev = await store.flowRevision(run.elementId, Number(run.version));
-      p = rev ? normalizeConfigure(rev.configure).fileCleanup : { type: "default" };
-      policies.set(key, p);
-    }
-    return p;
-  }
+/** The state of a sweeper: its timer, the pass under way, and the policies it has read. */
+interface Sweeper extends SweeperDeps {
+  root: string;
+  /** A revision's configuration never changes: its policy is read once. */
+  policies: LRUCache<string, FileCleanup>;
+  timer: TimerHandle | undefined;
+  running: Promise<unknown>;
+  stopped: boolean;
+}
 
-  /** When this directory may go (epoch ms), or null: not (yet) decidable or kept. */
-  async function deadline(name: string, dir: string): Promise<number | null> {
-    const run = await store.getRun(null, name);
-    if (run) {
-      if (run.endTime === null) return null; // still running
-      const keep = retentionMs(await policyOf(run), config.fileRetentionDays);
-      return keep === null ? null : run.endTime + keep;
-    }
-    const st = await stat(dir);
-    return st.mtimeMs + config.fileRetentionDays * DAY_MS;
-  }
-
-  async function sweep(): Promise<string[]> {
-    let names: string[];
-    try {
-      names = await readdir(root);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw err;
-    }
-    const deleted: string[] = [];
-    const now = clock.now();
-    for (const name of names) {
-      const dir = path.join(root, name);
-      try {
-        const due = await deadline(name, dir);
-        if (due === null || due > now) continue;
-        await rm(dir, { recursive: true, force: true });
-        deleted.push(name);
-      } catch (err) {
-        deps.logger.error({ err, dir }, "file cleanup failed for a run directory");
-      }
-    }
-    await store.pruneErrorHandlerResults();
-    return deleted;
-  }
-
-  function schedule(delay: number): void {
-    if (stopped || config.fileSweepMs <= 0) return;
-    timer = clock.setTimeout(() => {
-      running = sweep()
-        .catch((err: unknown) => deps.logger.error({ err }, "file sweep failed"))
-        .finally(() => schedule(config.fileSweepMs));
-    }, delay);
-    timer.unref?.();
-  }
-
+export function createFileSweeper(deps: SweeperDeps): FileSweeper {
+  const w: Sweeper = {
+    ...deps,
+    root: path.join(deps.config.dataDir, "tasks"),
+    policies: new LRUCache({ max: 10_000 }),
+    timer: undefined,
+    running: Promise.resolve(),
+    stopped: false,
+  };
   return {
-    sweep,
-    start: () => schedule(Math.min(config.fileSweepMs, 10_000)),
+    sweep: () => sweep(w),
+    start: () => schedule(w, Math.min(w.config.fileSweepMs, 10_000)),
     async stop() {
-      stopped = true;
-      if (timer) clock.clearTimeout(timer);
-      await running;
+      w.stopped = true;
+      if (w.timer) w.clock.clearTimeout(w.timer);
+      await w.running;
     },
   };
+}
+
+async function policyOf(w: Sweeper, run: Run): Promise<FileCleanup> {
+  // Script tasks (PY) clean their own directories; a leftover one gets the default.
+  if (run.elementType !== "DPL" || run.version === null) return { type: "default" };
+  const key = `${run.elementId}:${run.version}`;
+  let p = w.policies.get(key);
+  if (!p) {
+    const rev = await w.store.flowRevision(run.elementId, Number(run.version));
+    p = rev ? normalizeConfigure(rev.configure).fileCleanup : { type: "default" };
+    w.policies.set(key, p);
+  }
+  return p;
+}
+
+/** When this directory may go (epoch ms), or null: not (yet) decidable or kept. */
+async function deadline(w: Sweeper, name: string, dir: string): Promise<number | null> {
+  const run = await w.store.getRun(null, name);
+  if (run) {
+    if (run.endTime === null) return null; // still running
+    const keep = retentionMs(await policyOf(w, run), w.config.fileRetentionDays);
+    return keep === null ? null : run.endTime + keep;
+  }
+  const st = await stat(dir);
+  return st.mtimeMs + w.config.fileRetentionDays * DAY_MS;
+}
+
+async function sweep(w: Sweeper): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(w.root);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  const deleted: string[] = [];
+  const now = w.clock.now();
+  for (const name of names) {
+    const dir = path.join(w.root, name);
+    try {
+      const due = await deadline(w, name, dir);
+      if (due === null || due > now) continue;
+      await rm(dir, { recursive: true, force: true });
+      deleted.push(name);
+    } catch (err) {
+      w.logger.error({ err, dir }, "file cleanup failed for a run directory");
+    }
+  }
+  await w.store.pruneErrorHandlerResults();
+  return deleted;
+}
+
+function schedule(w: Sweeper, delay: number): void {
+  if (w.stopped || w.config.fileSweepMs <= 0) return;
+  w.timer = w.clock.setTimeout(() => {
+    w.running = sweep(w)
+      .catch((err: unknown) => w.logger.error({ err }, "file sweep failed"))
+      .finally(() => schedule(w, w.config.fileSweepMs));
+  }, delay);
+  w.timer.unref?.();
 }

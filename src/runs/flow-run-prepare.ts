@@ -35,95 +35,111 @@ export interface Release {
   usesScriptElements: boolean;
 }
 
-/**
- * Everything a run request is checked against before its record exists (docs/dataflow-service.md, docs/flow-graph.md):
- * the element, its approved release, the input schema, the run name.
- */
-export function createRunPreparer(deps: {
+interface PreparerDeps {
   store: Store;
   config: Pick<Config, "timeZone">;
   clock: Clock;
   nodeId: string;
   /** Every change of a flow element happens in this process and calls `forget()`. */
   cacheLocators: boolean;
-}) {
-  const { store, config, clock } = deps;
-  // Revisions never change once stored, so a parsed release is cached by element and version.
-  const releases = new LRUCache<string, Release>({ max: 1000 });
+}
 
-  async function release(elementId: string, version: number): Promise<Release> {
-    const key = `${elementId}:${version}`;
-    let rel = releases.get(key);
-    if (!rel) {
-      const rev = await store.flowRevision(elementId, version);
-      if (!rev)
-        throw new SluiceError(ErrorCode.BUSINESS, [
-          `revision ${version} of element ${elementId} is missing`,
-        ]);
-      const graph = rev.flow as Graph;
-      rel = {
-        graph,
-        configure: normalizeConfigure(rev.configure),
-        version,
-        usesWorkDir: graph.vertexes.some((v) => v.type === "script"),
-        usesScriptElements: graph.vertexes.some(
-          (v) => v.type === "script" && (v.config as { element?: unknown } | undefined)?.element,
-        ),
-      };
-      releases.set(key, rel);
-    }
-    return rel;
-  }
+/** The state of a preparer: its dependencies and the two caches in front of the store. */
+interface Preparer extends PreparerDeps {
+  /** Revisions never change once stored, so a parsed release is cached by element and version. */
+  releases: LRUCache<string, Release>;
+  /**
+   * When every change of a flow element (deploy, activate, deactivate) happens in this process
+   * (the topology says so), resolved locators are kept until `forget()`. Otherwise another node
+   * may change an element at any time: every run looks it up.
+   */
+  located: LRUCache<string, Element>;
+}
 
-  // When every change of a flow element (deploy, activate, deactivate) happens in this process
-  // (the topology says so), resolved locators are kept until `forget()`. Otherwise another node
-  // may change an element at any time: every run looks it up.
-  const located = new LRUCache<string, Element>({ max: 10_000 });
-
-  async function locateFlow(scope: Scope, loc: Locator): Promise<Element> {
-    if (!deps.cacheLocators) return locateElement(store, scope, loc, "DPL");
-    const key = `${scope.app}\n${scope.space}\n${loc.elementId ?? ""}\n${loc.elementName ?? ""}\n${loc.elementType ?? ""}\n${loc.folderId ?? "\u0000"}\n${loc.path ?? "\u0000"}`;
-    const hit = located.get(key);
-    if (hit) return hit;
-    const el = await locateElement(store, scope, loc, "DPL");
-    located.set(key, el);
-    return el;
-  }
-
-  /** The element a request runs: its rerun's element (by ID, in the caller's scope) or located. */
-  async function elementOf(req: StartRequest): Promise<Element> {
-    if (!req.rerun) return locateFlow(req.scope, req.locator);
-    const el = await store.elementById(req.scope, req.rerun.of.elementId);
-    if (!el) throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [req.rerun.of.elementName]);
-    return el;
-  }
-
-  async function prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun> {
-    const el = await elementOf(req);
-    if (el.status !== "APPROVED" || el.releaseVersion == null) {
-      throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
-    }
-    // A re-run repeats the revision its run used, whatever the release is now.
-    const rel = await release(el.id, req.rerun ? Number(req.rerun.of.version) : el.releaseVersion);
-    if (req.rerun?.kind === "resume") checkResumable(req.rerun.of, rel.configure);
-    const issues = runParameterIssues(rel.graph, req.parameter);
-    if (issues.length > 0)
-      throw badRequest(
-        `parameter does not match the flow's input schema: ${describeIssues(issues)}`,
-      );
-    return flowRunRecord(req, el, rel, status, {
-      now: clock.now(),
-      nodeId: deps.nodeId,
-      timeZone: config.timeZone,
-    });
-  }
-
-  return {
-    prepare,
-    release,
-    /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
-    forget: () => located.clear(),
+/**
+ * Everything a run request is checked against before its record exists (docs/dataflow-service.md, docs/flow-graph.md):
+ * the element, its approved release, the input schema, the run name.
+ */
+export function createRunPreparer(deps: PreparerDeps): {
+  prepare(req: StartRequest, status: "QUEUED" | "STARTED"): Promise<NewRun>;
+  release(elementId: string, version: number): Promise<Release>;
+  /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
+  forget(): void;
+} {
+  const p: Preparer = {
+    ...deps,
+    releases: new LRUCache({ max: 1000 }),
+    located: new LRUCache({ max: 10_000 }),
   };
+  return {
+    prepare: (req, status) => prepare(p, req, status),
+    release: (elementId, version) => release(p, elementId, version),
+    forget: () => p.located.clear(),
+  };
+}
+
+async function release(p: Preparer, elementId: string, version: number): Promise<Release> {
+  const key = `${elementId}:${version}`;
+  let rel = p.releases.get(key);
+  if (!rel) {
+    const rev = await p.store.flowRevision(elementId, version);
+    if (!rev)
+      throw new SluiceError(ErrorCode.BUSINESS, [
+        `revision ${version} of element ${elementId} is missing`,
+      ]);
+    const graph = rev.flow as Graph;
+    rel = {
+      graph,
+      configure: normalizeConfigure(rev.configure),
+      version,
+      usesWorkDir: graph.vertexes.some((v) => v.type === "script"),
+      usesScriptElements: graph.vertexes.some(
+        (v) => v.type === "script" && (v.config as { element?: unknown } | undefined)?.element,
+      ),
+    };
+    p.releases.set(key, rel);
+  }
+  return rel;
+}
+
+async function locateFlow(p: Preparer, scope: Scope, loc: Locator): Promise<Element> {
+  if (!p.cacheLocators) return locateElement(p.store, scope, loc, "DPL");
+  const key = `${scope.app}\n${scope.space}\n${loc.elementId ?? ""}\n${loc.elementName ?? ""}\n${loc.elementType ?? ""}\n${loc.folderId ?? "\u0000"}\n${loc.path ?? "\u0000"}`;
+  const hit = p.located.get(key);
+  if (hit) return hit;
+  const el = await locateElement(p.store, scope, loc, "DPL");
+  p.located.set(key, el);
+  return el;
+}
+
+/** The element a request runs: its rerun's element (by ID, in the caller's scope) or located. */
+async function elementOf(p: Preparer, req: StartRequest): Promise<Element> {
+  if (!req.rerun) return locateFlow(p, req.scope, req.locator);
+  const el = await p.store.elementById(req.scope, req.rerun.of.elementId);
+  if (!el) throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [req.rerun.of.elementName]);
+  return el;
+}
+
+async function prepare(
+  p: Preparer,
+  req: StartRequest,
+  status: "QUEUED" | "STARTED",
+): Promise<NewRun> {
+  const el = await elementOf(p, req);
+  if (el.status !== "APPROVED" || el.releaseVersion == null) {
+    throw new SluiceError(ErrorCode.FLOW_NOT_RUNNABLE, [el.name, el.status ?? "DRAFT"]);
+  }
+  // A re-run repeats the revision its run used, whatever the release is now.
+  const rel = await release(p, el.id, req.rerun ? Number(req.rerun.of.version) : el.releaseVersion);
+  if (req.rerun?.kind === "resume") checkResumable(req.rerun.of, rel.configure);
+  const issues = runParameterIssues(rel.graph, req.parameter);
+  if (issues.length > 0)
+    throw badRequest(`parameter does not match the flow's input schema: ${describeIssues(issues)}`);
+  return flowRunRecord(req, el, rel, status, {
+    now: p.clock.now(),
+    nodeId: p.nodeId,
+    timeZone: p.config.timeZone,
+  });
 }
 
 /** The record of a run of `el`'s release, as created (not written). */

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import type { RunEvents } from "./run-events.ts";
 
 export interface PgNotifyLogger {
@@ -18,6 +19,8 @@ export interface PgNotifyOptions {
   flowChannel?: string;
   /** How often the listening connection is checked (a dead TCP peer may never say so). */
   heartbeatMs?: number;
+  /** The retry, reconnect and heartbeat timers; the system clock when a test builds one alone. */
+  clock?: Clock;
 }
 
 export interface PgNotifyBridge {
@@ -45,6 +48,7 @@ interface Bridge {
   opts: PgNotifyOptions;
   events: RunEvents;
   logger: PgNotifyLogger;
+  clock: Clock;
   nodeId: string;
   channel: string;
   flowChannel: string;
@@ -54,13 +58,13 @@ interface Bridge {
   pub: pg.Pool;
   pending: string[];
   flushing: Promise<void> | null;
-  retryTimer: NodeJS.Timeout | null;
+  retryTimer: TimerHandle | null;
   /** The runId being relayed from the channel: its local onEnd must not go back out. */
   relaying: string | null;
   listener: pg.Client | null;
-  reconnectTimer: NodeJS.Timeout | null;
+  reconnectTimer: TimerHandle | null;
   backoff: number;
-  heartbeat: NodeJS.Timeout | null;
+  heartbeat: TimerHandle | null;
 }
 
 /**
@@ -82,6 +86,7 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     opts,
     events: opts.events,
     logger: opts.logger,
+    clock: opts.clock ?? systemClock,
     nodeId: randomBytes(6).toString("hex"),
     channel,
     flowChannel,
@@ -102,12 +107,12 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     b.pending.push(runId);
     if (b.pending.length === 1) setImmediate(() => void flush(b));
   });
-  b.heartbeat = startHeartbeat(b, opts.heartbeatMs ?? 10_000);
+  armHeartbeat(b, opts.heartbeatMs ?? 10_000);
   try {
     await connect(b);
   } catch (err) {
     b.closed = true;
-    clearInterval(b.heartbeat);
+    stopTimers(b);
     await b.pub.end().catch(() => {});
     throw err;
   }
@@ -186,11 +191,11 @@ function flush(b: Bridge): Promise<void> {
 
 function scheduleRetry(b: Bridge): void {
   if (b.closed || b.retryTimer) return;
-  b.retryTimer = setTimeout(() => {
+  b.retryTimer = b.clock.setTimeout(() => {
     b.retryTimer = null;
     void flush(b);
   }, 1000);
-  b.retryTimer.unref();
+  b.retryTimer.unref?.();
 }
 
 function publishFlowChange(b: Bridge, elementId: string): void {
@@ -254,7 +259,7 @@ function lost(b: Bridge, client: pg.Client, err: unknown): void {
 
 function scheduleReconnect(b: Bridge): void {
   if (b.closed || b.reconnectTimer) return;
-  b.reconnectTimer = setTimeout(() => {
+  b.reconnectTimer = b.clock.setTimeout(() => {
     b.reconnectTimer = null;
     connect(b).then(
       () => {
@@ -268,36 +273,46 @@ function scheduleReconnect(b: Bridge): void {
       },
     );
   }, b.backoff);
-  b.reconnectTimer.unref();
+  b.reconnectTimer.unref?.();
+}
+
+/** Every `heartbeatMs`, whether or not the last beat has answered. */
+function armHeartbeat(b: Bridge, heartbeatMs: number): void {
+  b.heartbeat = b.clock.setTimeout(() => {
+    if (b.closed) return;
+    armHeartbeat(b, heartbeatMs);
+    beat(b, heartbeatMs);
+  }, heartbeatMs);
+  b.heartbeat.unref?.();
 }
 
 /** A half-open TCP connection never errors by itself; a query that does not come back does. */
-function startHeartbeat(b: Bridge, heartbeatMs: number): NodeJS.Timeout {
-  const heartbeat = setInterval(() => {
-    const client = b.listener;
-    if (!client) return;
-    let answered = false;
-    const deadline = setTimeout(
-      () => {
-        if (!answered) lost(b, client, new Error("heartbeat timed out"));
-      },
-      Math.min(5000, heartbeatMs),
-    );
-    deadline.unref();
-    client.query("SELECT 1").then(
-      () => {
-        answered = true;
-        clearTimeout(deadline);
-      },
-      (err: unknown) => {
-        answered = true;
-        clearTimeout(deadline);
-        lost(b, client, err);
-      },
-    );
-  }, heartbeatMs);
-  heartbeat.unref();
-  return heartbeat;
+function beat(b: Bridge, heartbeatMs: number): void {
+  const client = b.listener;
+  if (!client) return;
+  let answered = false;
+  const deadline = b.clock.setTimeout(
+    () => {
+      if (!answered) lost(b, client, new Error("heartbeat timed out"));
+    },
+    Math.min(5000, heartbeatMs),
+  );
+  deadline.unref?.();
+  client.query("SELECT 1").then(
+    () => {
+      answered = true;
+      b.clock.clearTimeout(deadline);
+    },
+    (err: unknown) => {
+      answered = true;
+      b.clock.clearTimeout(deadline);
+      lost(b, client, err);
+    },
+  );
+}
+
+function stopTimers(b: Bridge): void {
+  for (const t of [b.heartbeat, b.reconnectTimer, b.retryTimer]) if (t) b.clock.clearTimeout(t);
 }
 
 async function close(b: Bridge): Promise<void> {
@@ -305,9 +320,7 @@ async function close(b: Bridge): Promise<void> {
   // Ends already reported locally still go out.
   await flush(b);
   b.closed = true;
-  if (b.heartbeat) clearInterval(b.heartbeat);
-  if (b.reconnectTimer) clearTimeout(b.reconnectTimer);
-  if (b.retryTimer) clearTimeout(b.retryTimer);
+  stopTimers(b);
   const client = b.listener;
   b.listener = null;
   await client?.end().catch(() => {});

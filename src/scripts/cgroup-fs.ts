@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { type Clock, sleep, systemClock } from "../clock.ts";
 
 /**
  * The cgroup file systems tasks are put in (docs/security.md, "One cgroup per task"): cgroup v2
@@ -65,7 +66,6 @@ const pidsIn = (file: string): number[] =>
     .split("\n")
     .filter((l) => l !== "")
     .map(Number);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function killPid(pid: number): void {
   try {
     process.kill(pid, "SIGKILL");
@@ -84,12 +84,20 @@ export class CgroupFs {
   /** Index in #mounts of each v1 controller's hierarchy (v2: all 0). */
   readonly #at: Map<string, number>;
   readonly #parent: string;
+  /** Paces the kill rounds; the system clock when a test or the probe builds one alone. */
+  readonly #clock: Clock;
 
-  constructor(version: CgroupVersion, mounts: Array<[string, string]>, parent: string) {
+  constructor(
+    version: CgroupVersion,
+    mounts: Array<[string, string]>,
+    parent: string,
+    clock: Clock = systemClock,
+  ) {
     this.version = version;
     this.#mounts = mounts.map(([, m]) => m);
     this.#at = new Map(mounts.map(([c], i) => [c, i]));
     this.#parent = parent;
+    this.#clock = clock;
   }
 
   /** `name`'s directory in every hierarchy (the freezer's first in v1). */
@@ -189,13 +197,13 @@ export class CgroupFs {
    * between the listing and the kill; again until none is left.
    */
   async killAll(name: string, ms = 5000): Promise<boolean> {
-    const deadline = Date.now() + ms;
+    const deadline = this.#clock.now() + ms;
     for (let round = 0; ; round++) {
       if (this.pids(name).length === 0) return true;
-      if (Date.now() > deadline) return false;
+      if (this.#clock.now() > deadline) return false;
       if (this.version === "v2") this.#killV2(name);
       else await this.#killV1(name);
-      await sleep(Math.min(20, 1 + round));
+      await sleep(this.#clock, Math.min(20, 1 + round));
     }
   }
 
@@ -212,7 +220,7 @@ export class CgroupFs {
     fs.writeFileSync(state, "FROZEN");
     try {
       // A process in an uninterruptible sleep may keep it FREEZING: kill what is there anyway.
-      for (let i = 0; i < 50 && read(state).trim() !== "FROZEN"; i++) await sleep(1);
+      for (let i = 0; i < 50 && read(state).trim() !== "FROZEN"; i++) await sleep(this.#clock, 1);
       for (const pid of this.pids(name)) killPid(pid);
     } finally {
       fs.writeFileSync(state, "THAWED"); // a frozen process dies of its SIGKILL once thawed
@@ -267,13 +275,14 @@ export class CgroupFs {
 export function findCgroupFs(
   mountRoot: string,
   parent: string,
+  clock?: Clock,
 ): { fs: CgroupFs } | { problem: string } {
   const m = cgroupMounts(mountRoot);
   if (m.v2 !== undefined) {
     try {
       const offered = read(path.join(m.v2, "cgroup.controllers")).trim().split(" ");
       if (V2_REQUIRED.every((c) => offered.includes(c)))
-        return { fs: new CgroupFs("v2", [["", m.v2]], parent) };
+        return { fs: new CgroupFs("v2", [["", m.v2]], parent, clock) };
     } catch {
       // unreadable: try v1
     }
@@ -284,7 +293,7 @@ export function findCgroupFs(
       const point = m.v1.get(c);
       return point === undefined ? [] : [[c, point]];
     });
-    return { fs: new CgroupFs("v1", mounts, parent) };
+    return { fs: new CgroupFs("v1", mounts, parent, clock) };
   }
   return {
     problem:

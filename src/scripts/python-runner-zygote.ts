@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import type { Clock } from "../clock.ts";
 import type { Logger } from "./python-runner-sandbox.ts";
 import { type Child, destroy, openChild } from "./zygote-child.ts";
 import { ReapedChildren } from "./zygote-reaped.ts";
@@ -19,6 +20,7 @@ export interface ZygoteOptions {
   env: Record<string, string>;
   prefork: number;
   logger: Logger;
+  clock: Clock;
   /** A new child, still idle (the runner puts it in its cgroup). */
   onChild?: (pid: number) => void;
   /** An idle child that will never get a task is gone (or going: its group was killed). */
@@ -85,7 +87,7 @@ export class ZygotePool {
           if (line.startsWith("ready ")) {
             const [, pid, flag] = line.split(" ");
             this.#zygotePid = Number(pid);
-            this.#reaped = flag === "pidns" ? new ReapedChildren() : undefined;
+            this.#reaped = flag === "pidns" ? new ReapedChildren(this.#o.clock) : undefined;
             this.#restarts = 0;
             resolve();
             this.#topUp();
@@ -197,9 +199,9 @@ export class ZygotePool {
     if (!busy) return Promise.resolve("unknown");
     if (busy.status !== undefined) return Promise.resolve(busy.status);
     return new Promise((resolve) => {
-      const t = setTimeout(() => resolve("unknown"), timeoutMs);
+      const t = this.#o.clock.setTimeout(() => resolve("unknown"), timeoutMs);
       busy.waiters.push((s) => {
-        clearTimeout(t);
+        this.#o.clock.clearTimeout(t);
         resolve(s);
       });
     });
@@ -262,12 +264,14 @@ export class ZygotePool {
     if (this.#closing) return;
     this.#o.logger.error({ code, signal }, "python zygote died; restarting it");
     const delay = Math.min(5000, 50 * 2 ** this.#restarts++);
-    setTimeout(() => {
-      if (this.#closing) return;
-      this.#spawn().catch((err: unknown) =>
-        this.#o.logger.error({ err }, "python zygote failed to start"),
-      );
-    }, delay).unref();
+    this.#o.clock
+      .setTimeout(() => {
+        if (this.#closing) return;
+        this.#spawn().catch((err: unknown) =>
+          this.#o.logger.error({ err }, "python zygote failed to start"),
+        );
+      }, delay)
+      .unref?.();
   }
 
   async close(): Promise<void> {
@@ -278,9 +282,9 @@ export class ZygotePool {
     if (proc && proc.exitCode === null && proc.signalCode === null) {
       const exited = new Promise((r) => proc.once("exit", r));
       proc.stdin?.end();
-      const t = setTimeout(() => proc.kill("SIGKILL"), 2000);
+      const t = this.#o.clock.setTimeout(() => proc.kill("SIGKILL"), 2000);
       await exited;
-      clearTimeout(t);
+      this.#o.clock.clearTimeout(t);
     }
   }
 }

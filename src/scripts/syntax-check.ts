@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { constants } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { bwrapArgs, IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
 
@@ -56,6 +57,22 @@ export function refusingSyntaxChecker(refusal: string): SyntaxChecker {
   };
 }
 
+type Slot = { uid: number | undefined };
+
+/** The state of one checker: its command line, its free slots and the checks running. */
+interface Checker {
+  python: Config["python"];
+  logger: Logger;
+  clock: Clock;
+  command: string;
+  args: string[];
+  /** Popped from the end: the first uid first. */
+  free: Slot[];
+  waiting: ((slot: Slot) => void)[];
+  live: Set<{ child: ChildProcess; done: Promise<unknown> }>;
+  closed: boolean;
+}
+
 export function createSyntaxChecker(o: {
   python: Config["python"];
   sandbox: Exclude<SandboxKind, "refused">;
@@ -65,182 +82,212 @@ export function createSyntaxChecker(o: {
    */
   uids: number[] | undefined;
   logger: Logger;
+  clock: Clock;
 }): SyntaxChecker {
-  const { python, logger } = o;
-  const { fileBytes, timeoutMs } = python.check;
+  const { python } = o;
+  const c: Checker = {
+    python,
+    logger: o.logger,
+    clock: o.clock,
+    ...checkerCommand(python, o.sandbox),
+    free: (o.uids ?? Array.from({ length: python.check.concurrency }, () => undefined))
+      .map((uid) => ({ uid }))
+      .reverse(),
+    waiting: [],
+    live: new Set(),
+    closed: false,
+  };
+  return {
+    check: (files) => check(c, files),
+    async close() {
+      c.closed = true;
+      for (const { child } of c.live) killGroup(child);
+      await Promise.all([...c.live].map((e) => e.done));
+    },
+  };
+}
+
+/** The check needs neither a writable directory nor the network, whatever tasks may have. */
+function checkerCommand(
+  python: Config["python"],
+  sandbox: Exclude<SandboxKind, "refused">,
+): { command: string; args: string[] } {
   const pyArgs = ["-I", "-S", "-B"];
-  // The check needs neither a writable directory nor the network, whatever tasks may have.
-  const [command, args] =
-    o.sandbox === "bwrap"
-      ? [
-          python.bwrap,
-          [
-            ...bwrapArgs({ executable: python.executable, zygoteDir: PYTHON_DIR, network: false }),
-            python.executable,
-            ...pyArgs,
-            `${IN_SANDBOX.zygote}/${CHECKER}`,
-          ],
-        ]
-      : [python.executable, [...pyArgs, path.join(PYTHON_DIR, CHECKER)]];
-  const env = { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }; // never our secrets
-
-  type Slot = { uid: number | undefined };
-  const free: Slot[] = (o.uids ?? Array.from({ length: python.check.concurrency }, () => undefined))
-    .map((uid) => ({ uid }))
-    .reverse(); // popped from the end: the first uid first
-  const waiting: ((slot: Slot) => void)[] = [];
-  const live = new Set<{ child: ChildProcess; done: Promise<unknown> }>();
-  let closed = false;
-
-  const acquire = (): Promise<Slot> => {
-    const slot = free.pop();
-    return slot ? Promise.resolve(slot) : new Promise((resolve) => waiting.push(resolve));
+  if (sandbox !== "bwrap")
+    return { command: python.executable, args: [...pyArgs, path.join(PYTHON_DIR, CHECKER)] };
+  return {
+    command: python.bwrap,
+    args: [
+      ...bwrapArgs({ executable: python.executable, zygoteDir: PYTHON_DIR, network: false }),
+      python.executable,
+      ...pyArgs,
+      `${IN_SANDBOX.zygote}/${CHECKER}`,
+    ],
   };
-  const release = (slot: Slot): void => {
-    const next = waiting.shift();
-    if (next) next(slot);
-    else free.push(slot);
+}
+
+function acquire(c: Checker): Promise<Slot> {
+  const slot = c.free.pop();
+  return slot ? Promise.resolve(slot) : new Promise((resolve) => c.waiting.push(resolve));
+}
+
+function release(c: Checker, slot: Slot): void {
+  const next = c.waiting.shift();
+  if (next) next(slot);
+  else c.free.push(slot);
+}
+
+const closing = (): Problem => ({
+  ok: false,
+  reason: "failed",
+  message: "the service is shutting down; try again",
+});
+
+async function check(c: Checker, files: CheckedFile[]): Promise<SyntaxVerdict> {
+  if (c.closed) return closing();
+  if (files.length === 0) return { ok: true };
+  const { fileBytes } = c.python.check;
+  const big = files.find((f) => f.bytes.length > fileBytes);
+  if (big) {
+    return {
+      ok: false,
+      reason: "limit",
+      file: big.name,
+      message: `${big.bytes.length} bytes, over the limit of ${fileBytes} bytes for one Python file (LIMIT_PY_FILE_BYTES)`,
+    };
+  }
+  const slot = await acquire(c);
+  try {
+    if (c.closed) return closing();
+    return await run(c, files, slot.uid);
+  } finally {
+    release(c, slot);
+  }
+}
+
+/** Starts the checker on `files` in a process group of its own, with a task's rlimits. */
+function spawnCheck(
+  c: Checker,
+  files: CheckedFile[],
+  uid: number | undefined,
+): ChildProcessWithoutNullStreams {
+  const { python } = c;
+  const lim = {
+    cpu: Math.ceil(python.check.timeoutMs / 1000) + 1,
+    as: python.memoryBytes,
+    fsize: python.fileSizeBytes,
+    nofile: python.openFiles,
+    // Only meaningful per uid: with a shared uid it would count the service's processes.
+    nproc: uid !== undefined ? python.processes : 0,
   };
-  const closing = (): Problem => ({
+  // Its own process group (detached), so a timeout kills bwrap and the interpreter together.
+  const child = spawn(c.command, [...c.args, JSON.stringify({ uid: uid ?? null, lim })], {
+    env: { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }, // never our secrets
+    detached: true,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  // The checker stops reading at the first problem: the rest of the input meets a closed pipe.
+  child.stdin.on("error", () => {});
+  for (const f of files) {
+    const header = { name: f.name, size: f.bytes.length, decode: f.decode === true };
+    child.stdin.write(`${JSON.stringify(header)}\n`);
+    child.stdin.write(f.bytes);
+  }
+  child.stdin.end();
+  return child;
+}
+
+function run(c: Checker, files: CheckedFile[], uid: number | undefined): Promise<SyntaxVerdict> {
+  const { timeoutMs } = c.python.check;
+  const child = spawnCheck(c, files, uid);
+  const out = { stdout: "", stderr: "", timedOut: false };
+  child.stdout.setEncoding("utf8");
+  child.stderr.setEncoding("utf8");
+  child.stdout.on("data", (s: string) => {
+    if (out.stdout.length < STDOUT_CAP) out.stdout += s;
+  });
+  child.stderr.on("data", (s: string) => {
+    out.stderr = (out.stderr + s).slice(-STDERR_TAIL);
+  });
+  const timer = c.clock.setTimeout(() => {
+    out.timedOut = true;
+    killGroup(child);
+  }, timeoutMs);
+  const done = new Promise<SyntaxVerdict>((resolve) => {
+    child.on("error", (err) => {
+      c.clock.clearTimeout(timer);
+      resolve({
+        ok: false,
+        reason: "failed",
+        message: `the syntax check could not start: ${err.message}`,
+      });
+    });
+    child.on("close", (code, signal) => {
+      c.clock.clearTimeout(timer);
+      resolve(c.closed ? closing() : verdictOf(c, files, out, code, signal));
+    });
+  });
+  const entry = { child, done };
+  c.live.add(entry);
+  void done.then(() => c.live.delete(entry));
+  return done;
+}
+
+function verdictOf(
+  c: Checker,
+  files: CheckedFile[],
+  out: { stdout: string; stderr: string; timedOut: boolean },
+  code: number | null,
+  signal: NodeJS.Signals | null,
+): SyntaxVerdict {
+  // bwrap reports its child's death by signal N as exit status 128 + N.
+  const sig = signal ?? (code !== null && code > 128 ? signalName(code - 128) : null);
+  if (out.timedOut || sig === "SIGXCPU") {
+    return {
+      ok: false,
+      reason: "limit",
+      message: `checking it took longer than ${c.python.check.timeoutMs} ms (SCRIPT_CHECK_TIMEOUT_MS)`,
+    };
+  }
+  const verdict = code === 0 ? parse(out.stdout, files) : undefined;
+  if (verdict) return verdict;
+  const how = sig ? `was ended by ${sig}` : `exited with status ${code}`;
+  c.logger.warn({ code, signal: sig, stderr: out.stderr }, "python syntax check failed");
+  const detail = lastLine(out.stderr);
+  return {
     ok: false,
     reason: "failed",
-    message: "the service is shutting down; try again",
-  });
-
-  function run(files: CheckedFile[], uid: number | undefined): Promise<SyntaxVerdict> {
-    const lim = {
-      cpu: Math.ceil(timeoutMs / 1000) + 1,
-      as: python.memoryBytes,
-      fsize: python.fileSizeBytes,
-      nofile: python.openFiles,
-      // Only meaningful per uid: with a shared uid it would count the service's processes.
-      nproc: uid !== undefined ? python.processes : 0,
-    };
-    // Its own process group (detached), so a timeout kills bwrap and the interpreter together.
-    const child = spawn(command, [...args, JSON.stringify({ uid: uid ?? null, lim })], {
-      env,
-      detached: true,
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    let timedOut = false;
-    child.stdout.setEncoding("utf8");
-    child.stderr.setEncoding("utf8");
-    child.stdout.on("data", (s: string) => {
-      if (stdout.length < STDOUT_CAP) stdout += s;
-    });
-    child.stderr.on("data", (s: string) => {
-      stderr = (stderr + s).slice(-STDERR_TAIL);
-    });
-    // The checker stops reading at the first problem: the rest of the input meets a closed pipe.
-    child.stdin.on("error", () => {});
-    for (const f of files) {
-      const header = { name: f.name, size: f.bytes.length, decode: f.decode === true };
-      child.stdin.write(`${JSON.stringify(header)}\n`);
-      child.stdin.write(f.bytes);
-    }
-    child.stdin.end();
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup(child);
-    }, timeoutMs);
-
-    const done = new Promise<SyntaxVerdict>((resolve) => {
-      child.on("error", (err) => {
-        clearTimeout(timer);
-        resolve({
-          ok: false,
-          reason: "failed",
-          message: `the syntax check could not start: ${err.message}`,
-        });
-      });
-      child.on("close", (code, signal) => {
-        clearTimeout(timer);
-        if (closed) return resolve(closing());
-        // bwrap reports its child's death by signal N as exit status 128 + N.
-        const sig = signal ?? (code !== null && code > 128 ? signalName(code - 128) : null);
-        if (timedOut || sig === "SIGXCPU") {
-          return resolve({
-            ok: false,
-            reason: "limit",
-            message: `checking it took longer than ${timeoutMs} ms (SCRIPT_CHECK_TIMEOUT_MS)`,
-          });
-        }
-        const verdict = code === 0 ? parse(stdout, files) : undefined;
-        if (verdict) return resolve(verdict);
-        const how = sig ? `was ended by ${sig}` : `exited with status ${code}`;
-        logger.warn({ code, signal: sig, stderr }, "python syntax check failed");
-        const detail = lastLine(stderr);
-        resolve({
-          ok: false,
-          reason: "failed",
-          message: `the syntax check ${how}${detail ? `: ${detail}` : ""}`,
-        });
-      });
-    });
-    const entry = { child, done };
-    live.add(entry);
-    void done.then(() => live.delete(entry));
-    return done;
-  }
-
-  function parse(stdout: string, files: CheckedFile[]): SyntaxVerdict | undefined {
-    let out: {
-      ok?: boolean;
-      index?: number;
-      kind?: string;
-      line?: number | null;
-      message?: string;
-    };
-    try {
-      out = JSON.parse(stdout.trim().split("\n").pop() ?? "");
-    } catch {
-      return undefined;
-    }
-    if (out.ok === true) return { ok: true };
-    const file = files[out.index ?? -1]?.name;
-    if (file === undefined || typeof out.message !== "string") return undefined;
-    if (out.kind === "memory") {
-      return {
-        ok: false,
-        reason: "limit",
-        file,
-        message: `out of memory: ${out.message}, the memory limit of a script (SCRIPT_MEMORY_BYTES)`,
-      };
-    }
-    return typeof out.line === "number"
-      ? { ok: false, reason: "syntax", file, line: out.line, message: out.message }
-      : { ok: false, reason: "syntax", file, message: out.message };
-  }
-
-  return {
-    async check(files) {
-      if (closed) return closing();
-      if (files.length === 0) return { ok: true };
-      const big = files.find((f) => f.bytes.length > fileBytes);
-      if (big) {
-        return {
-          ok: false,
-          reason: "limit",
-          file: big.name,
-          message: `${big.bytes.length} bytes, over the limit of ${fileBytes} bytes for one Python file (LIMIT_PY_FILE_BYTES)`,
-        };
-      }
-      const slot = await acquire();
-      try {
-        if (closed) return closing();
-        return await run(files, slot.uid);
-      } finally {
-        release(slot);
-      }
-    },
-    async close() {
-      closed = true;
-      for (const { child } of live) killGroup(child);
-      await Promise.all([...live].map((e) => e.done));
-    },
+    message: `the syntax check ${how}${detail ? `: ${detail}` : ""}`,
   };
+}
+
+function parse(stdout: string, files: CheckedFile[]): SyntaxVerdict | undefined {
+  let out: {
+    ok?: boolean;
+    index?: number;
+    kind?: string;
+    line?: number | null;
+    message?: string;
+  };
+  try {
+    out = JSON.parse(stdout.trim().split("\n").pop() ?? "");
+  } catch {
+    return undefined;
+  }
+  if (out.ok === true) return { ok: true };
+  const file = files[out.index ?? -1]?.name;
+  if (file === undefined || typeof out.message !== "string") return undefined;
+  if (out.kind === "memory") {
+    return {
+      ok: false,
+      reason: "limit",
+      file,
+      message: `out of memory: ${out.message}, the memory limit of a script (SCRIPT_MEMORY_BYTES)`,
+    };
+  }
+  return typeof out.line === "number"
+    ? { ok: false, reason: "syntax", file, line: out.line, message: out.message }
+    : { ok: false, reason: "syntax", file, message: out.message };
 }
 
 function killGroup(child: ChildProcess): void {

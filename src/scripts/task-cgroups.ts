@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import { type Clock, sleep, systemClock } from "../clock.ts";
 import {
   type CgroupFs,
   type CgroupLimits,
@@ -51,8 +52,6 @@ interface Slot {
   oomBase: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * The cgroups of one runner, under `sluice/<block>` (`block` is unique to this service process,
  * e.g. its uid block). Whatever an earlier life of the block left there is killed first.
@@ -62,8 +61,11 @@ export async function createTaskCgroups(o: {
   block: string;
   limits: CgroupLimits;
   logger: Logger;
+  /** Paces the waits for a cgroup to empty; the system clock when a test builds one alone. */
+  clock?: Clock;
 }): Promise<TaskCgroups> {
-  const found = findCgroupFs(o.mountRoot, `${PARENT}/${o.block}`);
+  const clock = o.clock ?? systemClock;
+  const found = findCgroupFs(o.mountRoot, `${PARENT}/${o.block}`, clock);
   if ("problem" in found) throw new Error(found.problem);
   const cg = found.fs;
   cg.createParent();
@@ -76,7 +78,7 @@ export async function createTaskCgroups(o: {
   }
   if (killed > 0)
     o.logger.warn({ killed, block: o.block }, "killed task processes left in this block's cgroups");
-  return new SlotPool(cg, o.limits, o.logger);
+  return new SlotPool(cg, o.limits, o.logger, clock);
 }
 
 class SlotPool implements TaskCgroups {
@@ -84,6 +86,7 @@ class SlotPool implements TaskCgroups {
   readonly #cg: CgroupFs;
   readonly #limits: CgroupLimits;
   readonly #logger: Logger;
+  readonly #clock: Clock;
   #free: Slot[] = [];
   #all = new Set<Slot>();
   #next = 0;
@@ -91,11 +94,12 @@ class SlotPool implements TaskCgroups {
   #bound = new Map<number, Promise<Slot | undefined>>();
   #closed = false;
 
-  constructor(cg: CgroupFs, limits: CgroupLimits, logger: Logger) {
+  constructor(cg: CgroupFs, limits: CgroupLimits, logger: Logger, clock: Clock) {
     this.version = cg.version;
     this.#cg = cg;
     this.#limits = limits;
     this.#logger = logger;
+    this.#clock = clock;
   }
 
   #newSlot(): Slot {
@@ -215,7 +219,7 @@ class SlotPool implements TaskCgroups {
     try {
       const settled = () => this.#pidsCount(slot) === 0 && this.#shmem(slot) === 0;
       for (let waited = 0; !settled() && waited < 2000 && !this.#closed; waited += 20)
-        await sleep(20);
+        await sleep(this.#clock, 20);
       if (!this.#closed && settled()) {
         slot.oomBase = this.#oomKills(slot);
         this.#free.push(slot);

@@ -56,76 +56,15 @@ export type TaskServiceDeps = Omit<LifecycleDeps, "notFound"> & {
  * inside the one run lifecycle (runs/lifecycle.ts), which owns statuses, queueing, waits and limits.
  */
 export function createTaskService(deps: TaskServiceDeps): TaskService {
-  const { store, runner, clock } = deps;
-
-  async function prepare(
-    req: TaskRequest,
-    status: "QUEUED" | "STARTED",
-    inProcess: boolean,
-  ): Promise<NewRun> {
-    const el = await locateElement(store, req.scope, req.locator, "PY");
-    if (el.type !== "PY") throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [el.name]);
-    // The task records the version it runs, so a queued task runs what it was accepted with.
-    const version = await store.scriptVersion(el.id, req.version ?? null);
-    if (!version && req.version !== undefined)
-      throw new SluiceError(ErrorCode.SCRIPT_VERSION_NOT_FOUND, [el.name, String(req.version)]);
-    const now = clock.now();
-    return {
-      id: newId(now),
-      scope: req.scope,
-      elementId: el.id,
-      elementType: "PY",
-      elementName: el.name,
-      folderId: el.folderId,
-      version: version ? String(version.version) : null,
-      triggerType: req.trigger,
-      status,
-      runName: req.taskName ?? el.name,
-      runParam: JSON.stringify(req.parameter ?? null),
-      initiator: req.user ? { userId: req.user } : null,
-      parentRunId: req.parentRunId ?? null,
-      rerunOf: req.rerunOf ?? null,
-      inProcess,
-      nodeId: status === "STARTED" ? deps.nodeId : null,
-      createTime: now,
-      startTime: status === "STARTED" ? now : null,
-    };
-  }
-
-  async function execute(r: ExecRun, parameter: unknown, signal: AbortSignal): Promise<Execution> {
-    const script = await taskSource(store, r);
-    // A stop from the lifecycle kills the task's process group; the runner answers the outcome.
-    const onAbort = () => {
-      const stop: unknown = signal.reason;
-      runner.kill(
-        r.id,
-        stop instanceof RunStop && stop.reason === "terminate" ? "terminate" : "timeout",
-      );
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    try {
-      const outcome = await runner.run({
-        taskId: r.id,
-        source: script,
-        parameter,
-        // The lifecycle's system limit stops the task first; this is the runner's backstop.
-        timeoutMs: deps.limits.maxRunS * 1000 + 1000,
-      });
-      deps.onScript?.(outcome);
-      return { outcome: taskOutcome(outcome) };
-    } finally {
-      signal.removeEventListener("abort", onAbort);
-    }
-  }
-
+  const { runner } = deps;
   const executor: RunExecutor<TaskRequest> = {
     kind: "script",
     // A node without its script sandbox takes no task at all (docs/script-service.md).
     admit() {
       if (runner.refusal !== undefined) throw new SluiceError(ErrorCode.BUSINESS, [runner.refusal]);
     },
-    prepare,
-    execute,
+    prepare: (req, status, inProcess) => prepare(deps, req, status, inProcess),
+    execute: (r, parameter, signal) => execute(deps, r, parameter, signal),
   };
   const lifecycle = createRunLifecycle({ ...deps, notFound: ErrorCode.TASK_NOT_FOUND }, executor);
 
@@ -139,6 +78,74 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
     },
     terminate: lifecycle.terminate,
   };
+}
+
+async function prepare(
+  deps: TaskServiceDeps,
+  req: TaskRequest,
+  status: "QUEUED" | "STARTED",
+  inProcess: boolean,
+): Promise<NewRun> {
+  const { store } = deps;
+  const el = await locateElement(store, req.scope, req.locator, "PY");
+  if (el.type !== "PY") throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [el.name]);
+  // The task records the version it runs, so a queued task runs what it was accepted with.
+  const version = await store.scriptVersion(el.id, req.version ?? null);
+  if (!version && req.version !== undefined)
+    throw new SluiceError(ErrorCode.SCRIPT_VERSION_NOT_FOUND, [el.name, String(req.version)]);
+  const now = deps.clock.now();
+  return {
+    id: newId(now),
+    scope: req.scope,
+    elementId: el.id,
+    elementType: "PY",
+    elementName: el.name,
+    folderId: el.folderId,
+    version: version ? String(version.version) : null,
+    triggerType: req.trigger,
+    status,
+    runName: req.taskName ?? el.name,
+    runParam: JSON.stringify(req.parameter ?? null),
+    initiator: req.user ? { userId: req.user } : null,
+    parentRunId: req.parentRunId ?? null,
+    rerunOf: req.rerunOf ?? null,
+    inProcess,
+    nodeId: status === "STARTED" ? deps.nodeId : null,
+    createTime: now,
+    startTime: status === "STARTED" ? now : null,
+  };
+}
+
+async function execute(
+  deps: TaskServiceDeps,
+  r: ExecRun,
+  parameter: unknown,
+  signal: AbortSignal,
+): Promise<Execution> {
+  const { runner } = deps;
+  const script = await taskSource(deps.store, r);
+  // A stop from the lifecycle kills the task's process group; the runner answers the outcome.
+  const onAbort = () => {
+    const stop: unknown = signal.reason;
+    runner.kill(
+      r.id,
+      stop instanceof RunStop && stop.reason === "terminate" ? "terminate" : "timeout",
+    );
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    const outcome = await runner.run({
+      taskId: r.id,
+      source: script,
+      parameter,
+      // The lifecycle's system limit stops the task first; this is the runner's backstop.
+      timeoutMs: deps.limits.maxRunS * 1000 + 1000,
+    });
+    deps.onScript?.(outcome);
+    return { outcome: taskOutcome(outcome) };
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
 }
 
 /** The bytes a task runs: the version it recorded (a script stored before versions: its element's). */

@@ -13,6 +13,8 @@ export type ZipVerdict =
 const S_IFMT = 0o170000;
 const S_IFLNK = 0o120000;
 
+type Refusal = Extract<ZipVerdict, { ok: false }>;
+
 /**
  * Checks a package zip before import (docs/script-service.md): no `../`, absolute paths or links, entry
  * count and uncompressed size within limits, `main.py` at the root or inside a single top folder.
@@ -22,16 +24,8 @@ export async function inspectZip(
   bytes: Buffer,
   limits: { zipEntries: number; zipUncompressedBytes: number },
 ): Promise<ZipVerdict> {
-  let zip: yauzl.ZipFile;
-  try {
-    zip = await new Promise<yauzl.ZipFile>((resolve, reject) =>
-      yauzl.fromBuffer(bytes, { lazyEntries: true, strictFileNames: false }, (err, z) =>
-        err ? reject(err) : resolve(z),
-      ),
-    );
-  } catch (err) {
-    return { ok: false, status: 2, message: `not a valid zip file: ${(err as Error).message}` };
-  }
+  const zip = await openZip(bytes);
+  if ("ok" in zip) return zip;
   if (zip.entryCount > limits.zipEntries) {
     zip.close();
     return {
@@ -40,9 +34,34 @@ export async function inspectZip(
       message: `zip has ${zip.entryCount} entries, over the limit of ${limits.zipEntries}`,
     };
   }
+  const entries = await listEntries(zip);
+  if (!Array.isArray(entries)) return entries;
+  const unsafe = checkEntries(entries, limits.zipUncompressedBytes);
+  if (unsafe) return unsafe;
+  const files = entries.filter((e) => !e.fileName.endsWith("/"));
+  const entry = entryOf(files);
+  if (typeof entry !== "string") return entry;
+  const pyFiles = await readPyFiles(zip, files);
+  if (!Array.isArray(pyFiles)) return pyFiles;
+  zip.close();
+  const list = files.map((e) => ({ name: e.fileName, size: e.uncompressedSize }));
+  return { ok: true, pyFiles, entry, files: list };
+}
 
+async function openZip(bytes: Buffer): Promise<yauzl.ZipFile | Refusal> {
+  try {
+    return await new Promise<yauzl.ZipFile>((resolve, reject) =>
+      yauzl.fromBuffer(bytes, { lazyEntries: true, strictFileNames: false }, (err, z) =>
+        err ? reject(err) : resolve(z),
+      ),
+    );
+  } catch (err) {
+    return { ok: false, status: 2, message: `not a valid zip file: ${(err as Error).message}` };
+  }
+}
+
+async function listEntries(zip: yauzl.ZipFile): Promise<yauzl.Entry[] | Refusal> {
   const entries: yauzl.Entry[] = [];
-  let total = 0;
   try {
     await new Promise<void>((resolve, reject) => {
       zip.on("entry", (e: yauzl.Entry) => {
@@ -60,7 +79,12 @@ export async function inspectZip(
       return { ok: false, status: 2, message: `unsafe zip entry: ${text}` };
     return { ok: false, status: 2, message: `corrupt zip: ${text}` };
   }
+  return entries;
+}
 
+/** The first entry that escapes the folder, is a link, or takes the total past the size limit. */
+function checkEntries(entries: yauzl.Entry[], maxBytes: number): Refusal | undefined {
+  let total = 0;
   for (const e of entries) {
     const name = e.fileName;
     if (
@@ -75,30 +99,31 @@ export async function inspectZip(
       return { ok: false, status: 2, message: `zip entry "${name}" is a link` };
     }
     total += e.uncompressedSize;
-    if (total > limits.zipUncompressedBytes) {
-      return {
-        ok: false,
-        status: 3,
-        message: `zip uncompresses to more than ${limits.zipUncompressedBytes} bytes`,
-      };
+    if (total > maxBytes) {
+      return { ok: false, status: 3, message: `zip uncompresses to more than ${maxBytes} bytes` };
     }
   }
+  return undefined;
+}
 
-  const files = entries.filter((e) => !e.fileName.endsWith("/"));
+/** `main.py` at the root, or in the one top-level folder. */
+function entryOf(files: yauzl.Entry[]): string | Refusal {
+  if (files.some((e) => e.fileName === "main.py")) return "main.py";
   const tops = new Set(files.map((e) => e.fileName.split("/")[0]));
-  let entry = "main.py";
-  if (!files.some((e) => e.fileName === "main.py")) {
-    const [top] = [...tops];
-    if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}/main.py`))
-      entry = `${top}/main.py`;
-    else
-      return {
-        ok: false,
-        status: 2,
-        message: "zip has no main.py at its root or in a single top-level folder",
-      };
-  }
+  const [top] = [...tops];
+  if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}/main.py`))
+    return `${top}/main.py`;
+  return {
+    ok: false,
+    status: 2,
+    message: "zip has no main.py at its root or in a single top-level folder",
+  };
+}
 
+async function readPyFiles(
+  zip: yauzl.ZipFile,
+  files: yauzl.Entry[],
+): Promise<{ name: string; source: Buffer }[] | Refusal> {
   const pyFiles: { name: string; source: Buffer }[] = [];
   for (const e of files.filter((f) => f.fileName.endsWith(".py"))) {
     let bytes: Buffer;
@@ -112,9 +137,7 @@ export async function inspectZip(
     }
     pyFiles.push({ name: e.fileName, source: bytes });
   }
-  zip.close();
-  const list = files.map((e) => ({ name: e.fileName, size: e.uncompressedSize }));
-  return { ok: true, pyFiles, entry, files: list };
+  return pyFiles;
 }
 
 function readEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Buffer> {

@@ -1,3 +1,5 @@
+import { type Clock, systemClock } from "../clock.ts";
+
 /**
  * Which children the zygote reaped, for a zygote whose children are each the first process of a
  * pid namespace of their own (its `ready … pidns`). Linux reaps such a process only once every
@@ -11,6 +13,12 @@ export class ReapedChildren {
   readonly #waiters = new Map<number, Array<(reaped: boolean | undefined) => void>>();
   /** Records kept at most: a dropped one only means a `k` after the wait below. */
   static readonly KEEP = 4096;
+  readonly #clock: Clock;
+
+  /** The system clock when a test builds one alone. */
+  constructor(clock: Clock = systemClock) {
+    this.#clock = clock;
+  }
 
   /** `c PID`: a new child has this pid; what was recorded of an earlier one is not about it. */
   born(pid: number): void {
@@ -39,14 +47,14 @@ export class ReapedChildren {
   wait(pid: number, ms: number): Promise<boolean | undefined> {
     if (this.#reaped.delete(pid)) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      const timer = this.#clock.setTimeout(() => {
         const waiting = this.#waiters.get(pid)?.filter((w) => w !== done);
         if (waiting?.length) this.#waiters.set(pid, waiting);
         else this.#waiters.delete(pid);
         resolve(undefined);
       }, ms);
       const done = (reaped: boolean | undefined) => {
-        clearTimeout(timer);
+        this.#clock.clearTimeout(timer);
         resolve(reaped);
       };
       this.#waiters.set(pid, [...(this.#waiters.get(pid) ?? []), done]);

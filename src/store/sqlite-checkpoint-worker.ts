@@ -11,6 +11,7 @@ const db = new DatabaseSync(file);
 db.exec("PRAGMA busy_timeout = 1000;");
 const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
 
+// The real timer: a worker thread is given no injected clock, and its period is not logic to test.
 setInterval(() => {
   try {
     checkpoint.get();

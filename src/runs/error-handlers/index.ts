@@ -3,7 +3,7 @@
  * configured handler is invoked independently, retried with backoff, and its outcome recorded on
  * the run. Nothing here can change or lose the run: every failure becomes a recorded result.
  */
-import type { Clock } from "../../clock.ts";
+import { type Clock, sleep } from "../../clock.ts";
 import type { Language } from "../../errors.ts";
 import { type Configure, normalizeConfigure } from "../../flows/graph.ts";
 import type { TaskService } from "../../scripts/task-service.ts";
@@ -78,90 +78,113 @@ export function eventOf(run: Run, event: HandlerEventType, error?: string): Fail
   };
 }
 
+/** The state of the handlers: their dependencies and the notifications under way. */
+interface Handlers extends ErrorHandlerDeps {
+  sleep: (ms: number) => Promise<void>;
+  inFlight: Set<Promise<unknown>>;
+  /** Runs started by a custom handler: their own failure must not call handlers again (no loops). */
+  handlerRuns: Set<string>;
+}
+
 export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
-  const { store, clock, logger, config } = deps;
-  const sleep =
-    deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => clock.setTimeout(resolve, ms)));
-  const inFlight = new Set<Promise<unknown>>();
-  // Runs started by a custom handler: their own failure must not call handlers again (no loops).
-  const handlerRuns = new Set<string>();
-
-  async function notify(run: Run, configure: Configure, type: HandlerEventType, error?: string) {
-    const event = eventOf(run, type, error);
-    const results = await Promise.all(
-      handlersOf(deps, configure, (id) => handlerRuns.add(id)).map(async (h) => {
-        const r = await invoke(deps, sleep, h, run, event).catch(
-          (err: unknown): ErrorHandlerResult => ({
-            kind: h.kind,
-            ok: false,
-            attempts: 0,
-            error: String(err),
-            at: clock.now(),
-            event: type,
-          }),
-        );
-        if (!r.ok)
-          logger.warn({ runId: run.id, kind: r.kind, error: r.error }, "error handler failed");
-        await store
-          .addErrorHandlerResult(run.id, r)
-          .catch((err: unknown) =>
-            logger.error(
-              { err, runId: run.id, result: r },
-              "could not record error handler result",
-            ),
-          );
-        return r;
-      }),
-    );
-    return results;
-  }
-
-  function track(p: Promise<unknown>): void {
-    const q = p
-      .catch((err: unknown) => logger.error({ err }, "error handlers failed"))
-      .finally(() => inFlight.delete(q));
-    inFlight.add(q);
-  }
-
-  /** `facts` absent: ended by recovery, which knows neither the kind nor the configuration. */
-  function ended(runId: string, end: RunEnd, facts: RunFacts | undefined, given?: Configure): void {
-    const byHandler = handlerRuns.delete(runId);
-    if (end.status !== "FAILURE" || byHandler) return;
-    // An executed run without a configuration never reached its release: no handlers known.
-    if (facts && (facts.elementType !== "DPL" || !given || !hasHandlers(given))) return;
-    track(
-      (async () => {
-        const run = await store.getRun(null, runId);
-        if (run?.elementType !== "DPL") return;
-        const configure = given ?? (await configureOf(store, run));
-        if (configure && hasHandlers(configure)) await notify(run, configure, "run.failure");
-      })(),
-    );
-  }
-
-  function sentinel(runId: string, configure: Configure, seconds: number): void {
-    if (handlerRuns.has(runId) || !hasHandlers(configure)) return;
-    track(
-      (async () => {
-        const run = await store.getRun(null, runId);
-        if (!run || run.endTime !== null) return; // ended first: its own outcome is what matters
-        const error = t(config.language, "sentinel", { runId, seconds });
-        await notify(run, configure, "run.timeout", error);
-      })(),
-    );
-  }
-
+  const s: Handlers = {
+    ...deps,
+    sleep: deps.sleep ?? ((ms: number) => sleep(deps.clock, ms)),
+    inFlight: new Set(),
+    handlerRuns: new Set(),
+  };
   deps.events.subscribe((e: RunEvent) => {
-    if (e.type === "ended") ended(e.runId, e.end, e.run, e.configure);
-    else if (e.type === "sentinel") sentinel(e.runId, e.configure, e.seconds);
+    if (e.type === "ended") ended(s, e.runId, e.end, e.run, e.configure);
+    else if (e.type === "sentinel") sentinel(s, e.runId, e.configure, e.seconds);
   });
-
   return {
-    notify,
+    notify: (run, configure, event, error) => notify(s, run, configure, event, error),
     async idle() {
-      while (inFlight.size > 0) await Promise.all(inFlight);
+      while (s.inFlight.size > 0) await Promise.all(s.inFlight);
     },
   };
+}
+
+async function notify(
+  s: Handlers,
+  run: Run,
+  configure: Configure,
+  type: HandlerEventType,
+  error?: string,
+): Promise<ErrorHandlerResult[]> {
+  const event = eventOf(run, type, error);
+  const handlers = handlersOf(s, configure, (id) => s.handlerRuns.add(id));
+  return Promise.all(handlers.map((h) => invokeAndRecord(s, h, run, event)));
+}
+
+/** One handler, independently of the others: whatever happens becomes a recorded result. */
+async function invokeAndRecord(
+  s: Handlers,
+  h: Handler,
+  run: Run,
+  event: FailureEvent,
+): Promise<ErrorHandlerResult> {
+  const { logger } = s;
+  const r = await invoke(s, s.sleep, h, run, event).catch(
+    (err: unknown): ErrorHandlerResult => ({
+      kind: h.kind,
+      ok: false,
+      attempts: 0,
+      error: String(err),
+      at: s.clock.now(),
+      event: event.event,
+    }),
+  );
+  if (!r.ok) logger.warn({ runId: run.id, kind: r.kind, error: r.error }, "error handler failed");
+  await s.store
+    .addErrorHandlerResult(run.id, r)
+    .catch((err: unknown) =>
+      logger.error({ err, runId: run.id, result: r }, "could not record error handler result"),
+    );
+  return r;
+}
+
+function track(s: Handlers, p: Promise<unknown>): void {
+  const q = p
+    .catch((err: unknown) => s.logger.error({ err }, "error handlers failed"))
+    .finally(() => s.inFlight.delete(q));
+  s.inFlight.add(q);
+}
+
+/** `facts` absent: ended by recovery, which knows neither the kind nor the configuration. */
+function ended(
+  s: Handlers,
+  runId: string,
+  end: RunEnd,
+  facts: RunFacts | undefined,
+  given?: Configure,
+): void {
+  const byHandler = s.handlerRuns.delete(runId);
+  if (end.status !== "FAILURE" || byHandler) return;
+  // An executed run without a configuration never reached its release: no handlers known.
+  if (facts && (facts.elementType !== "DPL" || !given || !hasHandlers(given))) return;
+  track(
+    s,
+    (async () => {
+      const run = await s.store.getRun(null, runId);
+      if (run?.elementType !== "DPL") return;
+      const configure = given ?? (await configureOf(s.store, run));
+      if (configure && hasHandlers(configure)) await notify(s, run, configure, "run.failure");
+    })(),
+  );
+}
+
+function sentinel(s: Handlers, runId: string, configure: Configure, seconds: number): void {
+  if (s.handlerRuns.has(runId) || !hasHandlers(configure)) return;
+  track(
+    s,
+    (async () => {
+      const run = await s.store.getRun(null, runId);
+      if (!run || run.endTime !== null) return; // ended first: its own outcome is what matters
+      const error = t(s.config.language, "sentinel", { runId, seconds });
+      await notify(s, run, configure, "run.timeout", error);
+    })(),
+  );
 }
 
 /** The handlers a flow's configuration names. */

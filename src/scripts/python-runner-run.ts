@@ -1,0 +1,199 @@
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
+import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
+import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
+import type { WorkDirs } from "./python-runner-workdir.ts";
+import type { ZygotePool } from "./python-runner-zygote.ts";
+import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
+import type { SyntaxChecker } from "./syntax-check.ts";
+import type { TaskCgroup, TaskCgroups } from "./task-cgroups.ts";
+
+export interface RunnerLimits {
+  outputBytes: number;
+  resultBytes: number;
+  maxRunS: number;
+}
+
+interface TaskState {
+  killReason?: KillReason;
+  running?: RunningTask;
+}
+
+/** The state of one started runner: what it opened, and the tasks it runs or holds back. */
+export interface Runner {
+  python: Config["python"];
+  limits: RunnerLimits;
+  logger: Logger;
+  clock: Clock;
+  sandbox: Exclude<SandboxKind, "refused">;
+  uids: { base: number; count: number; release(): void };
+  syntax: SyntaxChecker;
+  dirs: WorkDirs;
+  cgroups: TaskCgroups | undefined;
+  pool: ZygotePool;
+  tasks: Map<string, TaskState>;
+  /** Tasks waiting for a slot, first come first served. */
+  queue: Array<() => void>;
+  running: number;
+  closed: boolean;
+}
+
+async function acquireSlot(r: Runner): Promise<void> {
+  if (r.running < r.python.concurrency && r.queue.length === 0) {
+    r.running++;
+    return;
+  }
+  await new Promise<void>((resolve) => r.queue.push(resolve));
+}
+
+function releaseSlot(r: Runner): void {
+  const next = r.queue.shift();
+  if (next)
+    next(); // the slot passes straight to the next waiter
+  else r.running--;
+}
+
+/** Where the task runs and as whom, as the zygote's child is told it. */
+interface Placement {
+  cwd: string;
+  uid: number | undefined;
+  gid: number | undefined;
+  sweep: boolean;
+  own: boolean;
+}
+
+function taskMessage(r: Runner, spec: TaskSpec, p: Placement): string {
+  const { python, limits } = r;
+  const runS = spec.timeoutMs !== undefined ? spec.timeoutMs / 1000 : limits.maxRunS;
+  return `${JSON.stringify({
+    id: spec.taskId,
+    name: spec.source.name,
+    kind: spec.source.kind,
+    src: Buffer.from(spec.source.content).toString("base64"),
+    param: spec.parameter ?? null,
+    ...p,
+    lim: {
+      cpu: Math.ceil(Math.min(runS, limits.maxRunS)) + 1,
+      as: python.memoryBytes,
+      fsize: python.fileSizeBytes,
+      nofile: python.openFiles,
+      // Only meaningful per uid: with a shared uid it would count the service's processes.
+      nproc: p.uid !== undefined ? python.processes : 0,
+    },
+  })}\n`;
+}
+
+/** Runs the task on a child of the pool, killed past its time limit. */
+async function runOnTakenChild(
+  r: Runner,
+  spec: TaskSpec,
+  state: TaskState,
+  wd: Awaited<ReturnType<WorkDirs["acquire"]>>,
+  taken: { childPid: number; cg: TaskCgroup | undefined },
+): Promise<TaskOutcome> {
+  const child = await r.pool.take();
+  taken.childPid = child.pid;
+  const cg = r.cgroups?.take(child.pid);
+  taken.cg = cg;
+  if (cg && !(await cg.ready)) {
+    r.pool.discard(child);
+    return failure("CgroupUnavailable", "the task could not be put in a cgroup of its own");
+  }
+  const cwd = r.sandbox === "bwrap" ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
+  // A directory no other task shares and nothing keeps gets a tmpfs of its own over it.
+  const own = spec.workDirName === undefined && spec.keepWorkDir !== true;
+  const msg = taskMessage(r, spec, { cwd, uid: wd.uid, gid: wd.gid, sweep: wd.privateUid, own });
+  const rt = runOnChild(r.pool, child, msg, r.limits, r.clock);
+  state.running = rt;
+  if (state.killReason) rt.kill(state.killReason);
+  const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, r.limits.maxRunS * 1000);
+  const timer = r.clock.setTimeout(() => rt.kill("timeout"), limitMs);
+  try {
+    const { outcome } = await rt.done;
+    return cg?.oomKilled() ? overMemory(outcome, r.python.memoryBytes) : outcome;
+  } finally {
+    r.clock.clearTimeout(timer);
+  }
+}
+
+async function execute(r: Runner, spec: TaskSpec, state: TaskState): Promise<TaskOutcome> {
+  const name = spec.workDirName ?? spec.taskId;
+  const wd = await r.dirs.acquire(name, spec.workDirName === undefined);
+  const taken: { childPid: number; cg: TaskCgroup | undefined } = { childPid: 0, cg: undefined };
+  try {
+    if (state.killReason) return canceledBeforeStart(state.killReason);
+    return await runOnTakenChild(r, spec, state, wd, taken);
+  } finally {
+    // The outcome does not wait for the clean-up; the next task with this name or uid does.
+    const sweep = (uid: number | undefined) => sweepTask(r, name, taken.childPid, taken.cg, uid);
+    if (wd.uid === undefined) void sweep(undefined); // no uid for the work dir to wait for
+    r.dirs.release(wd, spec.keepWorkDir === true, sweep).catch((err: unknown) => {
+      r.logger.warn({ err, workDir: name }, "could not clean task working directory");
+    });
+  }
+}
+
+/**
+ * Whatever the task reported, its uid is swept and its cgroup emptied from outside it
+ * (docs/security.md): the zygote confirms its child is reaped, then Node kills what is left.
+ */
+async function sweepTask(
+  r: Runner,
+  workDir: string,
+  childPid: number,
+  cg: TaskCgroup | undefined,
+  uid: number | undefined,
+): Promise<boolean> {
+  if (childPid === 0) return true; // nothing ever ran as this uid
+  const swept = uid === undefined || (await r.pool.sweep(uid, childPid));
+  const emptied = (await cg?.release()) ?? true;
+  if (!swept || !emptied)
+    r.logger.error(
+      { uid, workDir, swept, emptied },
+      "task leftovers not confirmed dead: uid retired",
+    );
+  return swept && emptied;
+}
+
+export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
+  if (r.closed) return failure("RunnerClosed", "python runner is closed");
+  if (r.tasks.has(spec.taskId))
+    return failure("DuplicateTask", `task ${spec.taskId} is already running`);
+  const state: TaskState = {};
+  r.tasks.set(spec.taskId, state);
+  try {
+    await acquireSlot(r);
+    try {
+      if (state.killReason) return canceledBeforeStart(state.killReason);
+      if (r.closed) return failure("RunnerClosed", "python runner is closed");
+      return await execute(r, spec, state);
+    } finally {
+      releaseSlot(r);
+    }
+  } catch (err) {
+    r.logger.error({ err, taskId: spec.taskId }, "python task could not run");
+    return failure("RunnerError", err instanceof Error ? err.message : String(err));
+  } finally {
+    r.tasks.delete(spec.taskId);
+  }
+}
+
+export function killTask(r: Runner, taskId: string, reason: KillReason): boolean {
+  const state = r.tasks.get(taskId);
+  if (!state || state.killReason) return false;
+  state.killReason = reason;
+  state.running?.kill(reason);
+  return true;
+}
+
+/** At close: running tasks are terminated, waiting ones let through to find the runner closed. */
+export function endTasks(r: Runner): void {
+  for (const state of r.tasks.values()) {
+    state.killReason ??= "terminate";
+    state.running?.kill(state.killReason);
+  }
+  const waiting = r.queue.splice(0);
+  r.running += waiting.length; // each will release the slot it never really got
+  for (const next of waiting) next();
+}
