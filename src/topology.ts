@@ -7,7 +7,7 @@ import type { RunQueue } from "./queue/types.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "./runs/pg-notify.ts";
 import type { RunEvents } from "./runs/run-events.ts";
 import { type OpenedStore, openStore } from "./store/open-store.ts";
-import { withScriptCache } from "./store/script-cache.ts";
+import { withScriptCache, withVersionCache } from "./store/script-cache.ts";
 
 /**
  * Where this process stands in the deployment (docs/architecture.md, "Topology"). createServices
@@ -86,7 +86,8 @@ export async function createTopology(
   });
   return {
     mode: placement.mode,
-    store: opened,
+    // Other processes write the database: only what never changes is kept in memory.
+    store: withVersionCache(opened),
     queue,
     bridge,
     ownsDatabase: false,

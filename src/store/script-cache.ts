@@ -12,11 +12,49 @@ import type { Element, ScriptElement, Store } from "./types.ts";
  * a name ambiguous, an overwrite changes a source. In cluster mode another process may write, so
  * the topology (src/topology.ts) does not use this there.
  */
+/** Sources held in memory at most, whatever their count: a package may be tens of MiB. */
+const MAX_CACHED_BYTES = 64 * 1024 * 1024;
+
+function versionLru(maxEntries: number): LRUCache<string, ScriptVersion> {
+  return new LRUCache<string, ScriptVersion>({
+    max: maxEntries,
+    maxSize: MAX_CACHED_BYTES,
+    sizeCalculation: (v) => Math.max(1, v.content.byteLength),
+  });
+}
+
+/**
+ * Any mode: numbered script versions answered from memory. A version, once written, never changes
+ * and is never deleted (docs/script-service.md, "Script versions"), so this needs no invalidation
+ * even when other processes write: a worker loads each task's pinned source once instead of once
+ * per task. The newest version is not cached here (another node's upload changes it).
+ */
+export function withVersionCache<S extends Store>(store: S, maxEntries = 256): S {
+  const versions = versionLru(maxEntries);
+  return {
+    ...store,
+    async scriptVersion(elementId, version) {
+      if (version === null) {
+        // The newest is read afresh, but under its number it is as fixed as any other version.
+        const newest = await store.scriptVersion(elementId, null);
+        if (newest) versions.set(`${elementId}\u0000${newest.version}`, Object.freeze(newest));
+        return newest;
+      }
+      const key = `${elementId}\u0000${version}`;
+      const hit = versions.get(key);
+      if (hit) return hit;
+      const found = await store.scriptVersion(elementId, version);
+      if (found) versions.set(key, Object.freeze(found));
+      return found;
+    },
+  };
+}
+
 export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S {
   const byName = new LRUCache<string, readonly Element[]>({ max: maxEntries });
   const byId = new LRUCache<string, ScriptElement>({ max: maxEntries });
   // A numbered version never changes; the newest changes only through `putScript`.
-  const versions = new LRUCache<string, ScriptVersion>({ max: maxEntries });
+  const versions = versionLru(maxEntries);
   const remember = <V extends object>(map: LRUCache<string, V>, key: string, value: V): V => {
     map.set(key, Object.freeze(value));
     return value;

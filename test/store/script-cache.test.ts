@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
-import { withScriptCache } from "../../src/store/script-cache.ts";
+import { withScriptCache, withVersionCache } from "../../src/store/script-cache.ts";
 import type { Scope } from "../../src/store/types.ts";
 
 const SCOPE: Scope = { app: "app1", space: "space1" };
@@ -92,5 +92,42 @@ describe("script cache (embedded mode)", () => {
     assert.throws(() => {
       (el as { name: string }).name = "changed";
     }, TypeError);
+  });
+});
+
+describe("numbered versions cached in any mode (withVersionCache)", () => {
+  it("reads a numbered version once, and always asks for the newest", async () => {
+    const reads: (number | null)[] = [];
+    const counted: OpenedStore = {
+      ...inner,
+      scriptVersion: (id, version) => {
+        reads.push(version);
+        return inner.scriptVersion(id, version);
+      },
+    };
+    const cached = withVersionCache(counted);
+    const f = await inner.ensureFolder(OTHER, "/v", T0);
+    const el = {
+      scope: OTHER,
+      folderId: f.id,
+      name: "versioned",
+      kind: "module" as const,
+      now: T0,
+    };
+    await inner.putScript({ ...el, content: Buffer.from("one") }, false);
+    const [found] = await inner.findElements(OTHER, { type: "PY", name: "versioned" });
+    assert.ok(found);
+    const text = async (v: number | null) =>
+      Buffer.from((await cached.scriptVersion(found.id, v))?.content ?? []).toString();
+    assert.equal(await text(1), "one");
+    assert.equal(await text(1), "one");
+    assert.deepEqual(reads, [1], "the second read of version 1 came from memory");
+    // Another process's upload (written behind this cache) is seen as the newest at once.
+    await inner.putScript({ ...el, content: Buffer.from("two") }, true);
+    assert.equal(await text(null), "two");
+    assert.equal(await text(2), "two");
+    assert.equal(await text(1), "one");
+    assert.deepEqual(reads, [1, null], "version 2, read as the newest, is known by its number");
+    assert.equal(await cached.scriptVersion(found.id, 9), undefined, "unknown version");
   });
 });
