@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { createBatcher } from "./batch.ts";
+import { createElementLookup } from "./element-lookups.ts";
 import { ensureFolderAt, folderAt } from "./folders.ts";
 import { bundleMethods } from "./kysely-bundles.ts";
 import { flowMethods } from "./kysely-flows.ts";
@@ -13,7 +14,6 @@ import type { Database } from "./schema.ts";
 import type {
   Dialect,
   Element,
-  ElementQuery,
   ElementType,
   Run,
   RunStatus,
@@ -83,17 +83,7 @@ export function createKyselyStore(
         .executeTakeFirst();
     },
 
-    async findElements(scope: Scope, query: ElementQuery): Promise<Element[]> {
-      let q = elements()
-        .select(ELEMENT_COLUMNS)
-        .where("e.app", "=", scope.app)
-        .where("e.space", "=", scope.space)
-        .where("e.type", "=", query.type)
-        .where("e.name", "=", query.name);
-      if (query.folderId !== undefined) q = q.where("e.folder_id", "=", query.folderId);
-      const rows = await q.limit(2).execute();
-      return rows.map(toElement);
-    },
+    findElements: createElementLookup(db),
 
     async elementById(scope, id) {
       const num = numericId(id);

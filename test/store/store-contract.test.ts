@@ -228,6 +228,42 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal((await store.elementById(SCOPE, el.id))?.name, name);
       });
 
+      it("lookups made together (one statement) each get their own scope's answer", async () => {
+        const name = unique("shared-name");
+        const mine = await store.ensureFolder(SCOPE, "/together/a", T0);
+        const mine2 = await store.ensureFolder(SCOPE, "/together/b", T0);
+        const theirs = await store.ensureFolder(OTHER, "/together/a", T0);
+        const put = (scope: Scope, folderId: string, byte: number) =>
+          store.putScript(
+            { scope, folderId, name, kind: "module", content: new Uint8Array([byte]), now: T0 },
+            false,
+          );
+        await put(SCOPE, mine.id, 1);
+        await put(SCOPE, mine2.id, 2);
+        await put(OTHER, theirs.id, 3);
+        const [all, inA, other, otherApp, otherInMine, absent] = await Promise.all([
+          store.findElements(SCOPE, { type: "PY", name }),
+          store.findElements(SCOPE, { type: "PY", name, folderId: mine.id }),
+          store.findElements(OTHER, { type: "PY", name }),
+          store.findElements(OTHER_APP, { type: "PY", name }),
+          store.findElements(OTHER, { type: "PY", name, folderId: mine.id }),
+          store.findElements(SCOPE, { type: "DPL", name }),
+        ]);
+        assert.deepEqual(new Set(all?.map((e) => e.path)), new Set(["/together/a", "/together/b"]));
+        assert.ok(all?.every((e) => e.scope.space === SCOPE.space));
+        assert.deepEqual(
+          inA?.map((e) => e.folderId),
+          [mine.id],
+        );
+        assert.deepEqual(
+          other?.map((e) => [e.scope.space, e.folderId]),
+          [[OTHER.space, theirs.id]],
+        );
+        assert.deepEqual(otherApp, []);
+        assert.deepEqual(otherInMine, [], "a folder of another scope finds nothing");
+        assert.deepEqual(absent, [], "type is part of each lookup");
+      });
+
       it("element IDs that are not numeric are simply unknown", async () => {
         for (const id of ["abc", "", "1e3", "-1", "1.5", " 1", "0x10"]) {
           assert.equal(

@@ -1,0 +1,59 @@
+import type { Kysely } from "kysely";
+import { createBatcher } from "./batch.ts";
+import { ELEMENT_COLUMNS, type ElementRow, toElement } from "./rows.ts";
+import type { Database } from "./schema.ts";
+import type { Element, ElementQuery, Scope } from "./types.ts";
+
+type Lookup = { scope: Scope; query: ElementQuery };
+
+/** At most this many distinct names per statement (4 bound values each). */
+const MAX_BATCH = 200;
+
+/**
+ * Elements by name. Every run request looks its element up; the lookups of one event-loop turn
+ * (and those made while a statement is under way) share one statement, as run writes do
+ * (docs/architecture.md, "Group commit"): under load that is one round trip for many requests
+ * instead of one each, and always a fresh read, never a cache another node could make stale. At
+ * most two elements are answered per lookup: two mean the name is ambiguous.
+ */
+export function createElementLookup(
+  db: Kysely<Database>,
+): (scope: Scope, query: ElementQuery) => Promise<Element[]> {
+  const find = createBatcher<Lookup, Element[]>({
+    max: MAX_BATCH,
+    async run(lookups) {
+      const keyOf = (app: string, space: string, type: string, name: string) =>
+        JSON.stringify([app, space, type, name]);
+      const distinct = new Map<string, Lookup>();
+      for (const l of lookups)
+        distinct.set(keyOf(l.scope.app, l.scope.space, l.query.type, l.query.name), l);
+      const rows = await db
+        .selectFrom("elements as e")
+        .innerJoin("folders as f", "f.id", "e.folder_id")
+        .select(ELEMENT_COLUMNS)
+        .where((eb) =>
+          eb(
+            eb.refTuple("e.app", "e.space", "e.type", "e.name"),
+            "in",
+            [...distinct.values()].map((l) =>
+              eb.tuple(l.scope.app, l.scope.space, l.query.type, l.query.name),
+            ),
+          ),
+        )
+        .orderBy("e.id")
+        .execute();
+      const byKey = new Map<string, ElementRow[]>();
+      for (const r of rows) {
+        const k = keyOf(r.app, r.space, r.type, r.name);
+        byKey.set(k, [...(byKey.get(k) ?? []), r]);
+      }
+      return lookups.map((l) =>
+        (byKey.get(keyOf(l.scope.app, l.scope.space, l.query.type, l.query.name)) ?? [])
+          .filter((r) => l.query.folderId === undefined || String(r.folder_id) === l.query.folderId)
+          .slice(0, 2)
+          .map(toElement),
+      );
+    },
+  });
+  return (scope, query) => find({ scope, query });
+}
