@@ -90,8 +90,11 @@ async function prepare(
   const el = await locateElement(store, req.scope, req.locator, "PY");
   if (el.type !== "PY") throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [el.name]);
   // The task records the version it runs, so a queued task runs what it was accepted with.
-  const version = await store.scriptVersion(el.id, req.version ?? null);
-  if (!version && req.version !== undefined)
+  const version =
+    req.version === undefined
+      ? await store.newestScriptVersion(el.id)
+      : (await store.scriptVersion(el.id, req.version))?.version;
+  if (version === undefined && req.version !== undefined)
     throw new SluiceError(ErrorCode.SCRIPT_VERSION_NOT_FOUND, [el.name, String(req.version)]);
   const now = deps.clock.now();
   return {
@@ -101,7 +104,7 @@ async function prepare(
     elementType: "PY",
     elementName: el.name,
     folderId: el.folderId,
-    version: version ? String(version.version) : null,
+    version: version === undefined ? null : String(version),
     triggerType: req.trigger,
     status,
     runName: req.taskName ?? el.name,

@@ -57,3 +57,30 @@ export function createElementLookup(
   });
   return (scope, query) => find({ scope, query });
 }
+
+/**
+ * The newest version number of scripts, batched like the lookups above: every accepted task
+ * records the version it will run, and the bytes are read only where it runs (cached there by
+ * number, src/store/script-cache.ts).
+ */
+export function createNewestVersionLookup(
+  db: Kysely<Database>,
+): (elementId: string) => Promise<number | undefined> {
+  const find = createBatcher<number, number | undefined>({
+    max: MAX_BATCH,
+    async run(ids) {
+      const rows = await db
+        .selectFrom("script_versions")
+        .select((eb) => ["element_id", eb.fn.max("version").as("v")])
+        .where("element_id", "in", [...new Set(ids)])
+        .groupBy("element_id")
+        .execute();
+      const newest = new Map(rows.map((r) => [Number(r.element_id), Number(r.v)]));
+      return ids.map((id) => newest.get(id));
+    },
+  });
+  return async (elementId) => {
+    const id = Number(elementId);
+    return Number.isSafeInteger(id) ? find(id) : undefined;
+  };
+}

@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { createBatcher } from "./batch.ts";
-import { createElementLookup } from "./element-lookups.ts";
+import { createElementLookup, createNewestVersionLookup } from "./element-lookups.ts";
 import { ensureFolderAt, folderAt } from "./folders.ts";
 import { bundleMethods } from "./kysely-bundles.ts";
 import { flowMethods } from "./kysely-flows.ts";
@@ -84,6 +84,7 @@ export function createKyselyStore(
     },
 
     findElements: createElementLookup(db),
+    newestScriptVersion: createNewestVersionLookup(db),
 
     async elementById(scope, id) {
       const num = numericId(id);

@@ -55,6 +55,7 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
   const byId = new LRUCache<string, ScriptElement>({ max: maxEntries });
   // A numbered version never changes; the newest changes only through `putScript`.
   const versions = versionLru(maxEntries);
+  const newest = new LRUCache<string, number>({ max: maxEntries });
   const remember = <V extends object>(map: LRUCache<string, V>, key: string, value: V): V => {
     map.set(key, Object.freeze(value));
     return value;
@@ -95,6 +96,14 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
       return found && remember(versions, key, found);
     },
 
+    async newestScriptVersion(elementId) {
+      const hit = newest.get(elementId);
+      if (hit !== undefined) return hit;
+      const found = await store.newestScriptVersion(elementId);
+      if (found !== undefined) newest.set(elementId, found);
+      return found;
+    },
+
     async putScript(el, overwrite) {
       try {
         return await store.putScript(el, overwrite);
@@ -102,6 +111,7 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
         byName.clear();
         byId.clear();
         versions.clear();
+        newest.clear();
       }
     },
   };

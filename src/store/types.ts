@@ -167,6 +167,8 @@ export interface Store {
   ): Promise<Page<ScriptVersionInfo>>;
   /** One version of a script with its bytes; `null`: the newest. */
   scriptVersion(elementId: string, version: number | null): Promise<ScriptVersion | undefined>;
+  /** The newest version's number, without its bytes (what a task records when accepted). */
+  newestScriptVersion(elementId: string): Promise<number | undefined>;
   /** Renames the newest revision; false when the element has none. */
   renameRevision(elementId: string, name: string): Promise<boolean>;
   setFlowStatus(

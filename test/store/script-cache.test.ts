@@ -65,8 +65,12 @@ describe("script cache (embedded mode)", () => {
   it("sees an overwrite at once", async () => {
     await put(SCOPE, "/a", "changing", "v1");
     assert.equal(await source(SCOPE, "changing"), "v1");
+    const [el] = await store.findElements(SCOPE, { type: "PY", name: "changing" });
+    assert.ok(el);
+    assert.equal(await store.newestScriptVersion(el.id), 1);
     await put(SCOPE, "/a", "changing", "v2", true);
     assert.equal(await source(SCOPE, "changing"), "v2");
+    assert.equal(await store.newestScriptVersion(el.id), 2, "the newest number is forgotten too");
   });
 
   it("sees a name become ambiguous when another folder gets it", async () => {

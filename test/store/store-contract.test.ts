@@ -228,6 +228,46 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal((await store.elementById(SCOPE, el.id))?.name, name);
       });
 
+      it("newestScriptVersion: the newest number, several asked together", async () => {
+        const folder = await store.ensureFolder(SCOPE, "/newest", T0);
+        const put = (name: string, overwrite: boolean) =>
+          store.putScript(
+            {
+              scope: SCOPE,
+              folderId: folder.id,
+              name,
+              kind: "module",
+              content: new Uint8Array([1]),
+              now: T0,
+            },
+            overwrite,
+          );
+        const a = unique("newest-a");
+        const b = unique("newest-b");
+        await put(a, false);
+        await put(b, false);
+        await put(b, true);
+        await put(b, true);
+        const [ea] = await store.findElements(SCOPE, { type: "PY", name: a });
+        const [eb] = await store.findElements(SCOPE, { type: "PY", name: b });
+        assert.ok(ea && eb);
+        assert.deepEqual(
+          await Promise.all([
+            store.newestScriptVersion(ea.id),
+            store.newestScriptVersion(eb.id),
+            store.newestScriptVersion(eb.id),
+            store.newestScriptVersion("999999999"),
+            store.newestScriptVersion("not-a-number"),
+          ]),
+          [1, 3, 3, undefined, undefined],
+        );
+        assert.equal(
+          (await store.scriptVersion(eb.id, null))?.version,
+          3,
+          "agrees with scriptVersion",
+        );
+      });
+
       it("lookups made together (one statement) each get their own scope's answer", async () => {
         const name = unique("shared-name");
         const mine = await store.ensureFolder(SCOPE, "/together/a", T0);
