@@ -161,6 +161,7 @@ function startServer(
     "max_connections=300",
     "-c",
     "logging_collector=off",
+    ...(process.env.PG_EXTRA ? ["-c", process.env.PG_EXTRA] : []),
   ];
   const script = `"$@" & pid=$!; cat >/dev/null; kill -QUIT $pid 2>/dev/null; wait $pid; rm -rf "${dir}"`;
   const child = spawn("/bin/sh", ["-c", script, "sh", path.join(bin, "postgres"), ...args], {
