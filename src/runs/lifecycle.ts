@@ -22,15 +22,7 @@ import {
 } from "./write-behind.ts";
 
 // The contract is named from here by its users; it is written in lifecycle-types.ts.
-export type {
-  ExecRun,
-  LifecycleDeps,
-  RunExecutor,
-  RunLifecycle,
-  RunRequest,
-  SyncRun,
-  SyncWait,
-} from "./lifecycle-types.ts";
+export type * from "./lifecycle-types.ts";
 
 /** The state one lifecycle keeps: its dependencies, its executor and the runs it holds. */
 interface Lifecycle<Req extends RunRequest> {
