@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { Type } from "typebox";
+import type { Locator } from "../elements/locator.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { TaskService } from "../scripts/task-service.ts";
@@ -15,6 +16,14 @@ import {
   RunSyncBody,
   WaitQuery,
 } from "./flow-schemas.ts";
+import type { TypedApp } from "./typed-app.ts";
+
+/** What the run routes are built from. */
+interface RunDeps {
+  flows: FlowRuns;
+  tasks: TaskService;
+  store: Store;
+}
 
 /** Endpoints 1–5: start, result, run-sync, terminate, delete. */
 export async function runRoutes(
@@ -22,33 +31,15 @@ export async function runRoutes(
   opts: { flows: FlowRuns; tasks: TaskService; store: Store },
 ): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { flows, tasks, store } = opts;
+  registerStart(app, opts);
+  registerResult(app, opts);
+  registerRunSync(app, opts);
+  registerTerminate(app, opts);
+  registerDelete(app, opts);
+}
 
-  const locatorOf = (b: {
-    elementName?: string | undefined;
-    elementId?: string | number | undefined;
-    elementType?: string | undefined;
-    folderId?: string | undefined;
-    path?: string | undefined;
-  }) => {
-    if (b.elementName === undefined && b.elementId === undefined)
-      throw badRequest("body.elementName or body.elementId is required");
-    if (b.folderId !== undefined && b.path !== undefined)
-      throw badRequest("folderId and path must not both be given");
-    // These endpoints run flows; a Python element runs through the script service.
-    if (b.elementType !== undefined && b.elementType !== "DPL")
-      throw badRequest(
-        `body.elementType must be DPL: flows are DPL, a PY element runs through the script service`,
-      );
-    return {
-      elementName: b.elementName,
-      elementId: b.elementId,
-      elementType: b.elementType,
-      folderId: b.folderId,
-      path: b.path,
-    };
-  };
-
+/** POST /run: starts a flow run and answers its ID without waiting for its end. */
+function registerStart(app: TypedApp, { flows, store }: RunDeps): void {
   app.post(
     "/run",
     {
@@ -70,7 +61,9 @@ export async function runRoutes(
       return ok(id);
     },
   );
+}
 
+function registerResult(app: TypedApp, { flows }: RunDeps): void {
   app.get(
     "/run/:runId/result",
     {
@@ -90,7 +83,9 @@ export async function runRoutes(
       return sendRunResult(reply, run);
     },
   );
+}
 
+function registerRunSync(app: TypedApp, { flows, store }: RunDeps): void {
   app.post(
     "/run-sync",
     {
@@ -118,7 +113,10 @@ export async function runRoutes(
       return sendRunResult(reply, run);
     },
   );
+}
 
+/** Terminates flow runs and script tasks alike: the run says which it is. */
+function registerTerminate(app: TypedApp, { flows, tasks, store }: RunDeps): void {
   app.post(
     "/run/terminate",
     {
@@ -136,7 +134,9 @@ export async function runRoutes(
       return ok(out);
     },
   );
+}
 
+function registerDelete(app: TypedApp, { store }: RunDeps): void {
   app.post(
     "/run/delete",
     {
@@ -148,6 +148,26 @@ export async function runRoutes(
       return ok(Object.fromEntries(req.body.runIds.map((id) => [id, deleted.has(id)])));
     },
   );
+}
+
+/** The element a start or run-sync names, checked: these endpoints run flows only. */
+function locatorOf(b: Locator): Locator {
+  if (b.elementName === undefined && b.elementId === undefined)
+    throw badRequest("body.elementName or body.elementId is required");
+  if (b.folderId !== undefined && b.path !== undefined)
+    throw badRequest("folderId and path must not both be given");
+  // These endpoints run flows; a Python element runs through the script service.
+  if (b.elementType !== undefined && b.elementType !== "DPL")
+    throw badRequest(
+      `body.elementType must be DPL: flows are DPL, a PY element runs through the script service`,
+    );
+  return {
+    elementName: b.elementName,
+    elementId: b.elementId,
+    elementType: b.elementType,
+    folderId: b.folderId,
+    path: b.path,
+  };
 }
 
 /**

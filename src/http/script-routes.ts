@@ -1,13 +1,12 @@
-import { gunzipSync } from "node:zlib";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { type Static, Type } from "typebox";
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { Type } from "typebox";
 import type { Config } from "../config.ts";
-import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
-import type { TaskRequest, TaskService } from "../scripts/task-service.ts";
+import { ErrorCode, SluiceError } from "../errors.ts";
+import type { TaskService } from "../scripts/task-service.ts";
 import type { Run } from "../store/types.ts";
-import { scopeOf } from "./context.ts";
 import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
+import { externalRequest, internalRequest } from "./script-requests.ts";
 import {
   ExternalParams,
   ExternalRunQuery,
@@ -19,6 +18,13 @@ import {
   TaskParams,
   WaitQuery,
 } from "./script-schemas.ts";
+import type { TypedApp } from "./typed-app.ts";
+
+/** What the script routes are built from. */
+interface ScriptDeps {
+  config: Config;
+  tasks: TaskService;
+}
 
 /** Script service endpoints 15–20: external and internal runs, result and lifespan lookups. */
 export async function scriptRoutes(
@@ -26,8 +32,16 @@ export async function scriptRoutes(
   opts: { config: Config; tasks: TaskService },
 ): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { tasks, config } = opts;
+  registerExternalRunSync(app, opts);
+  registerExternalRun(app, opts);
+  registerInternalRunSync(app, opts);
+  registerInternalRun(app, opts);
+  registerResult(app, opts);
+  registerLifespan(app, opts);
+}
 
+/** POST /external/:elementName/run-sync: the bare return value, not an envelope. */
+function registerExternalRunSync(app: TypedApp, { tasks, config }: ScriptDeps): void {
   app.post(
     "/external/:elementName/run-sync",
     {
@@ -56,7 +70,9 @@ export async function scriptRoutes(
       return reply.type("application/json").send(run.result ?? "null");
     },
   );
+}
 
+function registerExternalRun(app: TypedApp, { tasks, config }: ScriptDeps): void {
   app.post(
     "/external/:elementName/run",
     {
@@ -77,7 +93,9 @@ export async function scriptRoutes(
       return ok(id);
     },
   );
+}
 
+function registerInternalRunSync(app: TypedApp, { tasks }: ScriptDeps): void {
   app.post(
     "/script/run-sync",
     {
@@ -98,7 +116,9 @@ export async function scriptRoutes(
       return sendResultEnvelope(reply, run.result);
     },
   );
+}
 
+function registerInternalRun(app: TypedApp, { tasks }: ScriptDeps): void {
   app.post(
     "/script/run",
     {
@@ -114,7 +134,9 @@ export async function scriptRoutes(
       return ok(id);
     },
   );
+}
 
+function registerResult(app: TypedApp, { tasks }: ScriptDeps): void {
   app.get(
     "/script/result/:taskId",
     {
@@ -132,7 +154,9 @@ export async function scriptRoutes(
       return sendResultEnvelope(reply, run.result);
     },
   );
+}
 
+function registerLifespan(app: TypedApp, { tasks }: ScriptDeps): void {
   app.get(
     "/script/lifespan/:taskId",
     {
@@ -173,55 +197,6 @@ async function lookup(
   return run;
 }
 
-/** The task request of an external call: element in the path, the whole body as parameter. */
-function externalRequest(
-  req: FastifyRequest<{
-    Params: { elementName: string };
-    Querystring: Static<typeof ExternalRunQuery>;
-  }>,
-  config: Config,
-): Omit<TaskRequest, "trigger"> {
-  const q = req.query;
-  return {
-    scope: scopeOf(req),
-    user: req.ctx.user,
-    locator: {
-      elementName: req.params.elementName,
-      elementType: pyType(q.elementType),
-      path: q.path,
-      folderId: q.folderId,
-    },
-    parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
-    taskName: q.taskName,
-    version: q.version,
-  };
-}
-
-/** The task request of an internal call: locator and parameter in the body. */
-function internalRequest(
-  req: FastifyRequest<{ Body: Static<typeof InternalRunBody> }>,
-): Omit<TaskRequest, "trigger"> {
-  const b = req.body;
-  return {
-    scope: scopeOf(req),
-    user: req.ctx.user,
-    locator: {
-      elementName: b.elementName,
-      elementType: pyType(b.elementType),
-      path: b.path,
-      folderId: b.folderId,
-    },
-    parameter: b.parameter ?? {},
-    version: b.version,
-  };
-}
-
-function pyType(elementType: string | undefined): "PY" {
-  if (elementType !== undefined && elementType !== "PY")
-    throw badRequest(`elementType must be PY, got "${elementType}"`);
-  return "PY";
-}
-
 /**
  * Maps an unsuccessful task to its failure envelope (docs/errors.md, docs/script-service.md). A task killed because the
  * wait elapsed answers the timeout (28030002, docs/errors.md) with the status it ended in.
@@ -250,27 +225,5 @@ function sendResultEnvelope(reply: FastifyReply, resultJson: string | null): Fas
   return reply.type("application/json").send(okJson(resultJson));
 }
 
-/** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (docs/script-service.md). */
-export function decodeParameter(body: unknown, compressed: boolean, limitBytes: number): unknown {
-  if (!compressed) return body ?? {};
-  if (typeof body !== "string")
-    throw badRequest("body must be a base64 string when compressedFlag is true");
-  let text: string;
-  try {
-    text = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes }).toString(
-      "utf8",
-    );
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
-      throw new SluiceError(ErrorCode.TOO_LARGE, [
-        `compressed body inflates past ${limitBytes} bytes`,
-      ]);
-    }
-    throw badRequest("body is not base64 gzip data (compressedFlag is true)");
-  }
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw badRequest("body: the decompressed parameters are not valid JSON");
-  }
-}
+// Kept importable from here, where it was first exported; it lives with the request building.
+export { decodeParameter } from "./script-requests.ts";

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
+import { createPublisher, flush, type Publishing, publishFlowChange } from "./pg-notify-publish.ts";
 import type { RunEvents } from "./run-events.ts";
 
 export interface PgNotifyLogger {
@@ -38,27 +39,13 @@ export interface PgNotifyBridge {
 
 export const RUN_END_CHANNEL = "sluice_run_end";
 export const FLOW_CHANGE_CHANNEL = "sluice_flow_change";
-/** PostgreSQL's payload limit is 8000 bytes; stay well under it. */
-const MAX_PAYLOAD = 7000;
-/** Ends remembered while the database is unreachable; beyond this the oldest are dropped. */
-const MAX_PENDING = 50_000;
 
 /** The state one bridge keeps: its channels, its two connections and the ends to publish. */
-interface Bridge {
+interface Bridge extends Publishing {
   opts: PgNotifyOptions;
   events: RunEvents;
   logger: PgNotifyLogger;
-  clock: Clock;
-  nodeId: string;
-  channel: string;
-  flowChannel: string;
   flowListeners: ((elementId: string | null) => void)[];
-  closed: boolean;
-  /** A pool of one: it replaces a broken connection by itself on the next query. */
-  pub: pg.Pool;
-  pending: string[];
-  flushing: Promise<void> | null;
-  retryTimer: TimerHandle | null;
   /** The runId being relayed from the channel: its local onEnd must not go back out. */
   relaying: string | null;
   listener: pg.Client | null;
@@ -92,7 +79,7 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     flowChannel,
     flowListeners: [],
     closed: false,
-    pub: createPublisher(opts),
+    pub: createPublisher(opts.connectionString, opts.logger),
     pending: [],
     flushing: null,
     retryTimer: null,
@@ -134,76 +121,6 @@ function flowChanged(b: Bridge, elementId: string | null): void {
       b.logger.error({ err, elementId }, "a flow change listener failed");
     }
   }
-}
-
-// --- publishing ------------------------------------------------------------------------------
-
-function createPublisher(opts: PgNotifyOptions): pg.Pool {
-  const pub = new pg.Pool({
-    connectionString: opts.connectionString,
-    max: 1,
-    application_name: "sluice-run-events-pub",
-  });
-  pub.on("error", (err) => opts.logger.warn({ err }, "run-events publisher connection lost"));
-  return pub;
-}
-
-function payloads(nodeId: string, ids: string[]): string[] {
-  const out: string[] = [];
-  let cur = "";
-  for (const id of ids) {
-    if (cur && cur.length + id.length + 1 > MAX_PAYLOAD) {
-      out.push(`${nodeId}:${cur}`);
-      cur = "";
-    }
-    cur = cur ? `${cur},${id}` : id;
-  }
-  if (cur) out.push(`${nodeId}:${cur}`);
-  return out;
-}
-
-function flush(b: Bridge): Promise<void> {
-  b.flushing ??= (async () => {
-    try {
-      while (b.pending.length > 0) {
-        const batch = b.pending;
-        b.pending = [];
-        try {
-          await b.pub.query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", [
-            b.channel,
-            payloads(b.nodeId, batch),
-          ]);
-        } catch (err) {
-          // Keep them for the next attempt: a waiter elsewhere would otherwise sit out its
-          // whole timeout.
-          b.pending = [...batch, ...b.pending].slice(-MAX_PENDING);
-          b.logger.warn({ err, pending: b.pending.length }, "publishing run ends failed; retrying");
-          scheduleRetry(b);
-          return;
-        }
-      }
-    } finally {
-      b.flushing = null;
-    }
-  })();
-  return b.flushing;
-}
-
-function scheduleRetry(b: Bridge): void {
-  if (b.closed || b.retryTimer) return;
-  b.retryTimer = b.clock.setTimeout(() => {
-    b.retryTimer = null;
-    void flush(b);
-  }, 1000);
-  b.retryTimer.unref?.();
-}
-
-function publishFlowChange(b: Bridge, elementId: string): void {
-  if (b.closed) return;
-  // Not retried: a node that misses it still re-reads every flow each SCHEDULE_SYNC_MS.
-  b.pub
-    .query("SELECT pg_notify($1, $2)", [b.flowChannel, `${b.nodeId}:${elementId}`])
-    .catch((err: unknown) => b.logger.warn({ err, elementId }, "publishing a flow change failed"));
 }
 
 // --- listening -------------------------------------------------------------------------------

@@ -5,35 +5,15 @@ import { fileURLToPath } from "node:url";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { bwrapArgs, IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
+import { type CheckedFile, parse, type SyntaxVerdict } from "./syntax-verdict.ts";
 
 const PYTHON_DIR = fileURLToPath(new URL("./python/", import.meta.url));
 const CHECKER = "syntax_check.py";
 const STDOUT_CAP = 64 * 1024;
 const STDERR_TAIL = 2048;
 
-export interface CheckedFile {
-  /** The name compile() sees, and messages give. */
-  name: string;
-  /** Exactly the bytes the task will load. */
-  bytes: Uint8Array;
-  /** Loaded as text decoded strictly as UTF-8 (a package's main.py), not compiled as bytes. */
-  decode?: boolean;
-}
-
-export type SyntaxVerdict =
-  | { ok: true }
-  | {
-      ok: false;
-      /**
-       * `syntax`: the file does not compile (`line` when Python names one); `limit`: over the
-       * .py size limit, or the check ran out of its memory or time; `refused`: no sandbox to
-       * check in; `failed`: the check itself broke.
-       */
-      reason: "syntax" | "limit" | "refused" | "failed";
-      file?: string;
-      line?: number;
-      message: string;
-    };
+// Named from here by their users; written in syntax-verdict.ts with the output parsing.
+export type { CheckedFile, SyntaxVerdict } from "./syntax-verdict.ts";
 
 /**
  * Compiles (never runs) uploaded and inline Python exactly as a task will load it, in the same
@@ -259,35 +239,6 @@ function verdictOf(
     reason: "failed",
     message: `the syntax check ${how}${detail ? `: ${detail}` : ""}`,
   };
-}
-
-function parse(stdout: string, files: CheckedFile[]): SyntaxVerdict | undefined {
-  let out: {
-    ok?: boolean;
-    index?: number;
-    kind?: string;
-    line?: number | null;
-    message?: string;
-  };
-  try {
-    out = JSON.parse(stdout.trim().split("\n").pop() ?? "");
-  } catch {
-    return undefined;
-  }
-  if (out.ok === true) return { ok: true };
-  const file = files[out.index ?? -1]?.name;
-  if (file === undefined || typeof out.message !== "string") return undefined;
-  if (out.kind === "memory") {
-    return {
-      ok: false,
-      reason: "limit",
-      file,
-      message: `out of memory: ${out.message}, the memory limit of a script (SCRIPT_MEMORY_BYTES)`,
-    };
-  }
-  return typeof out.line === "number"
-    ? { ok: false, reason: "syntax", file, line: out.line, message: out.message }
-    : { ok: false, reason: "syntax", file, message: out.message };
 }
 
 function killGroup(child: ChildProcess): void {

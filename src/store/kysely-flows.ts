@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from "kysely";
 import { toRevisionInfo } from "./kysely-revisions.ts";
-import type { FlowRevision, ReleaseChange } from "./revision-types.ts";
+import type { FlowRevision, ReleaseChange, ScriptPin } from "./revision-types.ts";
 import type { Database } from "./schema.ts";
 import type { Element, FlowStatus, NewFlowDeploy, Store } from "./types.ts";
 
@@ -12,152 +12,201 @@ type FlowMethods = Pick<
 const userId = (user: Record<string, unknown> | null) =>
   typeof user?.userId === "string" ? user.userId : null;
 
+/** A deploy with its defaults applied: released unless asked not to, no script pins. */
+type Deploy = NewFlowDeploy & { release: boolean; pins: ScriptPin[] | null };
+
 /** Flow revisions and release state (docs/dataflow-service.md), over Kysely for both dialects. */
 export function flowMethods(
   db: Kysely<Database>,
   elementById: (id: number) => Promise<Element>,
 ): FlowMethods {
   return {
-    async deployFlow(deploy: NewFlowDeploy) {
-      const d = { ...deploy, release: deploy.release ?? true, pins: deploy.pins ?? null };
-      const { id, version } = await db.transaction().execute(async (tx) => {
-        const { elementId, status } = await elementForDeploy(tx, d);
-        const last = await tx
-          .selectFrom("flow_revisions")
-          .select((eb) => eb.fn.max("version").as("v"))
-          .where("element_id", "=", elementId)
-          .executeTakeFirst();
-        const next = Number(last?.v ?? 0) + 1;
-        await tx
-          .insertInto("flow_revisions")
-          .values({
-            element_id: elementId,
-            version: next,
-            name: d.revisionName,
-            flow: JSON.stringify(d.flow),
-            configure: JSON.stringify(d.configure ?? {}),
-            created_at: d.now,
-            user_id: userId(d.user),
-            released_at: d.release ? d.now : null,
-            script_pins: d.release && d.pins ? JSON.stringify(d.pins) : null,
-          })
-          .execute();
-        await tx
-          .updateTable("elements")
-          .set({
-            ...(d.release
-              ? {
-                  release_version: next,
-                  release_user: d.user ? JSON.stringify(d.user) : null,
-                  release_time: d.now,
-                }
-              : {}),
-            updated_at: d.now,
-            ...(d.description ? { description: JSON.stringify(d.description) } : {}),
-          })
-          .where("id", "=", elementId)
-          .execute();
-        if (d.release)
-          await recordRelease(tx, {
-            elementId: String(elementId),
-            action: "DEPLOY",
-            status,
-            version: next,
-            pins: d.pins,
-            user: d.user,
-            now: d.now,
-          });
-        return { id: elementId, version: next };
-      });
-      return { element: await elementById(id), version };
-    },
+    deployFlow: (deploy) => deployFlow(db, elementById, deploy),
+    changeRelease: (c) => changeRelease(db, c),
+    renameRevision: (elementId, name) => renameRevision(db, elementId, name),
+    setFlowStatus: (elementId, status, user, now) =>
+      setFlowStatus(db, elementId, status, user, now),
+    flowRevision: (elementId, version) => flowRevision(db, elementId, version),
+  };
+}
 
-    async changeRelease(c: ReleaseChange) {
-      return db.transaction().execute(async (tx) => {
-        const id = Number(c.elementId);
-        if (c.version !== null) {
-          const updated = await tx
-            .updateTable("flow_revisions")
-            .set({ released_at: c.now, script_pins: c.pins ? JSON.stringify(c.pins) : null })
-            .where("element_id", "=", id)
-            .where("version", "=", c.version)
-            .executeTakeFirst();
-          if (Number(updated.numUpdatedRows) === 0) return false;
-        }
-        await tx
-          .updateTable("elements")
-          .set({
-            status: c.status,
-            ...(c.version !== null ? { release_version: c.version } : {}),
-            // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
-            ...(c.status === "APPROVED"
-              ? { release_user: c.user ? JSON.stringify(c.user) : null, release_time: c.now }
-              : {}),
-            updated_at: c.now,
-          })
-          .where("id", "=", id)
-          .execute();
-        // A change that keeps the release (a deactivation) records the release it keeps.
-        const kept =
-          c.version !== null
-            ? c.version
-            : ((
-                await tx
-                  .selectFrom("elements")
-                  .select("release_version")
-                  .where("id", "=", id)
-                  .executeTakeFirst()
-              )?.release_version ?? null);
-        await recordRelease(tx, { ...c, version: kept, pins: c.version !== null ? c.pins : null });
-        return true;
+/** One transaction: the element (found or created), its next revision, and the release if any. */
+async function deployFlow(
+  db: Kysely<Database>,
+  elementById: (id: number) => Promise<Element>,
+  deploy: NewFlowDeploy,
+): Promise<{ element: Element; version: number }> {
+  const d: Deploy = { ...deploy, release: deploy.release ?? true, pins: deploy.pins ?? null };
+  const { id, version } = await db.transaction().execute(async (tx) => {
+    const { elementId, status } = await elementForDeploy(tx, d);
+    const next = await insertRevision(tx, elementId, d);
+    await updateDeployed(tx, elementId, next, d);
+    if (d.release)
+      await recordRelease(tx, {
+        elementId: String(elementId),
+        action: "DEPLOY",
+        status,
+        version: next,
+        pins: d.pins,
+        user: d.user,
+        now: d.now,
       });
-    },
+    return { id: elementId, version: next };
+  });
+  return { element: await elementById(id), version };
+}
 
-    async renameRevision(elementId, name) {
-      const last = await db
-        .selectFrom("flow_revisions")
-        .select((eb) => eb.fn.max("version").as("v"))
-        .where("element_id", "=", Number(elementId))
-        .executeTakeFirst();
-      if (last?.v == null) return false;
-      await db
+/** Writes the element's next revision and answers its version. */
+async function insertRevision(
+  tx: Transaction<Database>,
+  elementId: number,
+  d: Deploy,
+): Promise<number> {
+  const last = await tx
+    .selectFrom("flow_revisions")
+    .select((eb) => eb.fn.max("version").as("v"))
+    .where("element_id", "=", elementId)
+    .executeTakeFirst();
+  const next = Number(last?.v ?? 0) + 1;
+  await tx
+    .insertInto("flow_revisions")
+    .values({
+      element_id: elementId,
+      version: next,
+      name: d.revisionName,
+      flow: JSON.stringify(d.flow),
+      configure: JSON.stringify(d.configure ?? {}),
+      created_at: d.now,
+      user_id: userId(d.user),
+      released_at: d.release ? d.now : null,
+      script_pins: d.release && d.pins ? JSON.stringify(d.pins) : null,
+    })
+    .execute();
+  return next;
+}
+
+/** The element after a deploy: its release moves to the new revision when the deploy releases. */
+async function updateDeployed(
+  tx: Transaction<Database>,
+  elementId: number,
+  next: number,
+  d: Deploy,
+): Promise<void> {
+  await tx
+    .updateTable("elements")
+    .set({
+      ...(d.release
+        ? {
+            release_version: next,
+            release_user: d.user ? JSON.stringify(d.user) : null,
+            release_time: d.now,
+          }
+        : {}),
+      updated_at: d.now,
+      ...(d.description ? { description: JSON.stringify(d.description) } : {}),
+    })
+    .where("id", "=", elementId)
+    .execute();
+}
+
+async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<boolean> {
+  return db.transaction().execute(async (tx) => {
+    const id = Number(c.elementId);
+    if (c.version !== null) {
+      const updated = await tx
         .updateTable("flow_revisions")
-        .set({ name })
-        .where("element_id", "=", Number(elementId))
-        .where("version", "=", Number(last.v))
-        .execute();
-      return true;
-    },
-
-    async setFlowStatus(elementId, status: FlowStatus, user, now) {
-      await db
-        .updateTable("elements")
-        .set({
-          status,
-          // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
-          ...(status === "APPROVED"
-            ? { release_user: user ? JSON.stringify(user) : null, release_time: now }
-            : {}),
-          updated_at: now,
-        })
-        .where("id", "=", Number(elementId))
-        .execute();
-    },
-
-    async flowRevision(elementId, version): Promise<FlowRevision | undefined> {
-      const row = await db
-        .selectFrom("flow_revisions")
-        .selectAll()
-        .where("element_id", "=", Number(elementId))
-        .where("version", "=", version)
+        .set({ released_at: c.now, script_pins: c.pins ? JSON.stringify(c.pins) : null })
+        .where("element_id", "=", id)
+        .where("version", "=", c.version)
         .executeTakeFirst();
-      if (!row) return undefined;
-      return {
-        ...toRevisionInfo(row),
-        flow: JSON.parse(row.flow),
-        configure: JSON.parse(row.configure),
-      };
-    },
+      if (Number(updated.numUpdatedRows) === 0) return false;
+    }
+    await tx
+      .updateTable("elements")
+      .set({
+        status: c.status,
+        ...(c.version !== null ? { release_version: c.version } : {}),
+        // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
+        ...(c.status === "APPROVED"
+          ? { release_user: c.user ? JSON.stringify(c.user) : null, release_time: c.now }
+          : {}),
+        updated_at: c.now,
+      })
+      .where("id", "=", id)
+      .execute();
+    // A change that keeps the release (a deactivation) records the release it keeps.
+    const kept =
+      c.version !== null
+        ? c.version
+        : ((
+            await tx
+              .selectFrom("elements")
+              .select("release_version")
+              .where("id", "=", id)
+              .executeTakeFirst()
+          )?.release_version ?? null);
+    await recordRelease(tx, { ...c, version: kept, pins: c.version !== null ? c.pins : null });
+    return true;
+  });
+}
+
+async function renameRevision(
+  db: Kysely<Database>,
+  elementId: string,
+  name: string,
+): Promise<boolean> {
+  const last = await db
+    .selectFrom("flow_revisions")
+    .select((eb) => eb.fn.max("version").as("v"))
+    .where("element_id", "=", Number(elementId))
+    .executeTakeFirst();
+  if (last?.v == null) return false;
+  await db
+    .updateTable("flow_revisions")
+    .set({ name })
+    .where("element_id", "=", Number(elementId))
+    .where("version", "=", Number(last.v))
+    .execute();
+  return true;
+}
+
+async function setFlowStatus(
+  db: Kysely<Database>,
+  elementId: string,
+  status: FlowStatus,
+  user: Record<string, unknown> | null,
+  now: number,
+): Promise<void> {
+  await db
+    .updateTable("elements")
+    .set({
+      status,
+      // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
+      ...(status === "APPROVED"
+        ? { release_user: user ? JSON.stringify(user) : null, release_time: now }
+        : {}),
+      updated_at: now,
+    })
+    .where("id", "=", Number(elementId))
+    .execute();
+}
+
+async function flowRevision(
+  db: Kysely<Database>,
+  elementId: string,
+  version: number,
+): Promise<FlowRevision | undefined> {
+  const row = await db
+    .selectFrom("flow_revisions")
+    .selectAll()
+    .where("element_id", "=", Number(elementId))
+    .where("version", "=", version)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    ...toRevisionInfo(row),
+    flow: JSON.parse(row.flow),
+    configure: JSON.parse(row.configure),
   };
 }
 

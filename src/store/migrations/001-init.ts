@@ -1,11 +1,28 @@
 import { type Kysely, sql } from "kysely";
 import type { Dialect } from "../types.ts";
 
+/** Column types that differ by dialect; every table below takes them from here. */
+interface Types {
+  dialect: Dialect;
+  big: "bigint" | "integer";
+  blob: "bytea" | "blob";
+}
+
 /** Base schema: folders, elements, flow revisions, runs. Written once for both dialects. */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const big = dialect === "postgres" ? "bigint" : "integer";
-  const blob = dialect === "postgres" ? "bytea" : "blob";
+  const t: Types = {
+    dialect,
+    big: dialect === "postgres" ? "bigint" : "integer",
+    blob: dialect === "postgres" ? "bytea" : "blob",
+  };
+  // In this order: elements reference folders, flow revisions reference elements.
+  await createFolders(db, t);
+  await createElements(db, t);
+  await createFlowRevisions(db, t);
+  await createRuns(db, t);
+}
 
+async function createFolders(db: Kysely<unknown>, { big }: Types): Promise<void> {
   await db.schema
     .createTable("folders")
     .addColumn("id", "text", (c) => c.primaryKey())
@@ -15,7 +32,9 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn("created_at", big, (c) => c.notNull())
     .addUniqueConstraint("folders_scope_path", ["app", "space", "path"])
     .execute();
+}
 
+async function createElements(db: Kysely<unknown>, { dialect, big, blob }: Types): Promise<void> {
   await db.schema
     .createTable("elements")
     .addColumn("id", dialect === "postgres" ? "bigserial" : "integer", (c) =>
@@ -48,7 +67,9 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .on("elements")
     .columns(["app", "space", "type", "name"])
     .execute();
+}
 
+async function createFlowRevisions(db: Kysely<unknown>, { big }: Types): Promise<void> {
   await db.schema
     .createTable("flow_revisions")
     .addColumn("element_id", big, (c) => c.notNull().references("elements.id").onDelete("cascade"))
@@ -60,7 +81,9 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .addColumn("user_id", "text")
     .addPrimaryKeyConstraint("flow_revisions_pk", ["element_id", "version"])
     .execute();
+}
 
+async function createRuns(db: Kysely<unknown>, { big }: Types): Promise<void> {
   await db.schema
     .createTable("runs")
     .addColumn("id", "text", (c) => c.primaryKey())

@@ -1,0 +1,87 @@
+import { gunzipSync } from "node:zlib";
+import type { FastifyRequest } from "fastify";
+import type { Static } from "typebox";
+import type { Config } from "../config.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import type { TaskRequest } from "../scripts/task-service.ts";
+import { scopeOf } from "./context.ts";
+import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
+
+/**
+ * How a script run call becomes a task request: locator, parameter, version
+ * (docs/script-service.md). External calls carry the element in the path, internal ones in the body.
+ */
+
+/** The task request of an external call: element in the path, the whole body as parameter. */
+export function externalRequest(
+  req: FastifyRequest<{
+    Params: { elementName: string };
+    Querystring: Static<typeof ExternalRunQuery>;
+  }>,
+  config: Config,
+): Omit<TaskRequest, "trigger"> {
+  const q = req.query;
+  return {
+    scope: scopeOf(req),
+    user: req.ctx.user,
+    locator: {
+      elementName: req.params.elementName,
+      elementType: pyType(q.elementType),
+      path: q.path,
+      folderId: q.folderId,
+    },
+    parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
+    taskName: q.taskName,
+    version: q.version,
+  };
+}
+
+/** The task request of an internal call: locator and parameter in the body. */
+export function internalRequest(
+  req: FastifyRequest<{ Body: Static<typeof InternalRunBody> }>,
+): Omit<TaskRequest, "trigger"> {
+  const b = req.body;
+  return {
+    scope: scopeOf(req),
+    user: req.ctx.user,
+    locator: {
+      elementName: b.elementName,
+      elementType: pyType(b.elementType),
+      path: b.path,
+      folderId: b.folderId,
+    },
+    parameter: b.parameter ?? {},
+    version: b.version,
+  };
+}
+
+function pyType(elementType: string | undefined): "PY" {
+  if (elementType !== undefined && elementType !== "PY")
+    throw badRequest(`elementType must be PY, got "${elementType}"`);
+  return "PY";
+}
+
+/** compressedFlag: the body is a JSON string of base64(gzip(UTF-8 JSON)) (docs/script-service.md). */
+export function decodeParameter(body: unknown, compressed: boolean, limitBytes: number): unknown {
+  if (!compressed) return body ?? {};
+  if (typeof body !== "string")
+    throw badRequest("body must be a base64 string when compressedFlag is true");
+  let text: string;
+  try {
+    text = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes }).toString(
+      "utf8",
+    );
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
+      throw new SluiceError(ErrorCode.TOO_LARGE, [
+        `compressed body inflates past ${limitBytes} bytes`,
+      ]);
+    }
+    throw badRequest("body is not base64 gzip data (compressedFlag is true)");
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badRequest("body: the decompressed parameters are not valid JSON");
+  }
+}

@@ -1,0 +1,197 @@
+import { CompiledQuery, type Kysely } from "kysely";
+import { createBatcher } from "./batch.ts";
+import { countFinished, countRun } from "./kysely-monitor.ts";
+import { toRun } from "./rows.ts";
+import { createRunWrites, runRow } from "./run-writes.ts";
+import type { Database } from "./schema.ts";
+import type {
+  ElementType,
+  NewRun,
+  Run,
+  RunStatus,
+  ScopeFilter,
+  SqlExecutor,
+  Store,
+} from "./types.ts";
+import { FINISHED } from "./types.ts";
+
+type RunMethods = Pick<
+  Store,
+  | "insertRun"
+  | "insertRunsWith"
+  | "startRun"
+  | "endRun"
+  | "getRun"
+  | "deleteRuns"
+  | "unfinishedRuns"
+  | "childRuns"
+  | "heartbeat"
+  | "orphanedRuns"
+  | "queuedBefore"
+>;
+
+/** Run records and node heartbeats over Kysely for both dialects. */
+export function runMethods(db: Kysely<Database>): RunMethods {
+  const writes = createRunWrites(db);
+  const readRun = runReader(db);
+  return {
+    insertRun: writes.insertRun,
+    insertRunsWith: (runs, also) => insertRunsWith(db, runs, also),
+    startRun: writes.startRun,
+    endRun: writes.endRun,
+    getRun: (scope, id) => getRun(readRun, scope, id),
+    deleteRuns: (scope, ids) => deleteRuns(db, scope, ids),
+    unfinishedRuns: (statuses, nodeId) => unfinishedRuns(db, statuses, nodeId),
+    childRuns: (parentRunId) => childRuns(db, parentRunId),
+    heartbeat: (nodeId, now) => heartbeat(db, nodeId, now),
+    orphanedRuns: (cutoff) => orphanedRuns(db, cutoff),
+    queuedBefore: (cutoff, limit) => queuedBefore(db, cutoff, limit),
+  };
+}
+
+/**
+ * Reads of single runs (result lookups, waiters woken by one NOTIFY batch, workers) made in
+ * one turn share one statement (docs/architecture.md, "Group commit").
+ */
+function runReader(db: Kysely<Database>): (id: string) => Promise<Run | undefined> {
+  return createBatcher<string, Run | undefined>({
+    max: 500,
+    async run(ids) {
+      const rows = await db
+        .selectFrom("runs")
+        .selectAll()
+        .where("id", "in", [...new Set(ids)])
+        .execute();
+      const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
+      // Each caller gets its own object: two waiters of one run must not share a mutable one.
+      return ids.map((id) => {
+        const run = byId.get(id);
+        return run && { ...run };
+      });
+    },
+  });
+}
+
+async function insertRunsWith(
+  db: Kysely<Database>,
+  runs: readonly NewRun[],
+  also: (tx: SqlExecutor) => Promise<void>,
+): Promise<void> {
+  if (runs.length === 0) return;
+  await db.transaction().execute(async (tx) => {
+    await tx
+      .insertInto("runs")
+      .values(runs.map((r) => runRow(r)))
+      .execute();
+    const flows = new Map<string, number>();
+    for (const r of runs)
+      if (r.elementType === "DPL") flows.set(r.elementId, (flows.get(r.elementId) ?? 0) + 1);
+    // Sorted, so that two transactions never wait on each other's counter rows crosswise.
+    for (const id of [...flows.keys()].sort()) await countRun(tx, id, flows.get(id));
+    await also({
+      executeSql: async (text, values) => {
+        const r = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));
+        return { rows: [...r.rows] };
+      },
+    });
+  });
+}
+
+async function getRun(
+  readRun: (id: string) => Promise<Run | undefined>,
+  scope: ScopeFilter,
+  id: string,
+): Promise<Run | undefined> {
+  const run = await readRun(id);
+  // Another scope's run is a run that does not exist (docs/auth.md).
+  if (!run || (scope && (run.scope.app !== scope.app || run.scope.space !== scope.space)))
+    return undefined;
+  return run;
+}
+
+async function deleteRuns(
+  db: Kysely<Database>,
+  scope: ScopeFilter,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set<string>();
+  // The rows and their status counters (docs/monitoring.md) go together.
+  const rows = await db.transaction().execute(async (tx) => {
+    const deleted = await tx
+      .deleteFrom("runs")
+      .where("id", "in", ids)
+      .where("status", "in", [...FINISHED])
+      .$if(scope !== null, (q) =>
+        q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
+      )
+      .returning(["id", "app", "space", "element_id", "trigger_type", "status"])
+      .execute();
+    await countFinished(tx, deleted, -1);
+    return deleted;
+  });
+  return new Set(rows.map((r) => r.id));
+}
+
+async function unfinishedRuns(
+  db: Kysely<Database>,
+  statuses: readonly RunStatus[],
+  nodeId?: string | null,
+): Promise<Run[]> {
+  let q = db.selectFrom("runs").selectAll().where("status", "in", statuses);
+  if (nodeId !== undefined)
+    q = nodeId === null ? q.where("node_id", "is", null) : q.where("node_id", "=", nodeId);
+  const rows = await q.orderBy("create_time").execute();
+  return rows.map(toRun);
+}
+
+async function childRuns(db: Kysely<Database>, parentRunId: string): Promise<Run[]> {
+  const rows = await db
+    .selectFrom("runs")
+    .selectAll()
+    .where("parent_run_id", "=", parentRunId)
+    .execute();
+  return rows.map(toRun);
+}
+
+async function heartbeat(db: Kysely<Database>, nodeId: string, now: number): Promise<void> {
+  await db
+    .insertInto("nodes")
+    .values({ id: nodeId, started_at: now, heartbeat_at: now })
+    .onConflict((oc) => oc.column("id").doUpdateSet({ heartbeat_at: now }))
+    .execute();
+}
+
+async function orphanedRuns(db: Kysely<Database>, cutoff: number): Promise<Run[]> {
+  const rows = await db
+    .selectFrom("runs")
+    .selectAll()
+    .where("status", "=", "STARTED")
+    .where((eb) =>
+      eb.or([
+        eb("node_id", "is", null),
+        eb(
+          "node_id",
+          "not in",
+          eb.selectFrom("nodes").select("id").where("heartbeat_at", ">=", cutoff),
+        ),
+      ]),
+    )
+    .execute();
+  return rows.map(toRun);
+}
+
+async function queuedBefore(
+  db: Kysely<Database>,
+  cutoff: number,
+  limit: number,
+): Promise<Pick<Run, "id" | "elementType">[]> {
+  const rows = await db
+    .selectFrom("runs")
+    .select(["id", "element_type"])
+    .where("status", "=", "QUEUED")
+    .where("create_time", "<", cutoff)
+    .orderBy("create_time")
+    .limit(limit)
+    .execute();
+  return rows.map((r) => ({ id: r.id, elementType: r.element_type as ElementType }));
+}
