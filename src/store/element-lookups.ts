@@ -6,7 +6,7 @@ import type { Element, ElementQuery, Scope } from "./types.ts";
 
 type Lookup = { scope: Scope; query: ElementQuery };
 
-/** At most this many distinct names per statement (4 bound values each). */
+/** At most this many lookups per batch. */
 const MAX_BATCH = 200;
 
 /**
@@ -24,26 +24,31 @@ export function createElementLookup(
     async run(lookups) {
       const keyOf = (app: string, space: string, type: string, name: string) =>
         JSON.stringify([app, space, type, name]);
-      const distinct = new Map<string, Lookup>();
-      for (const l of lookups)
-        distinct.set(keyOf(l.scope.app, l.scope.space, l.query.type, l.query.name), l);
-      const rows = await db
-        .selectFrom("elements as e")
-        .innerJoin("folders as f", "f.id", "e.folder_id")
-        .select(ELEMENT_COLUMNS)
-        .where((eb) =>
-          eb(
-            eb.refTuple("e.app", "e.space", "e.type", "e.name"),
-            "in",
-            [...distinct.values()].map((l) =>
-              eb.tuple(l.scope.app, l.scope.space, l.query.type, l.query.name),
-            ),
-          ),
-        )
-        .orderBy("e.id")
-        .execute();
+      // One statement per scope and type (under load usually one), each an equality on the
+      // index's leading columns and a list of names, which both dialects serve from the index.
+      const groups = new Map<string, { l: Lookup; names: Set<string> }>();
+      for (const l of lookups) {
+        const g = JSON.stringify([l.scope.app, l.scope.space, l.query.type]);
+        const group = groups.get(g) ?? { l, names: new Set<string>() };
+        group.names.add(l.query.name);
+        groups.set(g, group);
+      }
+      const found = await Promise.all(
+        [...groups.values()].map(({ l, names }) =>
+          db
+            .selectFrom("elements as e")
+            .innerJoin("folders as f", "f.id", "e.folder_id")
+            .select(ELEMENT_COLUMNS)
+            .where("e.app", "=", l.scope.app)
+            .where("e.space", "=", l.scope.space)
+            .where("e.type", "=", l.query.type)
+            .where("e.name", "in", [...names])
+            .orderBy("e.id")
+            .execute(),
+        ),
+      );
       const byKey = new Map<string, ElementRow[]>();
-      for (const r of rows) {
+      for (const r of found.flat()) {
         const k = keyOf(r.app, r.space, r.type, r.name);
         byKey.set(k, [...(byKey.get(k) ?? []), r]);
       }

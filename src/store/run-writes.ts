@@ -142,7 +142,9 @@ async function startAll(
  * trip) however many runs end together. Only unfinished runs change, so an end that lost to
  * another (a terminate) changes nothing; answers the counter key of each run it ended. `VALUES`
  * columns are `column1…` in both dialects; the casts give PostgreSQL the types its text
- * parameters lack.
+ * parameters lack. The status test is an expression (`|| ''`) so that no index on status can
+ * serve it: SQLite would otherwise scan every unfinished run for each batch (the queue may hold
+ * thousands) instead of looking each run up by its ID.
  */
 async function endAll(
   tx: Kysely<Database>,
@@ -160,7 +162,7 @@ async function endAll(
       summary = v.column4, result = v.column5, error = v.column6,
       stdout = v.column7, stderr = v.column8, detail = v.column9
     from (values ${sql.join(rows)}) as v
-    where runs.id = v.column1 and runs.status in ('QUEUED', 'STARTED')
+    where runs.id = v.column1 and (runs.status || '') in ('QUEUED', 'STARTED')
     returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status`.execute(
     tx,
   );
