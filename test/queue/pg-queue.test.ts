@@ -140,7 +140,10 @@ describe("pg-boss run queue", () => {
     let finished = 0;
     const scriptsHeld = gate();
     const progress = condition();
-    const flowsFull = progress.until(() => running.flow === 3, "three flows running at once");
+    const flowsFull = progress.until(
+      () => running.flow === 3 && running.script === 1,
+      "three flows and a script running at once",
+    );
     for (let i = 0; i < 4; i++) await q.enqueue({ runId: `ls-${i}`, kind: "script" });
     for (let i = 0; i < 9; i++) await q.enqueue({ runId: `lf-${i}`, kind: "flow" });
     await q.start(async (job) => {
@@ -153,9 +156,12 @@ describe("pg-boss run queue", () => {
       progress.changed();
     });
     // All flows finish while the one script slot is still held.
-    await progress.until(() => finished === 9, "the nine flows finished");
-    assert.equal(running.script, 1);
-    scriptsHeld.open();
+    try {
+      await progress.until(() => finished === 9, "the nine flows finished");
+      assert.equal(running.script, 1);
+    } finally {
+      scriptsHeld.open();
+    }
     await progress.until(() => finished === 13, "the scripts finished too");
     assert.deepEqual(peak, { flow: 3, script: 1 });
   });
@@ -204,8 +210,11 @@ describe("pg-boss run queue", () => {
     await q.enqueue({ runId: "slow", kind: "script" });
     await slowStarted.promise;
     for (let i = 0; i < 5; i++) await q.enqueue({ runId: `f-${i}`, kind: "script" });
-    await progress.until(() => fast.length === 5, "the five fast jobs ran beside the slow one");
-    slow.open();
+    try {
+      await progress.until(() => fast.length === 5, "the five fast jobs ran beside the slow one");
+    } finally {
+      slow.open();
+    }
   });
 
   it("a handler that throws neither stalls the queue nor gets the job again", async () => {
@@ -286,7 +295,12 @@ describe("pg-boss run queue", () => {
       await held.promise;
       finished++;
     });
-    await progress.until(() => running === 2, "both slots took a job queued before the start");
+    await progress
+      .until(() => running === 2, "both slots took a job queued before the start")
+      .catch((err: unknown) => {
+        held.open();
+        throw err;
+      });
     // Both jobs are still held when stop is called: it resolves only after they complete.
     const stopped = q.stop();
     held.open();
