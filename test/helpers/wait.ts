@@ -24,13 +24,33 @@ export interface Condition {
   changed(): void;
   /** Resolves once `ok()` holds; fails after `ms`. */
   until(ok: () => boolean, what: string, ms?: number): Promise<void>;
+  /** Re-runs `read` after every change until `ok` holds for its value; fails after `ms`. */
+  readUntil<T>(
+    read: () => Promise<T>,
+    ok: (v: T) => boolean,
+    what: string,
+    ms?: number,
+  ): Promise<T>;
 }
 
 export function condition(): Condition {
   const waiters = new Set<() => void>();
+  let generation = 0;
   return {
     changed() {
+      generation++;
       for (const w of [...waiters]) w();
+    },
+    async readUntil(read, ok, what, ms = 10_000) {
+      const end = Date.now() + ms;
+      for (;;) {
+        const seen = generation;
+        const v = await read();
+        if (ok(v)) return v;
+        const left = end - Date.now();
+        if (left <= 0) throw new Error(`not within ${ms} ms: ${what} (last: ${show(v)})`);
+        await this.until(() => generation > seen, `${what} (last: ${show(v)})`, left);
+      }
     },
     until(ok, what, ms = 10_000) {
       if (ok()) return Promise.resolve();
@@ -113,6 +133,15 @@ export function line(stream: Readable, re: RegExp, ms = 10_000): Promise<string>
   });
 }
 
+/** A condition that changes with every run event of an in-process service (`services.events`). */
+export function onRunEvents(events: {
+  subscribe(listener: (e: { type: string }) => void): void;
+}): Condition {
+  const c = condition();
+  events.subscribe(() => c.changed());
+  return c;
+}
+
 /**
  * Run records that other processes write, awaited through PostgreSQL itself: a statement-level
  * trigger on `runs` (created here, in the test's database) NOTIFYs on every insert and update,
@@ -143,24 +172,10 @@ export async function pgRuns(databaseUrl: string): Promise<PgRuns> {
       for each statement execute function sluice_test_runs_changed();
     listen ${RUNS_CHANNEL};`);
   const changes = condition();
-  let generation = 0;
-  db.on("notification", () => {
-    generation++;
-    changes.changed();
-  });
+  db.on("notification", () => changes.changed());
   return {
     db,
-    async until(query, ok, what, ms = 10_000) {
-      const end = Date.now() + ms;
-      for (;;) {
-        const seen = generation;
-        const v = await query(db);
-        if (ok(v)) return v;
-        const left = end - Date.now();
-        if (left <= 0) throw new Error(`not within ${ms} ms: ${what} (last: ${show(v)})`);
-        await changes.until(() => generation > seen, `${what} (last: ${show(v)})`, left);
-      }
-    },
+    until: (query, ok, what, ms) => changes.readUntil(() => query(db), ok, what, ms),
     close: () => db.end(),
   };
 }
