@@ -268,8 +268,8 @@ describe("flow runs", () => {
     const child = (
       await runEvents.readUntil(
         () => server.services.store.childRuns(parentId),
-        (children) => children.length > 0,
-        "the child run is created",
+        (children) => children[0]?.status === "STARTED",
+        "the child run started",
         5000,
       )
     )[0];
