@@ -6,6 +6,7 @@ import { after, describe, it } from "node:test";
 import pg from "pg";
 import { startPostgres } from "../helpers/pg.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
+import { line } from "../helpers/wait.ts";
 
 describe("sluice serve shut down while its database refuses connections", () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-shutdown-db-"));
@@ -24,6 +25,10 @@ describe("sluice serve shut down while its database refuses connections", () => 
       const db = new URL(url).pathname.slice(1);
       const other = new URL(url);
       other.pathname = "/postgres";
+      // The node says when it has noticed: its run-end listener logs the lost connection.
+      const stdout = proc.child.stdout;
+      assert.ok(stdout);
+      const noticed = line(stdout, /lost its connection/, 10_000);
       const admin = new pg.Client({ connectionString: other.toString() });
       await admin.connect();
       try {
@@ -35,7 +40,7 @@ describe("sluice serve shut down while its database refuses connections", () => 
       } finally {
         await admin.end();
       }
-      await new Promise((r) => setTimeout(r, 300));
+      await noticed;
 
       proc.child.kill("SIGTERM");
       const code = await new Promise<number | null>((resolve) =>

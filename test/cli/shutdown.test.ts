@@ -7,6 +7,7 @@ import { describe, it } from "node:test";
 import { DF } from "../helpers/flows.ts";
 import { startProcess } from "../helpers/process.ts";
 import { SCOPE, startServer } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
 const SLEEPY = {
   vertexes: [
@@ -49,13 +50,18 @@ async function shutdownDuring(graceS: number, sleepS: number) {
   const runId = (
     await post(`${proc.url}${DF}/run`, { elementName: "sleepy", parameter: { s: sleepS } })
   ).data as string;
-  for (let i = 0; i < 100; i++) {
-    const r = await (
-      await fetch(`${proc.url}${DF}/monitor/run?runId=${runId}`, { headers })
-    ).json();
-    if (r.data?.runStatus === "STARTED") break;
-    await new Promise((res) => setTimeout(res, 50));
-  }
+  // The record is another process's (SQLite): nothing announces its start, so the shared poll.
+  await pollUntil(
+    async () =>
+      (
+        (await (
+          await fetch(`${proc.url}${DF}/monitor/run?runId=${runId}`, { headers })
+        ).json()) as { data?: { runStatus?: string } }
+      ).data?.runStatus,
+    (s) => s === "STARTED",
+    `run ${runId} STARTED`,
+    { ms: 5000, everyMs: 50 },
+  );
   const t0 = Date.now();
   proc.child.kill("SIGTERM");
   const code = await exited(proc.child);

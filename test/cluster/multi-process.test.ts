@@ -10,6 +10,7 @@ import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { scopeHeaders } from "../helpers/server.ts";
+import { type PgRuns, pgRuns, pollUntil } from "../helpers/wait.ts";
 
 const H = { ...scopeHeaders(), "content-type": "application/json" };
 type Proc = Awaited<ReturnType<typeof startProcess>>;
@@ -30,6 +31,24 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
   let workers: Proc[] = [];
   let hook: http.Server;
   const hits = new Map<string, number>();
+  /** Run records, awaited through the notifications of the runs table. */
+  let runs: PgRuns;
+
+  /** Resolves with the node ID once the run is STARTED on a node. */
+  const startedOn = async (runId: string) =>
+    (
+      await runs.until(
+        async (d) =>
+          (
+            await d.query<{ node_id: string | null; status: string }>(
+              "select node_id, status from runs where id = $1",
+              [runId],
+            )
+          ).rows[0],
+        (r) => r?.status === "STARTED" && !!r.node_id,
+        `run ${runId} STARTED on a node`,
+      )
+    )?.node_id ?? "";
 
   const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-cluster-"));
@@ -65,6 +84,7 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
       await start("serve", { SLUICE_ROLE: "api" }),
     ];
     workers = [await start("worker"), await start("worker")];
+    runs = await pgRuns(databaseUrl);
     const api = apis[0]?.url ?? "";
     const flows: [string, unknown][] = [
       ["plain", NO_SCRIPT_FLOW],
@@ -119,6 +139,7 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
 
   after(async () => {
     for (const p of procs) await killHard(p.child);
+    await runs?.close();
     hook.close();
     for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
   });
@@ -169,18 +190,7 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     const api = apis[0]?.url ?? "";
     const sleeping = (await post(`${api}${DF}/run`, { elementName: "sleeper", parameter: {} }))
       .data as string;
-    const db = new pg.Client({ connectionString: databaseUrl });
-    await db.connect();
-    let nodeId = "";
-    for (let i = 0; i < 100 && !nodeId; i++) {
-      const { rows } = await db.query<{ node_id: string | null; status: string }>(
-        "select node_id, status from runs where id = $1",
-        [sleeping],
-      );
-      if (rows[0]?.status === "STARTED" && rows[0].node_id) nodeId = rows[0].node_id;
-      else await new Promise((r) => setTimeout(r, 100));
-    }
-    await db.end();
+    const nodeId = await startedOn(sleeping);
     const victim = workers.find((w) => nodeId.includes(`:${w.child.pid}:`));
     assert.ok(victim, `the sleeper runs on a worker (${nodeId})`);
     await killHard(victim.child);
@@ -237,16 +247,33 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
       (await post(`${api}${DF}/flow/activate`, { elementName: "ticker" })).data,
       "APPROVED",
     );
-    await new Promise((r) => setTimeout(r, 4500));
+    // Four ticks fired, however long the machine takes for them.
+    await runs.until(
+      async (d) =>
+        (
+          await d.query<{ n: number }>(
+            "select count(*)::int as n from runs where element_name = 'ticker' and trigger_type = 'SCHEDULED'",
+          )
+        ).rows[0]?.n ?? 0,
+      (n) => n >= 4,
+      "four scheduled runs of the ticker",
+    );
     await post(`${api}${DF}/flow/deactivate`, { elementName: "ticker" });
     const elapsedS = (Date.now() - t0) / 1000;
-    await new Promise((r) => setTimeout(r, 1500));
-    const db = new pg.Client({ connectionString: databaseUrl });
-    await db.connect();
-    const { rows } = await db.query<{ create_time: string; run_param: string }>(
+    // Every tick fired so far has ended: a second run of one tick would be among them.
+    await runs.until(
+      async (d) =>
+        (
+          await d.query<{ n: number }>(
+            "select count(*)::int as n from runs where element_name = 'ticker' and status in ('QUEUED', 'STARTED')",
+          )
+        ).rows[0]?.n,
+      (n) => n === 0,
+      "every scheduled run of the ticker ended",
+    );
+    const { rows } = await runs.db.query<{ create_time: string; run_param: string }>(
       "select create_time, run_param from runs where element_name = 'ticker' and trigger_type = 'SCHEDULED' order by create_time",
     );
-    await db.end();
     // Four schedulers watch this flow; one run per tick means at most one run per elapsed second.
     assert.ok(rows.length >= 2, `fired ${rows.length} times`);
     assert.ok(
@@ -260,25 +287,26 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
     const sleeping = (
       await post(`${apis[0]?.url}${DF}/run`, { elementName: "sleeper", parameter: {} })
     ).data as string;
-    const deadline = Date.now() + 10_000;
-    let terminated = false;
-    while (!terminated && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      const t = await post(`${apis[1]?.url}${DF}/run/terminate`, { runIds: [sleeping] });
-      terminated = (t.data as Record<string, boolean>)[sleeping] === true;
-    }
-    assert.ok(terminated);
+    // Once a worker executes it (its python process is sleeping), terminate through the other API.
+    await startedOn(sleeping);
+    const t = await post(`${apis[1]?.url}${DF}/run/terminate`, { runIds: [sleeping] });
+    assert.equal((t.data as Record<string, boolean>)[sleeping], true, JSON.stringify(t));
     const res = (await (
       await fetch(`${apis[0]?.url}${DF}/run/${sleeping}/result`, { headers: H })
     ).json()) as { code: number };
     assert.equal(res.code, 28020005);
-    // The worker killed the sleeping process: no python process of that run is left.
-    await new Promise((r) => setTimeout(r, 500));
+    // The worker kills the sleeping process: soon no python process of that run is left. It is
+    // another process tree's, and its end is announced to nobody: read by the shared poll.
     const { execSync } = await import("node:child_process");
-    const left = execSync("ps -eo args")
-      .toString()
-      .split("\n")
-      .filter((l) => l.includes("time.sleep(120)"));
-    assert.deepEqual(left, []);
+    await pollUntil(
+      () =>
+        execSync("ps -eo args")
+          .toString()
+          .split("\n")
+          .filter((l) => l.includes("time.sleep(120)")),
+      (left) => left.length === 0,
+      "the sleeping python process is gone",
+      { ms: 5000 },
+    );
   });
 });

@@ -4,11 +4,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
+import type pg from "pg";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { scopeHeaders } from "../helpers/server.ts";
+import { type PgRuns, pgRuns } from "../helpers/wait.ts";
 
 /**
  * docs/cluster.md, "Nothing accepted is lost": whatever process dies, every accepted run ends
@@ -28,6 +29,7 @@ async function post(url: string, body: unknown): Promise<{ status: boolean; data
 describe("cluster: nothing accepted is stranded", () => {
   let databaseUrl = "";
   let db: pg.Client;
+  let runs: PgRuns;
   const dataDirs: string[] = [];
   const procs: Proc[] = [];
   let api: Proc;
@@ -67,18 +69,22 @@ describe("cluster: nothing accepted is stranded", () => {
     return ids;
   };
 
-  /** Resolves once no run is QUEUED or STARTED; fails the test if that takes `ms`. */
-  const allFinished = async (ms: number) => {
-    const end = Date.now() + ms;
-    for (;;) {
-      const { rows } = await db.query<{ n: number }>(
-        "select count(*)::int as n from runs where status in ('QUEUED', 'STARTED')",
-      );
-      if (rows[0]?.n === 0) return;
-      if (Date.now() > end) assert.fail(`${rows[0]?.n} runs still unfinished after ${ms} ms`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  /**
+   * Resolves once no run is QUEUED or STARTED, re-counting whenever a run record changes; fails
+   * the test if that takes `ms`.
+   */
+  const allFinished = (ms: number) =>
+    runs.until(
+      async (d) =>
+        (
+          await d.query<{ n: number }>(
+            "select count(*)::int as n from runs where status in ('QUEUED', 'STARTED')",
+          )
+        ).rows[0]?.n,
+      (n) => n === 0,
+      "no run QUEUED or STARTED",
+      ms,
+    );
 
   const statuses = async (ids: readonly string[]) => {
     const { rows } = await db.query<{ id: string; status: string; end_time: string }>(
@@ -91,8 +97,8 @@ describe("cluster: nothing accepted is stranded", () => {
   before(async () => {
     databaseUrl = await (await startPostgres()).createDatabase();
     api = await start("serve", { SLUICE_ROLE: "api" });
-    db = new pg.Client({ connectionString: databaseUrl });
-    await db.connect();
+    runs = await pgRuns(databaseUrl);
+    db = runs.db;
     const d = await post(`${api.url}${DF}/flow/deploy`, {
       elementName: "plain",
       revisionName: "r",
@@ -109,7 +115,7 @@ describe("cluster: nothing accepted is stranded", () => {
 
   after(async () => {
     for (const p of procs) await killHard(p.child);
-    await db.end();
+    await runs.close();
     for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
   });
 

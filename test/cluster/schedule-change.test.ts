@@ -3,11 +3,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { scopeHeaders } from "../helpers/server.ts";
+import { pgRuns, pollUntil } from "../helpers/wait.ts";
 
 /**
  * docs/scheduler.md, "In a cluster": a schedule changed through one API process reaches every node
@@ -36,15 +36,12 @@ async function scheduleOn(api: Proc): Promise<Shown | undefined> {
   return body.data.find((f) => f.element.elementName === "ticker")?.schedule;
 }
 
-/** Polls `read` until `ok`; fails after `ms`. */
-async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > end) assert.fail(`not within ${ms} ms: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/**
+ * What `api` shows of the schedule, read until `ok` within `ms`. A node takes in a change when
+ * the NOTIFY reaches it and announces that to nobody, so this is read by the shared poll.
+ */
+function shownOn(api: Proc, ok: (s: Shown | undefined) => boolean, ms: number) {
+  return pollUntil(() => scheduleOn(api), ok, `the schedule shown on ${api.url}`, { ms });
 }
 
 describe("cluster: a schedule changed through one API process", () => {
@@ -100,40 +97,34 @@ describe("cluster: a schedule changed through one API process", () => {
     // Once a year: nothing fires before the change.
     await deploy(a1, "0 0 0 1 1 *", 1);
     for (const api of apis) {
-      const shown = await until(
-        () => scheduleOn(api),
-        (s) => s?.crontab === "0 0 0 1 1 *",
-        1000,
-      );
+      const shown = await shownOn(api, (s) => s?.crontab === "0 0 0 1 1 *", 1000);
       assert.ok((shown?.nextRunAt ?? 0) > Date.now() + 3_600_000, "next 1 January");
     }
 
     await deploy(a1, "* * * * * *", 2);
     const changedAt = Date.now();
     for (const api of apis) {
-      const shown = await until(
-        () => scheduleOn(api),
-        (s) => s?.crontab === "* * * * * *",
-        1000,
-      );
+      const shown = await shownOn(api, (s) => s?.crontab === "* * * * * *", 1000);
       assert.ok(shown?.nextRunAt !== undefined && shown.nextRunAt <= Date.now() + 1000);
     }
     // Only the other API process and the worker schedule from here on.
     await killHard(a1.child);
 
-    const db = new pg.Client({ connectionString: databaseUrl });
-    await db.connect();
+    // Awaited through the runs table's own notifications: re-read on every run written.
+    const runs = await pgRuns(databaseUrl);
+    const db = runs.db;
     try {
-      const run = await until(
-        async () =>
+      const run = await runs.until(
+        async (d) =>
           (
-            await db.query<{ create_time: string; node_id: string | null; status: string }>(
+            await d.query<{ create_time: string; node_id: string | null; status: string }>(
               `select create_time, node_id, status from runs where element_name = 'ticker'
                  and trigger_type = 'SCHEDULED' and run_param like '%"v":2%' and status = 'SUCCESS'
                order by create_time limit 1`,
             )
           ).rows[0],
         (r) => r !== undefined,
+        "a run of the new expression succeeded",
         5000,
       );
       // The change reached the nodes at once; the first every-second tick after it is < 1 s later.
@@ -145,7 +136,7 @@ describe("cluster: a schedule changed through one API process", () => {
       );
       assert.equal(old.rowCount, 0, "the yearly expression never fired");
     } finally {
-      await db.end();
+      await runs.close();
     }
   });
 });

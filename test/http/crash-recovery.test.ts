@@ -7,6 +7,7 @@ import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { processesOf } from "../helpers/process-tree.ts";
 import { modeEnv, scopeHeaders } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
 const h = { ...scopeHeaders(), "content-type": "application/json" };
 const post = async (url: string, p: string, body: unknown) =>
@@ -55,7 +56,15 @@ describe("kill -9 mid-run, then restart", () => {
     }
     const sleeping = (await post(first.url, `${DF}/run`, { elementName: "sleeper", parameter: {} }))
       .data as string;
-    await new Promise((r) => setTimeout(r, 300));
+    // The sleeper holds the one flow slot once its script runs: it writes its uid first. The file
+    // is another process's, and nothing announces it: read by the shared poll.
+    const tasks = path.join(dataDir, "tasks");
+    const uidFiles = () =>
+      (fs.existsSync(tasks) ? fs.readdirSync(tasks, { withFileTypes: true }) : [])
+        .filter((d) => d.isDirectory())
+        .map((d) => path.join(tasks, d.name, "uid"))
+        .filter((f) => fs.existsSync(f) && fs.readFileSync(f, "utf8") !== "");
+    await pollUntil(uidFiles, (f) => f.length === 1, "the sleeper's script wrote its uid");
     const queued: string[] = [];
     for (let i = 0; i < 20; i++) {
       const r = await post(first.url, `${DF}/run`, {
@@ -68,16 +77,18 @@ describe("kill -9 mid-run, then restart", () => {
     await killHard(first.child);
     // The killed service's script process dies with it: nothing is left running on the host.
     // (Its pid is its own pid namespace's; its uid, private to it, finds it from here.)
-    const uidFiles = fs
-      .readdirSync(path.join(dataDir, "tasks"))
-      .map((d) => path.join(dataDir, "tasks", d, "uid"));
-    const uids = uidFiles
-      .filter((f) => fs.existsSync(f))
-      .map((f) => Number(fs.readFileSync(f, "utf8")));
+    const uids = uidFiles().map((f) => Number(fs.readFileSync(f, "utf8")));
     assert.equal(uids.length, 1, "the sleeper wrote its uid");
     const left = () => uids.flatMap((uid) => processesOf(uid));
-    for (let i = 0; i < 50 && left().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
-    assert.deepEqual(left(), [], "script processes outlived the killed service");
+    // Another process tree's: their exits are announced to nobody here, so the shared poll.
+    await pollUntil(
+      left,
+      (pids) => pids.length === 0,
+      "script processes outlived the killed service",
+      {
+        ms: 5000,
+      },
+    );
 
     const second = await startProcess(env);
     try {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { DF, deployAndActivate, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import { type Condition, onRunEvents } from "../helpers/wait.ts";
 
 const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
 
@@ -26,16 +27,12 @@ describe("cron triggers end to end", () => {
       (f: { element: { elementName: string } }) => f.element.elementName === elementName,
     )?.schedule;
   };
-  const until = async (cond: () => Promise<boolean>, ms = 4000) => {
-    const end = Date.now() + ms;
-    while (!(await cond())) {
-      if (Date.now() > end) throw new Error("condition not met in time");
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  /** Changes with every run event of the server: waits re-read the runs only then. */
+  let runEvents: Condition;
 
   before(async () => {
     server = await startServer();
+    runEvents = onRunEvents(server.services.events);
   });
   after(() => server.close());
 
@@ -46,8 +43,11 @@ describe("cron triggers end to end", () => {
         { type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS },
       ],
     });
-    await until(async () =>
-      (await scheduledRuns("ticking")).some((r) => r.runStatus === "SUCCESS"),
+    await runEvents.readUntil(
+      () => scheduledRuns("ticking"),
+      (runs) => runs.some((r) => r.runStatus === "SUCCESS"),
+      "a scheduled run succeeded",
+      4000,
     );
     const [run] = (await scheduledRuns("ticking")).filter((r) => r.runStatus === "SUCCESS");
     const full = await server.services.store.getRun(null, run?.runId ?? "");
@@ -98,7 +98,17 @@ describe("cron triggers end to end", () => {
     assert.equal(deact.body.data, "OBSOLETE");
     assert.equal((await scheduleOf("ticking")).nextRunAt, undefined);
     const before = (await scheduledRuns("ticking")).length;
-    await new Promise((r) => setTimeout(r, 1500));
+    // A witness flow fires every second: once two of its ticks have run, "ticking" would have
+    // fired in them too had it still been scheduled (due schedules fire in one loop per tick).
+    await deployAndActivate(server, "witness", NO_SCRIPT_FLOW, {
+      triggers: [{ type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS }],
+    });
+    await runEvents.readUntil(
+      () => scheduledRuns("witness"),
+      (runs) => runs.filter((r) => r.runStatus === "SUCCESS").length >= 2,
+      "two ticks of the witness ran",
+      5000,
+    );
     assert.equal((await scheduledRuns("ticking")).length, before, "no fires while not APPROVED");
   });
 });

@@ -10,6 +10,7 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
+import { type Condition, onRunEvents } from "../helpers/wait.ts";
 
 const ORDERS = {
   orders: [
@@ -23,12 +24,15 @@ describe("flow runs", () => {
   let server: TestServer;
   let hook: http.Server;
   let hookUrl = "";
+  /** Changes with every run event of the server: waits re-read the store only then. */
+  let runEvents: Condition;
   const h = scopeHeaders();
   const call = (method: string, p: string, body?: unknown, headers: Record<string, string> = h) =>
     server.call(method, DF + p, { headers, body });
 
   before(async () => {
     server = await startServer();
+    runEvents = onRunEvents(server.services.events);
     hook = http.createServer((req, res) => {
       let body = "";
       req.on("data", (c) => (body += c));
@@ -261,11 +265,14 @@ describe("flow runs", () => {
   it("terminate kills the script, cascades to child runs, and answers per run ID", async () => {
     const p = await call("POST", "/run", { elementName: "parent", parameter: { s: 60 } });
     const parentId = p.body.data as string;
-    let child: { id: string } | undefined;
-    for (let i = 0; i < 100 && !child; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      child = (await server.services.store.childRuns(parentId))[0];
-    }
+    const child = (
+      await runEvents.readUntil(
+        () => server.services.store.childRuns(parentId),
+        (children) => children[0]?.status === "STARTED",
+        "the child run started",
+        5000,
+      )
+    )[0];
     assert.ok(child, "child run started");
     const t = await call("POST", "/run/terminate", { runIds: [parentId, "unknown"] });
     assert.deepEqual(t.body.data, { [parentId]: true, unknown: false });

@@ -12,6 +12,7 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
+import { type Condition, onRunEvents } from "../helpers/wait.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 const SCRIPTS = {
@@ -28,12 +29,15 @@ const RESULT_LIMIT = 65536;
 
 describe("script service runs", () => {
   let server: TestServer;
+  /** Changes with every run event of the server: waits re-read the runs only then. */
+  let runEvents: Condition;
   const h = scopeHeaders();
   before(async () => {
     server = await startServer({
       LIMIT_BODY_BYTES: "65536",
       LIMIT_RESULT_BYTES: String(RESULT_LIMIT),
     });
+    runEvents = onRunEvents(server.services.events);
     const files = Object.entries(SCRIPTS).map(([name, content]) => ({
       name: `${name}.py`,
       content,
@@ -189,12 +193,15 @@ describe("script service runs", () => {
       });
       return (r.body.data?.runs ?? []) as { runName: string; runStatus: string }[];
     };
-    let seen: string | undefined;
-    const deadline = Date.now() + 1000 + SYNC_WRITE_BEHIND_MS;
-    while (!seen && Date.now() < deadline) {
-      seen = (await listed()).find((x) => x.runName === "longer")?.runStatus;
-      if (!seen) await new Promise((r) => setTimeout(r, 20));
-    }
+    // The write-behind inserts it STARTED once its grace has passed: its `created` event.
+    const seen = (
+      await runEvents.readUntil(
+        listed,
+        (runs) => runs.some((x) => x.runName === "longer"),
+        "the run-sync is listed",
+        1000 + SYNC_WRITE_BEHIND_MS,
+      )
+    ).find((x) => x.runName === "longer")?.runStatus;
     assert.equal(seen, "STARTED");
     const r = await running;
     assert.equal(r.headers.get("x-task-status"), "SUCCESS");

@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import { SluiceError } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import type { RunJob } from "../../src/queue/types.ts";
+import { condition } from "../helpers/wait.ts";
 
 function deferred() {
   let resolve = () => {};
@@ -49,13 +50,16 @@ describe("local queue", () => {
   it("a throwing handler does not stall the lane", async () => {
     const q = createLocalQueue({ bound: 10, concurrency: { flow: 1, script: 1 } });
     const done: string[] = [];
+    const progress = condition();
     await q.start(async (job) => {
       if (job.runId === "bad") throw new Error("boom");
       done.push(job.runId);
+      progress.changed();
     });
     await q.enqueue({ runId: "bad", kind: "flow" });
     await q.enqueue({ runId: "good", kind: "flow" });
-    await new Promise((r) => setTimeout(r, 10));
+    await progress.until(() => done.length > 0, "the job after the throwing one ran");
+    await q.stop();
     assert.deepEqual(done, ["good"]);
   });
 });

@@ -5,6 +5,7 @@ import { systemClock } from "../../src/clock.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
 import { createRunEvents, type RunEvents } from "../../src/runs/run-events.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { condition } from "../helpers/wait.ts";
 
 const logged: string[] = [];
 const logger = {
@@ -12,7 +13,6 @@ const logger = {
   warn: (_: unknown, msg?: string) => void logged.push(msg ?? ""),
   error: (_: unknown, msg?: string) => void logged.push(msg ?? ""),
 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Two "nodes": each its own RunEvents and bridge, one database between them. */
 describe("LISTEN/NOTIFY run-end bridge", () => {
@@ -23,6 +23,20 @@ describe("LISTEN/NOTIFY run-end bridge", () => {
   let bridgeB: PgNotifyBridge;
   /** Every payload on the channel, as a third party sees it. */
   const wire: string[] = [];
+  const heard = condition();
+  /** The payloads on the wire that carry runs named `prefix…`. */
+  const onWire = (prefix: string) =>
+    wire.filter((p) =>
+      p
+        .slice(p.indexOf(":") + 1)
+        .split(",")
+        .some((id) => id.startsWith(prefix)),
+    );
+  /** Every run ID the spy has seen go over the wire. */
+  const wireIds = new Set<string>();
+  /** Resolves once the spy has seen the ends of all `runIds` go over the wire. */
+  const wireSaw = (...runIds: string[]) =>
+    heard.until(() => runIds.every((id) => wireIds.has(id)), `${runIds.length} ends on the wire`);
   let spy: pg.Client;
 
   before(async () => {
@@ -43,7 +57,12 @@ describe("LISTEN/NOTIFY run-end bridge", () => {
     });
     spy = new pg.Client({ connectionString: url });
     await spy.connect();
-    spy.on("notification", (m) => wire.push(m.payload ?? ""));
+    spy.on("notification", (m) => {
+      const payload = m.payload ?? "";
+      wire.push(payload);
+      for (const id of payload.slice(payload.indexOf(":") + 1).split(",")) wireIds.add(id);
+      heard.changed();
+    });
     await spy.query("LISTEN sluice_run_end");
   });
 
@@ -64,14 +83,19 @@ describe("LISTEN/NOTIFY run-end bridge", () => {
   });
 
   it("waiters for other runs keep waiting", async () => {
-    const other = b.waitFor("run-other", 300);
+    let woke = false;
+    void b.waitFor("run-other", 5000).then((w) => {
+      woke = w;
+    });
+    const relayed = b.waitFor("run-3", 5000);
     a.notify("run-3");
-    assert.equal(await other, false);
+    // B has relayed run-3 (its waiter woke): the waiter of another run is still waiting.
+    assert.equal(await relayed, true);
+    assert.equal(woke, false);
+    b.notify("run-other");
   });
 
   it("each end goes over the wire once, tagged with its node; nothing echoes back", async () => {
-    await sleep(100);
-    wire.length = 0;
     let seenOnA = 0;
     let seenOnB = 0;
     a.onEnd((id) => {
@@ -80,24 +104,31 @@ describe("LISTEN/NOTIFY run-end bridge", () => {
     b.onEnd((id) => {
       if (id === "run-echo") seenOnB++;
     });
+    const onB = b.waitFor("run-echo", 5000);
     a.notify("run-echo");
-    await sleep(300);
-    assert.deepEqual(wire, [`${bridgeA.nodeId}:run-echo`]);
+    assert.equal(await onB, true);
+    // An echo by B would be published before B's next own end, on the same connection, and A
+    // would hear it before that end: once both have gone round, any echo has shown.
+    const markerOnA = a.waitFor("echo-marker", 5000);
+    b.notify("echo-marker");
+    assert.equal(await markerOnA, true);
+    await wireSaw("echo-marker");
+    assert.deepEqual(onWire("run-echo"), [`${bridgeA.nodeId}:run-echo`]);
     assert.equal(seenOnA, 1);
     assert.equal(seenOnB, 1);
     assert.notEqual(bridgeA.nodeId, bridgeB.nodeId);
   });
 
   it("a burst of ends is batched into few notifications and wakes every waiter", async () => {
-    await sleep(100);
-    wire.length = 0;
     const ids = Array.from({ length: 2000 }, (_, i) => `burst-run-${String(i).padStart(6, "0")}`);
     const waits = ids.map((id) => b.waitFor(id, 5000));
     for (const id of ids) a.notify(id);
     const woke = await Promise.all(waits);
     assert.ok(woke.every(Boolean));
-    assert.ok(wire.length < 20, `${wire.length} notifications for ${ids.length} ends`);
-    assert.ok(wire.every((p) => p.length <= 8000));
+    await wireSaw(...ids);
+    const burst = onWire("burst-run-");
+    assert.ok(burst.length < 20, `${burst.length} notifications for ${ids.length} ends`);
+    assert.ok(burst.every((p) => p.length <= 8000));
   });
 
   it("reconnects after losing its connection", async () => {

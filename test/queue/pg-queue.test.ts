@@ -1,20 +1,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import pg from "pg";
 import { SluiceError } from "../../src/errors.ts";
 import { createPgQueue } from "../../src/queue/pg-queue.ts";
 import type { RunJob, RunQueue } from "../../src/queue/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { condition, gate, pollUntil } from "../helpers/wait.ts";
 
 const logger = { warn: () => {}, error: () => {} };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await sleep(10);
-  }
-}
 
 describe("pg-boss run queue", () => {
   let url: string;
@@ -39,6 +32,26 @@ describe("pg-boss run queue", () => {
     return q;
   };
 
+  /**
+   * The states of the jobs of queue `prefix`, read once its consumers have stopped: a job that is
+   * `completed` is never delivered again, so this shows (without waiting to see) that nothing
+   * will be delivered twice.
+   */
+  const jobStates = async (prefix: string) => {
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{ state: string; retry_count: number; n: number }>(
+        `select state, retry_count, count(*)::int as n from pgboss.job
+          where name like $1 group by state, retry_count order by state, retry_count`,
+        [`${prefix}-%`],
+      );
+      return rows.map((r) => `${r.state}/${r.retry_count}: ${r.n}`);
+    } finally {
+      await db.end();
+    }
+  };
+
   before(async () => {
     url = await (await startPostgres()).createDatabase();
   });
@@ -47,18 +60,23 @@ describe("pg-boss run queue", () => {
   });
 
   it("delivers every job exactly once, carrying only runId and kind", async () => {
-    const q = await queue({ concurrency: 8 });
+    const name = `once${++n}`;
+    const q = await queue({ concurrency: 8, queueName: name });
     const seen: RunJob[] = [];
+    const delivered = condition();
     await q.start(async (job) => {
       seen.push(job);
+      delivered.changed();
     });
     const sent = Array.from(
       { length: 200 },
       (_, i): RunJob => ({ runId: `run-${i}`, kind: i % 2 ? "flow" : "script" }),
     );
     await Promise.all(sent.map((j) => q.enqueue(j)));
-    await until(() => seen.length >= sent.length);
-    await sleep(300); // anything delivered twice would show up now
+    await delivered.until(() => seen.length >= sent.length, "every job delivered");
+    // Stopped, the queue delivers nothing more; every job completed, none will come back.
+    await q.stop();
+    assert.deepEqual(await jobStates(name), ["completed/0: 200"]);
     assert.equal(seen.length, sent.length);
     assert.deepEqual(new Set(seen.map((j) => j.runId)).size, sent.length);
     const byId = new Map(seen.map((j) => [j.runId, j]));
@@ -71,20 +89,22 @@ describe("pg-boss run queue", () => {
     const b = await queue({ queueName: name, concurrency: 4 });
     const seen: string[] = [];
     const got = { a: 0, b: 0 };
+    const progress = condition();
+    // Each job is held until both consumers hold one: neither can drain the queue alone.
+    const both = progress.until(() => got.a > 0 && got.b > 0, "both consumers got a job");
     // Everything is queued first, so on a slow machine neither drains it before the other starts.
     for (let i = 0; i < 100; i++) await a.enqueue({ runId: `s-${i}`, kind: "flow" });
-    await a.start(async (job) => {
-      got.a++;
+    const consume = (who: "a" | "b") => async (job: RunJob) => {
+      got[who]++;
       seen.push(job.runId);
-      await sleep(20);
-    });
-    await b.start(async (job) => {
-      got.b++;
-      seen.push(job.runId);
-      await sleep(20);
-    });
-    await until(() => seen.length >= 100);
-    await sleep(300);
+      progress.changed();
+      await both;
+    };
+    await a.start(consume("a"));
+    await b.start(consume("b"));
+    await progress.until(() => seen.length >= 100, "all 100 jobs delivered");
+    await Promise.all([a.stop(), b.stop()]);
+    assert.deepEqual(await jobStates(name), ["completed/0: 100"]);
     assert.equal(seen.length, 100);
     assert.equal(new Set(seen).size, 100);
     assert.ok(got.a > 0 && got.b > 0, `both consumers worked (${got.a}/${got.b})`);
@@ -95,16 +115,21 @@ describe("pg-boss run queue", () => {
     let running = 0;
     let peak = 0;
     let finished = 0;
+    const progress = condition();
+    // The first jobs are held until all three slots are busy at once; then all pass.
+    const full = progress.until(() => running === 3, "three jobs running at once");
     // Queued first: enqueueing slower than jobs finish would never fill every slot.
     for (let i = 0; i < 15; i++) await q.enqueue({ runId: `c-${i}`, kind: "script" });
     await q.start(async () => {
       running++;
       peak = Math.max(peak, running);
-      await sleep(40);
+      progress.changed();
+      await full;
       running--;
       finished++;
+      progress.changed();
     });
-    await until(() => finished === 15);
+    await progress.until(() => finished === 15, "all 15 jobs finished");
     assert.equal(peak, 3);
   });
 
@@ -113,24 +138,31 @@ describe("pg-boss run queue", () => {
     const running = { flow: 0, script: 0 };
     const peak = { flow: 0, script: 0 };
     let finished = 0;
-    let release: () => void = () => {};
-    const scriptsHeld = new Promise<void>((r) => {
-      release = r;
-    });
+    const scriptsHeld = gate();
+    const progress = condition();
+    const flowsFull = progress.until(
+      () => running.flow === 3 && running.script === 1,
+      "three flows and a script running at once",
+    );
     for (let i = 0; i < 4; i++) await q.enqueue({ runId: `ls-${i}`, kind: "script" });
     for (let i = 0; i < 9; i++) await q.enqueue({ runId: `lf-${i}`, kind: "flow" });
     await q.start(async (job) => {
       running[job.kind]++;
       peak[job.kind] = Math.max(peak[job.kind], running[job.kind]);
-      if (job.kind === "script") await scriptsHeld;
-      else await sleep(30);
+      progress.changed();
+      await (job.kind === "script" ? scriptsHeld.promise : flowsFull);
       running[job.kind]--;
       finished++;
+      progress.changed();
     });
     // All flows finish while the one script slot is still held.
-    await until(() => finished === 9);
-    release();
-    await until(() => finished === 13);
+    try {
+      await progress.until(() => finished === 9, "the nine flows finished");
+      assert.equal(running.script, 1);
+    } finally {
+      scriptsHeld.open();
+    }
+    await progress.until(() => finished === 13, "the scripts finished too");
     assert.deepEqual(peak, { flow: 3, script: 1 });
   });
 
@@ -139,13 +171,21 @@ describe("pg-boss run queue", () => {
     const flowsOnly = await queue({ queueName: name, concurrency: { flow: 2, script: 0 } });
     const scriptsOnly = await queue({ queueName: name, concurrency: { flow: 0, script: 2 } });
     const got: Record<string, string[]> = { flowsOnly: [], scriptsOnly: [] };
-    await flowsOnly.start(async (job) => void got.flowsOnly?.push(job.kind));
-    await scriptsOnly.start(async (job) => void got.scriptsOnly?.push(job.kind));
+    const progress = condition();
+    const take = (who: string) => async (job: RunJob) => {
+      got[who]?.push(job.kind);
+      progress.changed();
+    };
+    await flowsOnly.start(take("flowsOnly"));
+    await scriptsOnly.start(take("scriptsOnly"));
     for (let i = 0; i < 5; i++) {
       await flowsOnly.enqueue({ runId: `nf-${i}`, kind: "flow" });
       await flowsOnly.enqueue({ runId: `ns-${i}`, kind: "script" });
     }
-    await until(() => (got.flowsOnly?.length ?? 0) + (got.scriptsOnly?.length ?? 0) === 10);
+    await progress.until(
+      () => (got.flowsOnly?.length ?? 0) + (got.scriptsOnly?.length ?? 0) === 10,
+      "all ten jobs delivered",
+    );
     assert.deepEqual(got, {
       flowsOnly: Array(5).fill("flow"),
       scriptsOnly: Array(5).fill("script"),
@@ -154,33 +194,45 @@ describe("pg-boss run queue", () => {
 
   it("a slow job does not hold up the other slots", async () => {
     const q = await queue({ concurrency: 2 });
-    let release: () => void = () => {};
-    const slow = new Promise<void>((r) => {
-      release = r;
-    });
+    const slow = gate();
+    const slowStarted = gate();
     const fast: string[] = [];
+    const progress = condition();
     await q.start(async (job) => {
-      if (job.runId === "slow") await slow;
-      else fast.push(job.runId);
+      if (job.runId === "slow") {
+        slowStarted.open();
+        await slow.promise;
+      } else {
+        fast.push(job.runId);
+        progress.changed();
+      }
     });
     await q.enqueue({ runId: "slow", kind: "script" });
-    await sleep(200);
+    await slowStarted.promise;
     for (let i = 0; i < 5; i++) await q.enqueue({ runId: `f-${i}`, kind: "script" });
-    await until(() => fast.length === 5);
-    release();
+    try {
+      await progress.until(() => fast.length === 5, "the five fast jobs ran beside the slow one");
+    } finally {
+      slow.open();
+    }
   });
 
   it("a handler that throws neither stalls the queue nor gets the job again", async () => {
-    const q = await queue({ concurrency: 1 });
+    const name = `throws${++n}`;
+    const q = await queue({ concurrency: 1, queueName: name });
     const calls: string[] = [];
+    const progress = condition();
     await q.start(async (job) => {
       calls.push(job.runId);
+      progress.changed();
       if (job.runId === "bad") throw new Error("boom");
     });
     await q.enqueue({ runId: "bad", kind: "flow" });
     await q.enqueue({ runId: "good", kind: "flow" });
-    await until(() => calls.includes("good"));
-    await sleep(300);
+    await progress.until(() => calls.includes("good"), "the job after the throwing one ran");
+    // The thrown job was completed like any other: nothing is left to deliver again.
+    await q.stop();
+    assert.deepEqual(await jobStates(name), ["completed/0: 2"]);
     assert.deepEqual(calls, ["bad", "good"]);
   });
 
@@ -193,12 +245,14 @@ describe("pg-boss run queue", () => {
       (err: unknown) => err instanceof SluiceError && err.code === 429,
     );
     const done: string[] = [];
+    const progress = condition();
     await q.start(async (job) => {
       done.push(job.runId);
+      progress.changed();
     });
-    await until(() => done.length === 5);
+    await progress.until(() => done.length === 5, "the five queued jobs ran");
     await q.enqueue({ runId: "b-after", kind: "flow" });
-    await until(() => done.includes("b-after"));
+    await progress.until(() => done.includes("b-after"), "a job sent after draining ran");
     assert.ok(!done.includes("b-over"), "a rejected job is never delivered");
   });
 
@@ -207,8 +261,13 @@ describe("pg-boss run queue", () => {
     const a = await queue({ queueName: name, bound: 4 });
     const b = await queue({ queueName: name, bound: 4 });
     for (let i = 0; i < 4; i++) await a.enqueue({ runId: `x-${i}`, kind: "flow" });
-    // b has sent nothing itself; its estimate is stale until its periodic recount (every 500 ms).
-    await until(() => b.depth() === 4);
+    // b has sent nothing itself; its estimate is stale until its periodic recount (every 500 ms),
+    // a timer inside the queue that announces nothing: the one thing here read by polling.
+    await pollUntil(
+      () => b.depth(),
+      (d) => d === 4,
+      "the other node's recount sees the four jobs",
+    );
     await assert.rejects(
       () => b.enqueue({ runId: "x-over", kind: "flow" }),
       (err: unknown) => err instanceof SluiceError && err.code === 429,
@@ -226,13 +285,27 @@ describe("pg-boss run queue", () => {
   it("jobs enqueued before a worker starts wait for it; stop waits for running jobs", async () => {
     const q = await queue({ concurrency: 2 });
     for (let i = 0; i < 3; i++) await q.enqueue({ runId: `w-${i}`, kind: "flow" });
+    let running = 0;
     let finished = 0;
+    const held = gate();
+    const progress = condition();
     await q.start(async () => {
-      await sleep(100);
+      running++;
+      progress.changed();
+      await held.promise;
       finished++;
     });
-    await until(() => finished >= 1);
-    await q.stop();
-    assert.ok(finished >= 2, "jobs already running when stop() was called complete first");
+    await progress
+      .until(() => running === 2, "both slots took a job queued before the start")
+      .catch((err: unknown) => {
+        held.open();
+        throw err;
+      });
+    // Both jobs are still held when stop is called: it resolves only after they complete.
+    const stopped = q.stop();
+    held.open();
+    await stopped;
+    assert.equal(finished, running, "jobs already running when stop() was called complete first");
+    assert.ok(finished >= 2);
   });
 });

@@ -6,10 +6,34 @@ import type { StartRequest } from "../../src/runs/flow-runs.ts";
 import { attachScheduler, type FlowSchedules } from "../../src/scheduler/flow-schedules.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import type { Element } from "../../src/store/types.ts";
+import { condition } from "../helpers/wait.ts";
 import type { FakeClock } from "./fake-clock.ts";
 
 export const SCOPE = { app: "a", space: "s" };
 export const silent = { warn() {}, error() {}, info() {} };
+
+/** Changes on every run a rig's scheduler starts. */
+const fired = condition();
+/** The tick claims of every rig's scheduler still on their way to the database. */
+const claiming = new Set<Promise<unknown>>();
+
+/** The store as the scheduler sees it: its tick claims are tracked (`settle` awaits them). */
+function trackingClaims(store: OpenedStore): OpenedStore {
+  return new Proxy(store, {
+    get(target, key) {
+      if (key === "claimScheduleTicks") {
+        return (items: Parameters<OpenedStore["claimScheduleTicks"]>[0]) => {
+          const p = target.claimScheduleTicks(items);
+          const tracked = p.finally(() => claiming.delete(tracked));
+          claiming.add(tracked);
+          return p;
+        };
+      }
+      const v: unknown = Reflect.get(target, key);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
 
 /** A scheduler wired to a real store, a fake lifecycle (we emit changes) and a recording `flows`. */
 export interface Rig {
@@ -34,11 +58,12 @@ export async function rig(
     for (const l of listeners) l(el);
   };
   const schedules = await attachScheduler({
-    store,
+    store: trackingClaims(store),
     lifecycle: { onChange: (l) => listeners.push(l) },
     flows: {
       async start(req) {
         starts.push(req);
+        fired.changed();
         return `run-${starts.length}`;
       },
     },
@@ -83,14 +108,20 @@ export async function rig(
   };
 }
 
-/** Let real I/O (database claims) finish: the fire path awaits the store. */
-export async function until(cond: () => boolean, ms = 2000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 2));
-  }
+/** Resolves once `cond` holds, re-checked on every run a rig starts; fails after `ms`. */
+export function until(cond: () => boolean, ms = 2000): Promise<void> {
+  return fired.until(cond, "the scheduler started the runs expected", ms);
 }
 
-/** Let pending I/O settle without expecting anything (for "nothing fired" checks). */
-export const settle = () => new Promise((r) => setTimeout(r, 30));
+const turn = () => new Promise((r) => setImmediate(r));
+
+/**
+ * Waits out whatever the ticks fired so far set going, without expecting anything (for "nothing
+ * fired" checks): their claims are sent on the next turn of the event loop; once every claim has
+ * been answered and the turn after it ran, a won claim has started its run.
+ */
+export async function settle(): Promise<void> {
+  await turn();
+  while (claiming.size > 0) await Promise.all([...claiming].map((p) => p.catch(() => {})));
+  await turn();
+}

@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import fs from "node:fs";
 import path from "node:path";
+import type { Readable } from "node:stream";
 import { after, describe, it } from "node:test";
 import { chooseCgroups } from "../../src/scripts/cgroup-choice.ts";
 import { CgroupFs } from "../../src/scripts/cgroup-fs.ts";
 import { createTaskCgroups, type TaskCgroups } from "../../src/scripts/task-cgroups.ts";
+import { line, pollUntil, within } from "../helpers/wait.ts";
 
 /**
  * The per-task cgroups on their own (docs/security.md, "One cgroup per task"): real cgroups of
@@ -65,14 +68,17 @@ const alive = (pid: number): boolean => {
     return false;
   }
 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, test: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!test()) {
-    if (Date.now() > deadline) throw new Error(`still not true after ${ms} ms: ${what}`);
-    await sleep(10);
-  }
-}
+/**
+ * State the kernel keeps (cgroup counters, a directory the runner removes in the background) that
+ * nothing announces: read by the shared poll with a deadline.
+ */
+const until = (what: string, test: () => boolean, ms = 5000) =>
+  pollUntil(test, (ok) => ok, what, { ms, everyMs: 10 });
+/** Resolves when this test's own child exits (the kernel has reaped it: it is gone). */
+const exited = (proc: ChildProcess) =>
+  proc.exitCode !== null || proc.signalCode !== null
+    ? Promise.resolve()
+    : within(once(proc, "exit"), 5000, `process ${proc.pid} exits`);
 
 describe("task cgroups", { skip: !root && "cgroups need root" }, () => {
   let cg: TaskCgroups;
@@ -96,8 +102,9 @@ describe("task cgroups", { skip: !root && "cgroups need root" }, () => {
     assert.equal(await task.ready, true);
     const where = cgroupOf(pid);
     assert.match(where, /\/sluice\/test-\d+-\d+\/t\d+$/);
+    const started = line(daemon.proc.stdout as Readable, /^\d+$/);
     daemon.go();
-    await until("the daemon started", () => daemon.text().includes("\n"));
+    await started;
     const grandchild = Number(daemon.text().trim());
     assert.equal(cgroupOf(grandchild), where, "what the task starts is in its cgroup");
     assert.equal(await task.release(), true, "confirmed empty");
@@ -107,7 +114,9 @@ describe("task cgroups", { skip: !root && "cgroups need root" }, () => {
     // Back in the pool once its killed processes are reaped (they count until then).
     const count = path.join("/sys/fs/cgroup/pids", where, "pids.current");
     await until("the killed processes are reaped", () => fs.readFileSync(count, "utf8") === "0\n");
-    await sleep(60);
+    // The slot goes back to the pool once the runner's settle step (src/scripts/task-cgroups.ts,
+    // private) has seen it empty; nothing of it is observable from here.
+    await new Promise((r) => setTimeout(r, 60));
     const next = python("");
     cg.bind(next.proc.pid as number);
     assert.equal(await cg.take(next.proc.pid as number).ready, true);
@@ -124,7 +133,7 @@ describe("task cgroups", { skip: !root && "cgroups need root" }, () => {
     assert.equal(await task.ready, true);
     const where = cgroupOf(pid);
     runaway.go();
-    await until("the runaway forked on to new pids", () => !alive(pid));
+    await exited(runaway.proc); // forked on to new pids
     assert.equal(await task.release(), true);
     const procs = fs.readFileSync(
       path.join("/sys/fs/cgroup/freezer", where, "cgroup.procs"),
@@ -227,7 +236,7 @@ describe("cgroup v2 kill", {
     const runaway = python(RUNAWAY);
     fs.writeFileSync(v2.joinFiles("t0")[0] as string, String(runaway.proc.pid));
     runaway.go();
-    await until("the runaway forked on to new pids", () => !alive(runaway.proc.pid as number));
+    await exited(runaway.proc); // forked on to new pids
     try {
       assert.equal(await v2.killAll("t0"), true);
       assert.deepEqual(v2.pids("t0"), []);

@@ -7,6 +7,7 @@ import pg from "pg";
 import { openStore } from "../../src/store/open-store.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+import { condition } from "../helpers/wait.ts";
 
 /** Ends every other session on the database, as an administrator or a PostgreSQL restart would. */
 async function terminateSessions(url: string): Promise<number> {
@@ -22,14 +23,6 @@ async function terminateSessions(url: string): Promise<number> {
   }
 }
 
-const until = async (what: string, ok: () => boolean, ms = 5000) => {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
-
 describe("PostgreSQL sessions terminated under an idle service (pg_terminate_backend)", () => {
   let dataDir: string;
   before(() => {
@@ -40,17 +33,23 @@ describe("PostgreSQL sessions terminated under an idle service (pg_terminate_bac
   it("the store's pool reports the lost idle connection and the next query reconnects", async () => {
     const url = await (await startPostgres()).createDatabase();
     const warnings: unknown[] = [];
+    const warned = condition();
     const store = await openStore({
       databaseUrl: url,
       dataDir,
-      logger: { warn: (obj) => warnings.push(obj) },
+      logger: {
+        warn: (obj) => {
+          warnings.push(obj);
+          warned.changed();
+        },
+      },
     });
     try {
       const scope = { app: "a", space: "s" };
       await store.ensureFolder(scope, "/kept", 1); // leaves a connection idle in the pool
       assert.ok((await terminateSessions(url)) >= 1);
       // Without a listener this 'error' event is an uncaught exception that ends the process.
-      await until("the pool's error event", () => warnings.length > 0);
+      await warned.until(() => warnings.length > 0, "the pool's error event", 5000);
       assert.equal((await store.folderByPath(scope, "/kept"))?.path, "/kept");
     } finally {
       await store.close();

@@ -6,14 +6,19 @@ import { DatabaseSync } from "node:sqlite";
 import { after, before, describe, it } from "node:test";
 import { openSqlite } from "../../src/store/sqlite-driver.ts";
 import { openFilesUnder } from "../helpers/open-files.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
-/** Polls (bounded) until the worker has checkpointed: the database file grew past `size`. */
+/**
+ * Until the worker has checkpointed: the database file grew past `size`. The worker thread tells
+ * nobody when it has, so this is read by the shared poll (bounded).
+ */
 async function checkpointedPast(file: string, size: number): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (fs.statSync(file).size <= size && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.ok(fs.statSync(file).size > size, "the worker checkpointed");
+  await pollUntil(
+    () => fs.statSync(file).size,
+    (s) => s > size,
+    "the worker checkpointed",
+    { ms: 5000, everyMs: 50 },
+  );
 }
 
 describe("WAL checkpoints on a worker thread", () => {

@@ -17,10 +17,15 @@ import { createRunEvents } from "../../src/runs/run-events.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import type { NewRun } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { condition, gate } from "../helpers/wait.ts";
 
 /**
- * One contract for both queue backends (docs/cluster.md, "Nothing accepted is lost"): a submitted
- * run reaches the handler with its record in the store; a stopping queue refuses before writing.
+ * One contract for both queue backends (src/queue/types.ts; docs/cluster.md, "Nothing accepted is
+ * lost"): the same cases run against the in-memory queue and the pg-boss one. A submitted run
+ * reaches the handler with its record in the store, once; a stopping queue refuses before
+ * writing; the bound answers 429 except for re-queued runs; a throwing handler stalls nothing;
+ * each kind keeps to its own concurrency; jobs sent before `start` wait for it; `stop` waits for
+ * the jobs running. Each case awaits the deliveries it expects, never a fixed time.
  */
 
 const quiet = { warn: () => {}, error: () => {} };
@@ -52,11 +57,22 @@ function delivered(seen: Map<string, () => void>, runId: string): Promise<void> 
   return new Promise((resolve) => seen.set(runId, resolve));
 }
 
+/** How a case sizes its queue: the bound, and the slots of each kind. */
+interface Sizing {
+  bound?: number;
+  concurrency?: Record<RunJob["kind"], number>;
+}
+
 const backends = {
   local: async () => ({
     store: await openStore({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), "sluice-q-")) }),
-    queue: (): Promise<RunQueue> =>
-      Promise.resolve(createLocalQueue({ bound: 100, concurrency: { flow: 2, script: 2 } })),
+    queue: (s: Sizing = {}): Promise<RunQueue> =>
+      Promise.resolve(
+        createLocalQueue({
+          bound: s.bound ?? 100,
+          concurrency: s.concurrency ?? { flow: 2, script: 2 },
+        }),
+      ),
   }),
   pg: async () => {
     const url = await (await startPostgres()).createDatabase();
@@ -64,11 +80,11 @@ const backends = {
     return {
       store: await openStore({ databaseUrl: url, dataDir: os.tmpdir() }),
       url,
-      queue: () =>
+      queue: (s: Sizing = {}) =>
         createPgQueue({
           connectionString: url,
-          bound: 100,
-          concurrency: 2,
+          bound: s.bound ?? 100,
+          concurrency: s.concurrency ?? { flow: 2, script: 2 },
           logger: quiet,
           queueName: `c${++n}`,
           poolSize: 2,
@@ -77,14 +93,27 @@ const backends = {
   },
 };
 
+const isTooMany = (err: unknown) => err instanceof SluiceError && err.code === 429;
+
 for (const [name, make] of Object.entries(backends)) {
-  describe(`run queue contract: submit (${name})`, () => {
+  describe(`run queue contract (${name})`, () => {
     let store: OpenedStore;
-    let queue: () => Promise<RunQueue>;
+    let queue: (s?: Sizing) => Promise<RunQueue>;
+    const open: RunQueue[] = [];
     before(async () => {
-      ({ store, queue } = await make());
+      const made = await make();
+      store = made.store;
+      queue = async (s) => {
+        const q = await made.queue(s);
+        open.push(q);
+        return q;
+      };
     });
-    after(() => store.close());
+    after(async () => {
+      // Stopping twice is allowed: cases that stop their queue themselves are stopped again here.
+      await Promise.all(open.map((q) => q.stop()));
+      await store.close();
+    });
 
     it("a submitted run is in the store and its job reaches the handler", async () => {
       const q = await queue();
@@ -132,6 +161,103 @@ for (const [name, make] of Object.entries(backends)) {
         (err: unknown) => err instanceof SluiceError && err.code === 429,
       );
       assert.equal(await store.getRun(null, run.id), undefined);
+    });
+
+    it("answers 429 once it holds `bound` jobs, still takes re-queued ones, and counts them all", async () => {
+      const q = await queue({ bound: 3 });
+      for (const id of ["b1", "b2", "b3"]) await q.enqueue({ runId: id, kind: "flow" });
+      assert.equal(q.depth(), 3);
+      await assert.rejects(q.enqueue({ runId: "b-over", kind: "flow" }), isTooMany);
+      assert.equal(q.depth(), 3, "a refused job is not counted");
+      // Runs accepted before a restart are queued again whatever the bound.
+      await q.enqueue({ runId: "b-requeued", kind: "flow" }, { ignoreBound: true });
+      assert.equal(q.depth(), 4);
+      const seen: string[] = [];
+      const progress = condition();
+      await q.start(async (job) => {
+        seen.push(job.runId);
+        progress.changed();
+      });
+      await progress.until(() => seen.length === 4, "the four accepted jobs ran");
+      await q.stop();
+      assert.deepEqual(seen.toSorted(), ["b-requeued", "b1", "b2", "b3"]);
+      assert.equal(q.depth(), 0);
+    });
+
+    it("a handler that throws does not stall its lane: the jobs behind it run", async () => {
+      const q = await queue({ concurrency: { flow: 1, script: 1 } });
+      const calls: string[] = [];
+      const progress = condition();
+      await q.start(async (job) => {
+        calls.push(job.runId);
+        progress.changed();
+        if (job.runId.startsWith("bad")) throw new Error("boom");
+      });
+      for (const id of ["bad1", "bad2", "good"]) await q.enqueue({ runId: id, kind: "flow" });
+      await progress.until(() => calls.includes("good"), "the job behind two throwing ones ran");
+      await q.stop();
+      assert.deepEqual(calls.toSorted(), ["bad1", "bad2", "good"], "each delivered once");
+    });
+
+    it("each kind keeps to its own slots, and one kind's held jobs do not hold the other", async () => {
+      const q = await queue({ concurrency: { flow: 2, script: 1 } });
+      const running = { flow: 0, script: 0 };
+      const peak = { flow: 0, script: 0 };
+      const finished = { flow: 0, script: 0 };
+      const scripts = gate();
+      const progress = condition();
+      // Flows are held until both flow slots are busy at once while a script holds its slot.
+      const flowsFull = progress.until(
+        () => running.flow === 2 && running.script === 1,
+        "two flows and a script running at once",
+      );
+      for (let i = 0; i < 3; i++) await q.enqueue({ runId: `ks-${i}`, kind: "script" });
+      for (let i = 0; i < 6; i++) await q.enqueue({ runId: `kf-${i}`, kind: "flow" });
+      await q.start(async (job) => {
+        running[job.kind]++;
+        peak[job.kind] = Math.max(peak[job.kind], running[job.kind]);
+        progress.changed();
+        await (job.kind === "script" ? scripts.promise : flowsFull);
+        running[job.kind]--;
+        finished[job.kind]++;
+        progress.changed();
+      });
+      try {
+        await progress.until(() => finished.flow === 6, "every flow ran beside a held script");
+        assert.deepEqual(running, { flow: 0, script: 1 });
+      } finally {
+        scripts.open();
+      }
+      await progress.until(() => finished.script === 3, "the scripts ran once released");
+      assert.deepEqual(peak, { flow: 2, script: 1 });
+    });
+
+    it("jobs sent before `start` wait for it, and `stop` waits for the jobs running", async () => {
+      const q = await queue({ concurrency: { flow: 2, script: 2 } });
+      const runs = [newRun(), newRun(), newRun()];
+      for (const r of runs) await q.submit(r, { runId: r.id, kind: "flow" }, store);
+      let running = 0;
+      let finished = 0;
+      const held = gate();
+      const progress = condition();
+      await q.start(async () => {
+        running++;
+        progress.changed();
+        await held.promise;
+        finished++;
+      });
+      await progress
+        .until(() => running === 2, "both slots took a job sent before the start")
+        .catch((err: unknown) => {
+          held.open();
+          throw err;
+        });
+      // Both jobs are still held when stop is called: it resolves only once they have completed.
+      const stopped = q.stop();
+      held.open();
+      await stopped;
+      assert.equal(finished, running, "every job running when stop was called completed first");
+      assert.ok(finished >= 2 && finished <= 3);
     });
   });
 }
