@@ -15,6 +15,12 @@ export interface RunnerLimits {
   maxRunS: number;
 }
 
+/**
+ * Where a task stands on its way to its child: it has its slot, its work dir, its child (not yet
+ * told the task). Tests hold a task there (`Runner.pauseAt`) to kill the zygote at that point.
+ */
+export type TaskStep = "slot" | "workDir" | "child";
+
 interface TaskState {
   killReason?: KillReason;
   running?: RunningTask;
@@ -37,6 +43,8 @@ export interface Runner {
   queue: Array<() => void>;
   running: number;
   closed: boolean;
+  /** Tests only: awaited at each step of every task (PythonRunnerDeps.pauseAt). */
+  pauseAt?: (taskId: string, step: TaskStep) => Promise<void>;
 }
 
 async function acquireSlot(r: Runner): Promise<void> {
@@ -93,6 +101,7 @@ async function runOnTakenChild(
   taken: { childPid: number; cg: TaskCgroup | undefined },
 ): Promise<TaskOutcome> {
   const child = await r.pool.take();
+  if (r.pauseAt) await r.pauseAt(spec.taskId, "child");
   taken.childPid = child.pid;
   const cg = r.cgroups?.take(child.pid);
   taken.cg = cg;
@@ -122,6 +131,7 @@ async function execute(r: Runner, spec: TaskSpec, state: TaskState): Promise<Tas
   const wd = await r.dirs.acquire(name, spec.workDirName === undefined);
   const taken: { childPid: number; cg: TaskCgroup | undefined } = { childPid: 0, cg: undefined };
   try {
+    if (r.pauseAt) await r.pauseAt(spec.taskId, "workDir");
     if (state.killReason) return canceledBeforeStart(state.killReason);
     return await runOnTakenChild(r, spec, state, wd, taken);
   } finally {
@@ -165,6 +175,7 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
   try {
     await acquireSlot(r);
     try {
+      if (r.pauseAt) await r.pauseAt(spec.taskId, "slot");
       if (state.killReason) return canceledBeforeStart(state.killReason);
       if (r.closed) return failure("RunnerClosed", "python runner is closed");
       return await execute(r, spec, state);

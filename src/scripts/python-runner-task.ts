@@ -138,6 +138,14 @@ function listen(w: Watch): void {
   resultPipe.resume();
   out.resume();
   err.resume();
+  // Node's ends read from the moment the child was reported: a child that died before its task
+  // came (with its zygote, or alone) closed them then, with nobody listening for it.
+  if (resultPipe.destroyed) {
+    over(w);
+    streamDone(w, "result");
+  }
+  if (out.destroyed) streamDone(w, "out");
+  if (err.destroyed) streamDone(w, "err");
 }
 
 function streamDone(w: Watch, name: string): void {

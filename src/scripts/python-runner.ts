@@ -35,6 +35,8 @@ export interface PythonRunnerDeps {
   logger: Logger;
   /** The task time limits' timers; the system clock when a test or bench builds a runner alone. */
   clock?: Clock;
+  /** Tests only: each task awaits this at each step on its way to its child. */
+  pauseAt?: Runner["pauseAt"];
 }
 
 export type { PythonRunner } from "./runner-types.ts";
@@ -102,6 +104,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     queue: [],
     running: 0,
     closed: false,
+    pauseAt: deps.pauseAt,
   };
   return {
     sandbox,

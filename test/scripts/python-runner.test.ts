@@ -8,6 +8,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { loadConfig } from "../../src/config.ts";
 import { createPythonRunner, type PythonRunner } from "../../src/scripts/python-runner.ts";
+import type { TaskStep } from "../../src/scripts/python-runner-run.ts";
 import type { TaskOutcome, TaskSpec } from "../../src/scripts/runner-types.ts";
 import { pollUntil } from "../helpers/wait.ts";
 
@@ -477,20 +478,119 @@ describe("sandbox", () => {
   });
 });
 
+/** The live children of `zygote` (its idle ones and the one a task holds). */
+function childrenOf(zygote: number | undefined): number[] {
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .filter((d) => {
+      try {
+        const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === zygote;
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+}
+
 describe("zygote crash", () => {
-  test("a running task fails clearly, the zygote is replaced and the next task works", async () => {
-    const running = run("spin", null, { timeoutMs: 20_000 });
-    // Not `runner.stats().running === 1`: killing the zygote that early leaves the task to its
-    // timeout ('task timed out', 2 of 3 runs) instead of 'zygote died'. Nothing observable says
-    // the task's process has taken it, so this keeps its fixed wait.
-    await new Promise((r) => setTimeout(r, 200));
-    const pid = runner.zygotePid();
+  // A runner of its own, whose tasks can be held at each step on their way to their child
+  // (`pauseAt`), so that the zygote dies exactly there.
+  let own: PythonRunner;
+  let ownDir: string;
+  const gates = new Map<string, { reached: () => void; go: Promise<void> }>();
+  /** Holds task `taskId` at `step`: resolves once it is there, with the release. */
+  const hold = (taskId: string, step: TaskStep): Promise<() => void> => {
+    let release = () => {};
+    const go = new Promise<void>((r) => {
+      release = r;
+    });
+    return new Promise((reached) => {
+      gates.set(`${taskId}/${step}`, { reached: () => reached(release), go });
+    });
+  };
+  const pauseAt = (taskId: string, step: TaskStep): Promise<void> => {
+    const gate = gates.get(`${taskId}/${step}`);
+    gates.delete(`${taskId}/${step}`);
+    gate?.reached();
+    return gate?.go ?? Promise.resolve();
+  };
+  const task = (name: string, parameter: unknown, extra: Partial<TaskSpec> = {}) => {
+    const spec = {
+      taskId: `z${++seq}`,
+      source: { name, kind: "module" as const, content: fixture(name) },
+      parameter,
+      timeoutMs: 20_000,
+      ...extra,
+    };
+    return { id: spec.taskId, outcome: () => own.run(spec) };
+  };
+  /** Kills the zygote; resolves once Node has seen it die (its pid is no longer the runner's). */
+  const killZygote = async (): Promise<number> => {
+    const pid = own.zygotePid();
     assert.ok(pid);
     process.kill(pid, "SIGKILL");
-    const o = await running;
+    await until(() => own.zygotePid() !== pid, "Node saw the zygote die");
+    return pid;
+  };
+  /** Much less than the task's 20 s limit: it did not wait for its time limit. */
+  const prompt = async (outcome: Promise<TaskOutcome>): Promise<TaskOutcome> => {
+    const t0 = Date.now();
+    const o = await outcome;
+    assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms: ${JSON.stringify(o.error)}`);
+    return o;
+  };
+
+  before(async () => {
+    ownDir = await mkdtemp(path.join(os.tmpdir(), "sluice-pyrunner-zygote-"));
+    const cfg = loadConfig({ SCRIPT_SANDBOX: process.env.SCRIPT_SANDBOX });
+    own = await createPythonRunner({
+      config: {
+        python: { ...cfg.python, prefork: 2, concurrency: 4, memoryBytes: 512 * 1024 * 1024 },
+        limits: { outputBytes: OUTPUT_CAP, resultBytes: RESULT_CAP, maxRunS: 60 },
+        dataDir: ownDir,
+      },
+      logger: quiet,
+      pauseAt,
+    });
+  });
+
+  after(async () => {
+    await own?.close();
+    await rm(ownDir, { recursive: true, force: true });
+  });
+
+  test("a running task fails clearly, the zygote is replaced and the next task works", async () => {
+    // A work dir of its own name is on disk (not a tmpfs): the file says the script runs.
+    const name = `zygote-${++seq}`;
+    const t = task("holder", 3600, { workDirName: name });
+    const running = t.outcome();
+    const secret = path.join(ownDir, "tasks", name, "secret.txt");
+    await until(() => existsSync(secret), "the script is running");
+    const pid = await killZygote();
+    const o = await prompt(running);
     assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "ProcessDied");
     assert.match(o.error?.message ?? "", /zygote died/);
-    assertSuccess(await run("echo", "after"), "after");
-    assert.notEqual(runner.zygotePid(), pid);
+    assertSuccess(await task("echo", "after").outcome(), "after");
+    assert.notEqual(own.zygotePid(), pid);
+  });
+
+  test("a task whose child died alone before it was told its task fails at once", async () => {
+    await until(() => own.stats().idle === 2, "a warm pool");
+    const t = task("echo", "never");
+    const reached = hold(t.id, "child");
+    const outcome = t.outcome();
+    const release = await reached;
+    // The task's child among them: the zygote lives on, and replaces the idle ones.
+    const children = childrenOf(own.zygotePid());
+    assert.ok(children.length >= 1);
+    for (const pid of children) process.kill(pid, "SIGKILL");
+    await until(() => children.every((pid) => !existsSync(`/proc/${pid}`)), "the children reaped");
+    release();
+    const o = await prompt(outcome);
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "ProcessDied");
+    assert.match(o.error?.message ?? "", /signal 9 SIGKILL/);
   });
 });
