@@ -4,7 +4,7 @@ import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcom
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import type { WorkDirs } from "./python-runner-workdir.ts";
-import type { ZygotePool } from "./python-runner-zygote.ts";
+import type { Child, ZygotePool } from "./python-runner-zygote.ts";
 import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
 import type { SyntaxChecker } from "./syntax-check.ts";
 import type { TaskCgroup, TaskCgroups } from "./task-cgroups.ts";
@@ -92,6 +92,36 @@ function taskMessage(r: Runner, spec: TaskSpec, p: Placement): string {
   })}\n`;
 }
 
+/**
+ * A child for the task, in its cgroup. One whose zygote died before the task was written to it
+ * never ran the task: it is dropped, and the task waits for a child of the restarted zygote
+ * (docs/script-service.md, "Limits and isolation").
+ */
+async function takeChild(
+  r: Runner,
+  spec: TaskSpec,
+  state: TaskState,
+  taken: { childPid: number; cg: TaskCgroup | undefined },
+): Promise<Child | TaskOutcome> {
+  for (;;) {
+    const child = await r.pool.take();
+    if (r.pauseAt) await r.pauseAt(spec.taskId, "child");
+    const cg = r.cgroups?.take(child.pid);
+    const ready = cg === undefined || (await cg.ready);
+    if (r.pool.lost(child)) {
+      r.pool.discard(child);
+      void cg?.release(); // nothing of the task ran in it
+      if (state.killReason) return canceledBeforeStart(state.killReason);
+      continue;
+    }
+    taken.childPid = child.pid;
+    taken.cg = cg;
+    if (ready) return child;
+    r.pool.discard(child);
+    return failure("CgroupUnavailable", "the task could not be put in a cgroup of its own");
+  }
+}
+
 /** Runs the task on a child of the pool, killed past its time limit. */
 async function runOnTakenChild(
   r: Runner,
@@ -100,15 +130,9 @@ async function runOnTakenChild(
   wd: Awaited<ReturnType<WorkDirs["acquire"]>>,
   taken: { childPid: number; cg: TaskCgroup | undefined },
 ): Promise<TaskOutcome> {
-  const child = await r.pool.take();
-  if (r.pauseAt) await r.pauseAt(spec.taskId, "child");
-  taken.childPid = child.pid;
-  const cg = r.cgroups?.take(child.pid);
-  taken.cg = cg;
-  if (cg && !(await cg.ready)) {
-    r.pool.discard(child);
-    return failure("CgroupUnavailable", "the task could not be put in a cgroup of its own");
-  }
+  const child = await takeChild(r, spec, state, taken);
+  if (!("pid" in child)) return child;
+  const cg = taken.cg;
   const cwd = r.sandbox === "bwrap" ? `${IN_SANDBOX.tasks}/${wd.name}` : wd.dir;
   // A directory no other task shares and nothing keeps gets a tmpfs of its own over it.
   const own = spec.workDirName === undefined && spec.keepWorkDir !== true;

@@ -140,10 +140,15 @@ export class ZygotePool {
     this.#o.onIdleGone?.(c.pid);
   }
 
-  /** A taken child that will not get its task after all: it is killed. */
+  /** Whether the zygote that forked taken child `c` died (so did `c`, or it is being killed). */
+  lost(c: Child): boolean {
+    return this.#busy.get(c.pid)?.status === "zygote-died";
+  }
+
+  /** A taken child that will not get its task after all: it is killed (unless known dead). */
   discard(c: Child): void {
     destroy(c);
-    killGroup(c.pid);
+    if (this.#busy.get(c.pid)?.status === undefined) killGroup(c.pid);
     this.#busy.delete(c.pid);
   }
 

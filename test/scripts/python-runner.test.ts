@@ -593,4 +593,24 @@ describe("zygote crash", () => {
     assert.equal(o.error?.type, "ProcessDied");
     assert.match(o.error?.message ?? "", /signal 9 SIGKILL/);
   });
+
+  // A task whose script was not handed to a child yet when the zygote died runs on a child of
+  // the restarted zygote, within its time limit: neither failed nor left to time out.
+  for (const [step, where] of [
+    ["slot", "with its slot, before its work dir"],
+    ["workDir", "with its work dir, before it takes a child (it waits for the new zygote's)"],
+    ["child", "holding a child of the dead zygote that was not told its task yet"],
+  ] as const) {
+    test(`a task ${where} runs on the restarted zygote`, async () => {
+      await until(() => own.stats().idle >= 1 && own.zygotePid() !== undefined, "a warm pool");
+      const t = task("echo", step);
+      const reached = hold(t.id, step);
+      const outcome = t.outcome();
+      const release = await reached;
+      const pid = await killZygote();
+      release();
+      assertSuccess(await prompt(outcome), step);
+      assert.notEqual(own.zygotePid(), pid);
+    });
+  }
 });
