@@ -133,39 +133,6 @@ describe("pg-boss run queue", () => {
     assert.equal(peak, 3);
   });
 
-  it("flow and script jobs have their own lanes and limits", async () => {
-    const q = await queue({ concurrency: { flow: 3, script: 1 } });
-    const running = { flow: 0, script: 0 };
-    const peak = { flow: 0, script: 0 };
-    let finished = 0;
-    const scriptsHeld = gate();
-    const progress = condition();
-    const flowsFull = progress.until(
-      () => running.flow === 3 && running.script === 1,
-      "three flows and a script running at once",
-    );
-    for (let i = 0; i < 4; i++) await q.enqueue({ runId: `ls-${i}`, kind: "script" });
-    for (let i = 0; i < 9; i++) await q.enqueue({ runId: `lf-${i}`, kind: "flow" });
-    await q.start(async (job) => {
-      running[job.kind]++;
-      peak[job.kind] = Math.max(peak[job.kind], running[job.kind]);
-      progress.changed();
-      await (job.kind === "script" ? scriptsHeld.promise : flowsFull);
-      running[job.kind]--;
-      finished++;
-      progress.changed();
-    });
-    // All flows finish while the one script slot is still held.
-    try {
-      await progress.until(() => finished === 9, "the nine flows finished");
-      assert.equal(running.script, 1);
-    } finally {
-      scriptsHeld.open();
-    }
-    await progress.until(() => finished === 13, "the scripts finished too");
-    assert.deepEqual(peak, { flow: 3, script: 1 });
-  });
-
   it("a node with no slots for a kind leaves those jobs to other nodes", async () => {
     const name = `lanes${++n}`;
     const flowsOnly = await queue({ queueName: name, concurrency: { flow: 2, script: 0 } });
@@ -280,32 +247,5 @@ describe("pg-boss run queue", () => {
       Array.from({ length: 30 }, (_, i) => q.enqueue({ runId: `p-${i}`, kind: "flow" })),
     );
     assert.equal(results.filter((r) => r.status === "fulfilled").length, 10);
-  });
-
-  it("jobs enqueued before a worker starts wait for it; stop waits for running jobs", async () => {
-    const q = await queue({ concurrency: 2 });
-    for (let i = 0; i < 3; i++) await q.enqueue({ runId: `w-${i}`, kind: "flow" });
-    let running = 0;
-    let finished = 0;
-    const held = gate();
-    const progress = condition();
-    await q.start(async () => {
-      running++;
-      progress.changed();
-      await held.promise;
-      finished++;
-    });
-    await progress
-      .until(() => running === 2, "both slots took a job queued before the start")
-      .catch((err: unknown) => {
-        held.open();
-        throw err;
-      });
-    // Both jobs are still held when stop is called: it resolves only after they complete.
-    const stopped = q.stop();
-    held.open();
-    await stopped;
-    assert.equal(finished, running, "jobs already running when stop() was called complete first");
-    assert.ok(finished >= 2);
   });
 });
