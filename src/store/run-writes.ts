@@ -32,16 +32,7 @@ export function createRunWrites(db: Kysely<Database>): {
 } {
   const add = createBatcher<Write, WriteResult>({
     max: MAX_BATCH,
-    // Starts claimed together (a worker's fetched batch) are one UPDATE, atomic by itself: a
-    // transaction around it would only cost two more round trips. Anything else needs one.
-    run: (writes) =>
-      oneStart(writes)
-        ? startAll(
-            db,
-            writes,
-            writes.map(() => undefined),
-          )
-        : db.transaction().execute((tx) => applyWrites(tx, writes)),
+    run: (writes) => db.transaction().execute((tx) => applyWrites(tx, writes)),
     alone: async (write) => {
       const [result] = await db.transaction().execute((tx) => applyWrites(tx, [write]));
       return result;
@@ -95,25 +86,16 @@ async function applyWrites(
   return results;
 }
 
-/** Whether the batch is starts only, all at one time by one node: a single statement. */
-function oneStart(writes: readonly Write[]): boolean {
-  const [w] = writes;
-  return (
-    w?.kind === "start" &&
-    writes.every((x) => x.kind === "start" && x.startTime === w.startTime && x.nodeId === w.nodeId)
-  );
-}
-
 /**
  * QUEUED → STARTED for every start of the batch: one `UPDATE … RETURNING` per start time and node
  * (under load most share both), so a worker claims a fetched batch of runs in one statement
  * instead of a read and an update each.
  */
 async function startAll(
-  tx: Kysely<Database>,
+  tx: Transaction<Database>,
   writes: readonly Write[],
   results: WriteResult[],
-): Promise<WriteResult[]> {
+): Promise<void> {
   const groups = new Map<string, { startTime: number; nodeId: string | null; at: number[] }>();
   writes.forEach((w, i) => {
     if (w.kind !== "start") return;
@@ -134,7 +116,6 @@ async function startAll(
     const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
     for (const i of g.at) results[i] = byId.get((writes[i] as { id: string }).id);
   }
-  return results;
 }
 
 /**
@@ -147,7 +128,7 @@ async function startAll(
  * thousands) instead of looking each run up by its ID.
  */
 async function endAll(
-  tx: Kysely<Database>,
+  tx: Transaction<Database>,
   ends: readonly { id: string; end: RunEnd }[],
 ): Promise<Map<string, CounterKey>> {
   const rows = ends.map(({ id, end }) => {
