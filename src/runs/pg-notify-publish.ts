@@ -34,6 +34,10 @@ export function createPublisher(connectionString: string, logger: Publishing["lo
     application_name: "sluice-run-events-pub",
   });
   pub.on("error", (err) => logger.warn({ err }, "run-events publisher connection lost"));
+  // Broken while in use: the query fails, and the client's own report must not end the process.
+  pub.on("connect", (client) =>
+    client.on("error", (err) => logger.warn({ err }, "run-events publisher connection lost")),
+  );
   return pub;
 }
 

@@ -27,6 +27,12 @@ export async function openStore(opts: {
     // listens. The pool has already dropped that connection; the next query opens a new one.
     const { logger } = opts;
     pool.on("error", (err) => logger?.warn({ err }, "store connection lost while idle"));
+    // A connection that breaks while checked out (a statement the server refused to read, a
+    // reset) rejects its query, and pg emits the same error on the client too: without a
+    // listener that second report would end the process.
+    pool.on("connect", (client) =>
+      client.on("error", (err) => logger?.warn({ err }, "store connection lost in use")),
+    );
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     await migrate(db as Kysely<unknown>, "postgres");
     return createKyselyStore(db, "postgres", () => db.destroy());

@@ -70,7 +70,9 @@ async function applyWrites(
   ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
   // A run ends once: a second end of it in the same batch finds it ended, as it would alone.
   const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
-  const ended = first.length > 0 ? await endAll(tx, first) : new Map<string, CounterKey>();
+  const ended = new Map<string, CounterKey>();
+  const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
+  for (const part of byBytes(rows)) for (const [id, k] of await endAll(tx, part)) ended.set(id, k);
   for (const e of first) {
     const key = ended.get(e.id);
     if (key) finished.push(key);
@@ -118,8 +120,39 @@ async function startAll(
   }
 }
 
+/** The texts of one statement's ends at most: a task's result and output may be ~18 MiB. */
+const MAX_STATEMENT_BYTES = 32 * 1024 * 1024;
+
 /**
- * Every end of the batch in one `UPDATE … FROM (VALUES …)`: one statement (in a cluster, one round
+ * Ends split so that no statement carries more than MAX_STATEMENT_BYTES of text: many large ends
+ * in one message would be refused by the server and fail the whole batch.
+ */
+type EndRow = { id: string; c: ReturnType<typeof endColumns> };
+
+function byBytes(ends: readonly EndRow[]): EndRow[][] {
+  const parts: EndRow[][] = [];
+  let part: EndRow[] = [];
+  let bytes = 0;
+  for (const e of ends) {
+    const { result, error, stdout, stderr, summary, detail } = e.c;
+    const size = [result, error, stdout, stderr, summary, detail].reduce(
+      (n, t) => n + (t?.length ?? 0),
+      0,
+    );
+    if (part.length > 0 && bytes + size > MAX_STATEMENT_BYTES) {
+      parts.push(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(e);
+    bytes += size;
+  }
+  if (part.length > 0) parts.push(part);
+  return parts;
+}
+
+/**
+ * Every end of the batch (or of its part, above) in one `UPDATE … FROM (VALUES …)`: one statement (in a cluster, one round
  * trip) however many runs end together. Only unfinished runs change, so an end that lost to
  * another (a terminate) changes nothing; answers the counter key of each run it ended. `VALUES`
  * columns are `column1…` in both dialects; the casts give PostgreSQL the types its text
@@ -129,12 +162,12 @@ async function startAll(
  */
 async function endAll(
   tx: Transaction<Database>,
-  ends: readonly { id: string; end: RunEnd }[],
+  ends: readonly EndRow[],
 ): Promise<Map<string, CounterKey>> {
-  const rows = ends.map(({ id, end }) => {
-    const c = endColumns(end, 0);
-    return sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`;
-  });
+  const rows = ends.map(
+    ({ id, c }) =>
+      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`,
+  );
   const { rows: changed } = await sql<CounterKey & { id: string }>`
     update runs set
       status = v.column2,

@@ -579,6 +579,26 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal(typeof got[3]?.duration, "number");
       });
 
+      it("large ends of one turn are split over statements and each is recorded whole", async () => {
+        // 3 × 12 MiB: over the 32 MiB of text one statement carries (src/store/run-writes.ts).
+        const runs = [0, 1, 2].map(() => newRun());
+        for (const r of runs) await store.insertRun(r);
+        const big = (k: number) => JSON.stringify("x".repeat(12 * 1024 * 1024 + k));
+        const answers = await Promise.all(
+          runs.map((r, k) =>
+            store.endRun(r.id, {
+              status: "SUCCESS",
+              endTime: T0 + 5,
+              summary: null,
+              result: big(k),
+            }),
+          ),
+        );
+        assert.deepEqual(answers, [true, true, true]);
+        for (const [k, r] of runs.entries())
+          assert.equal((await store.getRun(SCOPE, r.id))?.result?.length, big(k).length);
+      });
+
       it("a QUEUED run can be canceled and then never starts; duration counts from creation", async () => {
         const run = newRun({ createTime: T0 + 1000 });
         await store.insertRun(run);
