@@ -1,6 +1,6 @@
 import type { Kysely } from "kysely";
 import { createBatcher } from "./batch.ts";
-import { ELEMENT_COLUMNS, type ElementRow, toElement } from "./rows.ts";
+import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type { Element, ElementQuery, Scope } from "./types.ts";
 
@@ -10,57 +10,48 @@ type Lookup = { scope: Scope; query: ElementQuery };
 const MAX_BATCH = 200;
 
 /**
- * Elements by name. Every run request looks its element up; the lookups of one event-loop turn
- * (and those made while a statement is under way) share one statement, as run writes do
- * (docs/architecture.md, "Group commit"): under load that is one round trip for many requests
- * instead of one each, and always a fresh read, never a cache another node could make stale. At
- * most two elements are answered per lookup: two mean the name is ambiguous.
+ * Elements by name. Every run request looks its element up, and under load the requests of one
+ * event-loop turn mostly ask for the same element: the lookups of one turn (and those made while
+ * a read is under way) are answered by one statement per distinct lookup, usually one, as run
+ * writes are grouped (docs/architecture.md, "Group commit"). Always a fresh read, never a cache
+ * another node could make stale. Each statement is the lookup's own (its folder in SQL, at most
+ * two rows: two mean the name is ambiguous), so a name that many folders share costs what it did
+ * alone, and a statement that fails fails only the lookups that made it.
  */
 export function createElementLookup(
   db: Kysely<Database>,
 ): (scope: Scope, query: ElementQuery) => Promise<Element[]> {
+  const one = (l: Lookup) => lookUp(db, l);
+  const keyOf = ({ scope, query }: Lookup) =>
+    JSON.stringify([scope.app, scope.space, query.type, query.name, query.folderId ?? null]);
   const find = createBatcher<Lookup, Element[]>({
     max: MAX_BATCH,
     async run(lookups) {
-      const keyOf = (app: string, space: string, type: string, name: string) =>
-        JSON.stringify([app, space, type, name]);
-      // One statement per scope and type (under load usually one), each an equality on the
-      // index's leading columns and a list of names, which both dialects serve from the index.
-      const groups = new Map<string, { l: Lookup; names: Set<string> }>();
-      for (const l of lookups) {
-        const g = JSON.stringify([l.scope.app, l.scope.space, l.query.type]);
-        const group = groups.get(g) ?? { l, names: new Set<string>() };
-        group.names.add(l.query.name);
-        groups.set(g, group);
-      }
-      const found = await Promise.all(
-        [...groups.values()].map(({ l, names }) =>
-          db
-            .selectFrom("elements as e")
-            .innerJoin("folders as f", "f.id", "e.folder_id")
-            .select(ELEMENT_COLUMNS)
-            .where("e.app", "=", l.scope.app)
-            .where("e.space", "=", l.scope.space)
-            .where("e.type", "=", l.query.type)
-            .where("e.name", "in", [...names])
-            .orderBy("e.id")
-            .execute(),
-        ),
-      );
-      const byKey = new Map<string, ElementRow[]>();
-      for (const r of found.flat()) {
-        const k = keyOf(r.app, r.space, r.type, r.name);
-        byKey.set(k, [...(byKey.get(k) ?? []), r]);
-      }
-      return lookups.map((l) =>
-        (byKey.get(keyOf(l.scope.app, l.scope.space, l.query.type, l.query.name)) ?? [])
-          .filter((r) => l.query.folderId === undefined || String(r.folder_id) === l.query.folderId)
-          .slice(0, 2)
-          .map(toElement),
-      );
+      const distinct = new Map<string, Promise<Element[]>>();
+      for (const l of lookups) if (!distinct.has(keyOf(l))) distinct.set(keyOf(l), one(l));
+      // Shared answers are copied: a caller may change its array.
+      return (await Promise.all(lookups.map((l) => distinct.get(keyOf(l))))).map((r) => [
+        ...(r ?? []),
+      ]);
     },
+    // A failed statement fails its batch; each lookup is then tried alone.
+    alone: one,
   });
   return (scope, query) => find({ scope, query });
+}
+
+async function lookUp(db: Kysely<Database>, { scope, query }: Lookup): Promise<Element[]> {
+  let q = db
+    .selectFrom("elements as e")
+    .innerJoin("folders as f", "f.id", "e.folder_id")
+    .select(ELEMENT_COLUMNS)
+    .where("e.app", "=", scope.app)
+    .where("e.space", "=", scope.space)
+    .where("e.type", "=", query.type)
+    .where("e.name", "=", query.name);
+  if (query.folderId !== undefined) q = q.where("e.folder_id", "=", query.folderId);
+  const rows = await q.limit(2).execute();
+  return rows.map(toElement);
 }
 
 /**
