@@ -61,6 +61,16 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
     return value;
   };
   const scopeKey = (s: { app: string; space: string }) => `${s.app}\u0000${s.space}`;
+  async function forgetAfter<T>(write: Promise<T>): Promise<T> {
+    try {
+      return await write;
+    } finally {
+      byName.clear();
+      byId.clear();
+      versions.clear();
+      newest.clear();
+    }
+  }
 
   return {
     ...store,
@@ -104,15 +114,8 @@ export function withScriptCache<S extends Store>(store: S, maxEntries = 256): S 
       return found;
     },
 
-    async putScript(el, overwrite) {
-      try {
-        return await store.putScript(el, overwrite);
-      } finally {
-        byName.clear();
-        byId.clear();
-        versions.clear();
-        newest.clear();
-      }
-    },
+    putScript: (el, overwrite) => forgetAfter(store.putScript(el, overwrite)),
+    // An import writes scripts too: a name looked up before it may exist now.
+    applyImport: (scope, writes, now) => forgetAfter(store.applyImport(scope, writes, now)),
   };
 }

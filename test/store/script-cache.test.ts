@@ -135,3 +135,18 @@ describe("numbered versions cached in any mode (withVersionCache)", () => {
     assert.equal(await cached.scriptVersion(found.id, 9), undefined, "unknown version");
   });
 });
+
+describe("script cache and imports", () => {
+  it("a name looked up before an import that brings it is found after it", async () => {
+    assert.deepEqual(await store.findElements(SCOPE, { type: "PY", name: "imported" }), []);
+    await store.applyImport(
+      SCOPE,
+      {
+        scripts: [{ path: "/imp", name: "imported", kind: "module", content: Buffer.from("i1") }],
+        flows: [],
+      },
+      T0,
+    );
+    assert.equal(await source(SCOPE, "imported"), "i1");
+  });
+});
