@@ -34,7 +34,7 @@ export function createRunWrites(db: Kysely<Database>): {
     max: MAX_BATCH,
     run: (writes) => db.transaction().execute((tx) => applyWrites(tx, writes)),
     alone: async (write) => {
-      const [result] = await db.transaction().execute((tx) => applyWrites(tx, [write]));
+      const [result] = await db.transaction().execute((tx) => applyWrites(tx, [write], true));
       return result;
     },
   });
@@ -57,14 +57,16 @@ export function createRunWrites(db: Kysely<Database>): {
  * "Counters"): every writer takes rows in the same order, so two transactions never wait on
  * each other crosswise.
  */
-async function applyWrites(
+export async function applyWrites(
   tx: Transaction<Database>,
   writes: readonly Write[],
+  /** A write of a failed batch, tried again alone (see startAll). */
+  retry = false,
 ): Promise<WriteResult[]> {
   const results: WriteResult[] = writes.map((w) => (w.kind === "insert" ? true : undefined));
   const inserts = writes.flatMap((w) => (w.kind === "insert" ? [runRow(w.run, w.end)] : []));
   if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
-  await startAll(tx, writes, results);
+  await startAll(tx, writes, results, retry);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
   const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
   ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
@@ -97,6 +99,7 @@ async function startAll(
   tx: Transaction<Database>,
   writes: readonly Write[],
   results: WriteResult[],
+  retry = false,
 ): Promise<void> {
   const groups = new Map<string, { startTime: number; nodeId: string | null; at: number[] }>();
   writes.forEach((w, i) => {
@@ -112,7 +115,21 @@ async function startAll(
       .updateTable("runs")
       .set({ status: "STARTED", start_time: g.startTime, node_id: g.nodeId })
       .where("id", "in", ids)
-      .where("status", "=", "QUEUED")
+      .where((eb) =>
+        // A batch whose commit happened but whose answer was lost (a connection reset) is tried
+        // again write by write: a run this very start already moved (this node, this start time)
+        // is answered as started, or nobody would ever execute it.
+        retry
+          ? eb.or([
+              eb("status", "=", "QUEUED"),
+              eb.and([
+                eb("status", "=", "STARTED"),
+                eb("start_time", "=", g.startTime),
+                g.nodeId === null ? eb("node_id", "is", null) : eb("node_id", "=", g.nodeId),
+              ]),
+            ])
+          : eb("status", "=", "QUEUED"),
+      )
       .returningAll()
       .execute();
     const byId = new Map(rows.map((r) => [r.id, toRun(r)]));

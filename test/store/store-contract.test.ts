@@ -5,6 +5,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { newId } from "../../src/ids.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import { applyWrites } from "../../src/store/run-writes.ts";
 import type { NewRun, RunStatus, Scope } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
 
@@ -597,6 +598,25 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(answers, [true, true, true]);
         for (const [k, r] of runs.entries())
           assert.equal((await store.getRun(SCOPE, r.id))?.result?.length, big(k).length);
+      });
+
+      it("a start tried again alone after its batch committed unseen answers the run it started", async () => {
+        // A connection lost after COMMIT fails the batch although it is written; the batcher
+        // then tries each write alone (src/store/run-writes.ts, startAll).
+        const r = newRun();
+        await store.insertRun(r);
+        assert.equal((await store.startRun(r.id, T0 + 7, "n1"))?.status, "STARTED");
+        const again = (retry: boolean, startTime: number, nodeId: string | null) =>
+          store.db
+            .transaction()
+            .execute((tx) =>
+              applyWrites(tx, [{ kind: "start", id: r.id, startTime, nodeId }], retry),
+            );
+        const [retried] = await again(true, T0 + 7, "n1");
+        assert.equal(typeof retried === "object" && retried?.id, r.id, "the same start, retried");
+        assert.deepEqual(await again(false, T0 + 7, "n1"), [undefined], "a second delivery");
+        assert.deepEqual(await again(true, T0 + 8, "n1"), [undefined], "another start time");
+        assert.deepEqual(await again(true, T0 + 7, "n2"), [undefined], "another node");
       });
 
       it("a QUEUED run can be canceled and then never starts; duration counts from creation", async () => {
