@@ -33,10 +33,7 @@ export function createRunWrites(db: Kysely<Database>): {
   const add = createBatcher<Write, WriteResult>({
     max: MAX_BATCH,
     run: (writes) => db.transaction().execute((tx) => applyWrites(tx, writes)),
-    alone: async (write) => {
-      const [result] = await db.transaction().execute((tx) => applyWrites(tx, [write], true));
-      return result;
-    },
+    alone: (write) => db.transaction().execute((tx) => retryAlone(tx, write)),
   });
 
   return {
@@ -60,13 +57,11 @@ export function createRunWrites(db: Kysely<Database>): {
 export async function applyWrites(
   tx: Transaction<Database>,
   writes: readonly Write[],
-  /** A write of a failed batch, tried again alone (see startAll). */
-  retry = false,
 ): Promise<WriteResult[]> {
   const results: WriteResult[] = writes.map((w) => (w.kind === "insert" ? true : undefined));
   const inserts = writes.flatMap((w) => (w.kind === "insert" ? [runRow(w.run, w.end)] : []));
   if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
-  await startAll(tx, writes, results, retry);
+  await startAll(tx, writes, results);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
   const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
   ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
@@ -81,13 +76,22 @@ export async function applyWrites(
     results[e.i] = key !== undefined;
   }
   for (const e of ends) results[e.i] ??= false;
+  await applyCounters(tx, writes, finished);
+  return results;
+}
+
+/** The monitoring counters of the batch's new flow runs and of the runs it ended. */
+async function applyCounters(
+  tx: Transaction<Database>,
+  writes: readonly Write[],
+  finished: readonly CounterKey[],
+): Promise<void> {
   const flows = new Map<string, number>();
   for (const w of writes)
     if (w.kind === "insert" && w.run.elementType === "DPL")
       flows.set(w.run.elementId, (flows.get(w.run.elementId) ?? 0) + 1);
   for (const id of [...flows.keys()].sort()) await countRun(tx, id, flows.get(id));
   if (finished.length > 0) await countFinished(tx, finished, 1);
-  return results;
 }
 
 /**
@@ -135,6 +139,52 @@ async function startAll(
     const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
     for (const i of g.at) results[i] = byId.get((writes[i] as { id: string }).id);
   }
+}
+
+/**
+ * One write of a failed batch, tried again alone. A batch fails also when its COMMIT was applied
+ * and only the answer was lost (a connection reset): then its writes are already in the store, and
+ * each is answered as it was made, with nothing counted twice. A start finds its run STARTED by
+ * this node at this start time, an end finds the run ended as it says, an insert finds its run.
+ */
+export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<WriteResult> {
+  if (w.kind === "start") {
+    const results: WriteResult[] = [undefined];
+    await startAll(tx, [w], results, true);
+    return results[0];
+  }
+  if (w.kind === "end") {
+    const [ended] = await endAll(tx, [{ id: w.id, c: endColumns(w.end, 0) }]);
+    if (ended) {
+      await countFinished(tx, [ended[1]], 1);
+      return true;
+    }
+    const row = await tx
+      .selectFrom("runs")
+      .select(["status", "end_time"])
+      .where("id", "=", w.id)
+      .executeTakeFirst();
+    return row?.status === w.end.status && Number(row.end_time) === w.end.endTime;
+  }
+  const row = runRow(w.run, w.end);
+  const inserted = await tx
+    .insertInto("runs")
+    .values(row)
+    .onConflict((oc) => oc.column("id").doNothing())
+    .returning("id")
+    .executeTakeFirst();
+  if (!inserted) {
+    const stored = await tx
+      .selectFrom("runs")
+      .select("create_time")
+      .where("id", "=", w.run.id)
+      .executeTakeFirst();
+    if (Number(stored?.create_time) !== w.run.createTime)
+      throw new Error(`run ID ${w.run.id} is taken by another run`);
+    return true;
+  }
+  await applyCounters(tx, [w], row.end_time !== null ? [row] : []);
+  return true;
 }
 
 /** The texts of one statement's ends at most: a task's result and output may be ~18 MiB. */

@@ -4,8 +4,9 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { newId } from "../../src/ids.ts";
+import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
-import { applyWrites } from "../../src/store/run-writes.ts";
+import { applyWrites, retryAlone } from "../../src/store/run-writes.ts";
 import type { NewRun, RunStatus, Scope } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
 
@@ -600,23 +601,60 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           assert.equal((await store.getRun(SCOPE, r.id))?.result?.length, big(k).length);
       });
 
-      it("a start tried again alone after its batch committed unseen answers the run it started", async () => {
+      it("writes tried again alone after their batch committed unseen are answered as made, counted once", async () => {
         // A connection lost after COMMIT fails the batch although it is written; the batcher
-        // then tries each write alone (src/store/run-writes.ts, startAll).
-        const r = newRun();
+        // then tries each write alone (src/store/run-writes.ts, retryAlone).
+        const r = newRun({ elementType: "DPL", elementId: "7001" });
+        const ended = newRun({ elementType: "DPL", elementId: "7001" });
+        const end = { status: "FAILURE" as const, endTime: T0 + 9, summary: "s", error: "e" };
+        const alone = (w: Parameters<typeof retryAlone>[1]) =>
+          store.db.transaction().execute((tx) => retryAlone(tx, w));
+        const counts = async () => {
+          const mdb = store.db.withTables<MonitorTables>();
+          const runs = await mdb
+            .selectFrom("element_run_stats")
+            .select("total_runs")
+            .where("element_id", "=", 7001)
+            .executeTakeFirst();
+          const finished = await mdb
+            .selectFrom("run_status_counts")
+            .select(["status", "n"])
+            .where("element_id", "=", 7001)
+            .execute();
+          return [Number(runs?.total_runs ?? 0), finished.map((f) => [f.status, Number(f.n)])];
+        };
         await store.insertRun(r);
+        await store.insertRun(ended);
+        assert.equal(await store.endRun(ended.id, end), true);
+        const before = await counts();
+        assert.deepEqual(before, [2, [["FAILURE", 1]]]);
+        assert.equal(await alone({ kind: "insert", run: r, end: undefined }), true, "its insert");
         assert.equal((await store.startRun(r.id, T0 + 7, "n1"))?.status, "STARTED");
-        const again = (retry: boolean, startTime: number, nodeId: string | null) =>
-          store.db
-            .transaction()
-            .execute((tx) =>
-              applyWrites(tx, [{ kind: "start", id: r.id, startTime, nodeId }], retry),
-            );
-        const [retried] = await again(true, T0 + 7, "n1");
-        assert.equal(typeof retried === "object" && retried?.id, r.id, "the same start, retried");
-        assert.deepEqual(await again(false, T0 + 7, "n1"), [undefined], "a second delivery");
-        assert.deepEqual(await again(true, T0 + 8, "n1"), [undefined], "another start time");
-        assert.deepEqual(await again(true, T0 + 7, "n2"), [undefined], "another node");
+        const retried = await alone({ kind: "start", id: r.id, startTime: T0 + 7, nodeId: "n1" });
+        assert.equal(typeof retried === "object" && retried?.id, r.id, "the same start");
+        const delivered = await store.db
+          .transaction()
+          .execute((tx) =>
+            applyWrites(tx, [{ kind: "start", id: r.id, startTime: T0 + 7, nodeId: "n1" }]),
+          );
+        assert.deepEqual(delivered, [undefined], "a second delivery in a batch is no start");
+        for (const [t, node] of [
+          [T0 + 8, "n1"],
+          [T0 + 7, "n2"],
+        ] as const)
+          assert.equal(
+            await alone({ kind: "start", id: r.id, startTime: t, nodeId: node }),
+            undefined,
+          );
+        assert.equal(await alone({ kind: "end", id: ended.id, end }), true, "the same end");
+        assert.equal(
+          await alone({ kind: "end", id: ended.id, end: { ...end, status: "SUCCESS" } }),
+          false,
+          "another end",
+        );
+        assert.deepEqual(await counts(), before, "nothing counted twice");
+        const clash = { ...newRun(), id: r.id };
+        await assert.rejects(alone({ kind: "insert", run: clash, end: undefined }), /taken/);
       });
 
       it("a QUEUED run can be canceled and then never starts; duration counts from creation", async () => {
