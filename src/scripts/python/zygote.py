@@ -219,7 +219,9 @@ class TaskNamespaces:
         # be hidden by a tmpfs on /tmp: such tasks keep the host's.
         self.own_tmp = tasks != "/tmp" and not tasks.startswith("/tmp/")
         self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY) if self.net else -1
-        self.free = []  # network namespaces no process is in (fds)
+        # Network namespaces no process is in (fds), handed out oldest first: as a stack, one
+        # freed while others kept being freed above it could wait for ever.
+        self.free = collections.deque()
         self.given = {}  # child pid -> the network namespace it entered, until `k` confirms it
         self.unclaimed = {}  # reaped child pid -> until when its `k` may still come
 
@@ -241,7 +243,7 @@ class TaskNamespaces:
         """The network namespace fd for the next child (-1: none)."""
         if not self.net:
             return -1
-        return self.free.pop() if self.free else self._new_net()
+        return self.free.popleft() if self.free else self._new_net()
 
     def enter(self, net_fd):
         """In the child, right after the fork."""
