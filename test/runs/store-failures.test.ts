@@ -5,6 +5,7 @@ import { after, before, describe, it } from "node:test";
 import type { Store } from "../../src/store/types.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
 /**
  * The store failing under a run (its database gone) must fail that run's answer or be logged; it
@@ -140,12 +141,15 @@ describe("a store that fails under running work does not end the process", () =>
     });
     const parentId = started.body.data as string;
     const store = server.services.store as Store;
-    let childId: string | undefined;
-    for (let i = 0; i < 100 && !childId; i++) {
-      childId = (await store.childRuns(parentId))[0]?.id;
-      if (!childId) await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    assert.ok(childId, "the sub-flow run started");
+    // The parent must be waiting on its sub-flow's end before the store breaks: a parent whose
+    // own read of the child fails first ends by itself, and the terminate then rightly answers
+    // false. Nothing announces a new waiter, hence the poll of the waiter count.
+    const { events } = server.services;
+    const childId = await pollUntil(
+      async () => (events.waiting() > 0 ? (await store.childRuns(parentId))[0]?.id : undefined),
+      (id) => id !== undefined,
+      "the parent waits on its started sub-flow run",
+    );
     const failed = breakStore("getRun", (id) => id === childId);
     const t = await server.call("POST", `${DF}/run/terminate`, {
       headers: h,
