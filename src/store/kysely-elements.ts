@@ -1,9 +1,9 @@
 import type { Kysely } from "kysely";
-import { createElementLookup } from "./element-lookups.ts";
+import { createBatcher } from "./batch.ts";
 import { ensureFolderAt, folderAt } from "./folders.ts";
-import { ELEMENT_COLUMNS, toElement, toScript } from "./rows.ts";
+import { ELEMENT_COLUMNS, numericId, toElement, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
-import type { Element, Scope, ScriptElement, Store } from "./types.ts";
+import type { Element, ElementQuery, Scope, ScriptElement, Store } from "./types.ts";
 
 type ElementMethods = Pick<
   Store,
@@ -16,7 +16,7 @@ export function elementMethods(db: Kysely<Database>): ElementMethods {
     folderByPath: (scope, path) => folderAt(db, scope, path),
     ensureFolder: (scope, path, now) => ensureFolderAt(db, scope, path, now),
     folderById: (scope, id) => folderById(db, scope, id),
-    findElements: createElementLookup(db),
+    findElements: elementLookup(db),
     elementById: (scope, id) => elementById(db, scope, id),
     scriptById: (scope, id) => scriptById(db, scope, id),
   };
@@ -31,6 +31,54 @@ export async function elementByNumber(db: Kysely<Database>, id: number): Promise
 
 const elements = (db: Kysely<Database>) =>
   db.selectFrom("elements as e").innerJoin("folders as f", "f.id", "e.folder_id");
+
+type Lookup = { scope: Scope; query: ElementQuery };
+
+/** At most this many lookups per batch. */
+const MAX_LOOKUPS = 200;
+
+/**
+ * Elements by name. Every run request looks its element up, and under load the requests of one
+ * event-loop turn mostly ask for the same element: the lookups of one turn (and those made while
+ * a read is under way) are answered by one statement per distinct lookup, usually one, as run
+ * writes are grouped (docs/architecture.md, "Group commit"). Always a fresh read, never a cache
+ * another node could make stale. Each statement is the lookup's own (its folder in SQL, at most
+ * two rows: two mean the name is ambiguous), so a name that many folders share costs what it did
+ * alone, and a statement that fails fails only the lookups that made it.
+ */
+function elementLookup(
+  db: Kysely<Database>,
+): (scope: Scope, query: ElementQuery) => Promise<Element[]> {
+  const one = (l: Lookup) => lookUp(db, l);
+  const keyOf = ({ scope, query }: Lookup) =>
+    JSON.stringify([scope.app, scope.space, query.type, query.name, query.folderId ?? null]);
+  const find = createBatcher<Lookup, Element[]>({
+    max: MAX_LOOKUPS,
+    async run(lookups) {
+      const distinct = new Map<string, Promise<Element[]>>();
+      for (const l of lookups) if (!distinct.has(keyOf(l))) distinct.set(keyOf(l), one(l));
+      // Shared answers are copied: a caller may change its array.
+      return (await Promise.all(lookups.map((l) => distinct.get(keyOf(l))))).map((r) => [
+        ...(r ?? []),
+      ]);
+    },
+    // A failed statement fails its batch; each lookup is then tried alone.
+    alone: one,
+  });
+  return (scope, query) => find({ scope, query });
+}
+
+async function lookUp(db: Kysely<Database>, { scope, query }: Lookup): Promise<Element[]> {
+  let q = elements(db)
+    .select(ELEMENT_COLUMNS)
+    .where("e.app", "=", scope.app)
+    .where("e.space", "=", scope.space)
+    .where("e.type", "=", query.type)
+    .where("e.name", "=", query.name);
+  if (query.folderId !== undefined) q = q.where("e.folder_id", "=", query.folderId);
+  const rows = await q.limit(2).execute();
+  return rows.map(toElement);
+}
 
 async function folderById(db: Kysely<Database>, scope: Scope, id: string) {
   return db
@@ -73,9 +121,4 @@ async function scriptById(
     .where("e.type", "=", "PY")
     .executeTakeFirst();
   return row && toScript(row);
-}
-
-/** Element IDs are integers; anything else (or beyond 15 digits, past int64 and exact doubles) is unknown. */
-function numericId(id: string): number | undefined {
-  return /^\d{1,15}$/.test(id) ? Number(id) : undefined;
 }

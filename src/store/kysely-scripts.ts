@@ -1,10 +1,15 @@
 import { createHash } from "node:crypto";
 import type { Kysely, Transaction } from "kysely";
+import { createBatcher } from "./batch.ts";
 import type { ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
+import { numericId } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type { NewScriptElement, Store } from "./types.ts";
 
-type ScriptMethods = Pick<Store, "putScript" | "scriptVersions" | "scriptVersion">;
+type ScriptMethods = Pick<
+  Store,
+  "putScript" | "scriptVersions" | "scriptVersion" | "newestScriptVersion"
+>;
 
 const INFO = ["element_id", "version", "kind", "sha256", "size", "user_id", "created_at"] as const;
 
@@ -35,6 +40,7 @@ function toInfo(row: {
  */
 export function scriptMethods(db: Kysely<Database>): ScriptMethods {
   return {
+    newestScriptVersion: newestVersionLookup(db),
     async putScript(el: NewScriptElement, overwrite: boolean) {
       return db.transaction().execute(async (tx) => {
         const existing = await tx
@@ -138,4 +144,31 @@ export async function addVersion(
       created_at: el.now,
     })
     .execute();
+}
+
+/**
+ * The newest version number of scripts, batched like element lookups (src/store/kysely-elements.ts):
+ * every accepted task records the version it will run, and the bytes are read only where it runs
+ * (cached there by number, src/store/script-cache.ts).
+ */
+function newestVersionLookup(
+  db: Kysely<Database>,
+): (elementId: string) => Promise<number | undefined> {
+  const find = createBatcher<number, number | undefined>({
+    max: 500,
+    async run(ids) {
+      const rows = await db
+        .selectFrom("script_versions")
+        .select((eb) => ["element_id", eb.fn.max("version").as("v")])
+        .where("element_id", "in", [...new Set(ids)])
+        .groupBy("element_id")
+        .execute();
+      const newest = new Map(rows.map((r) => [Number(r.element_id), Number(r.v)]));
+      return ids.map((id) => newest.get(id));
+    },
+  });
+  return async (elementId) => {
+    const id = numericId(elementId);
+    return id === undefined ? undefined : find(id);
+  };
 }

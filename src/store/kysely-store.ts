@@ -1,5 +1,4 @@
 import type { Kysely } from "kysely";
-import { createNewestVersionLookup } from "./element-lookups.ts";
 import { bundleMethods } from "./kysely-bundles.ts";
 import { elementByNumber, elementMethods } from "./kysely-elements.ts";
 import { flowMethods } from "./kysely-flows.ts";
@@ -26,7 +25,6 @@ export function createKyselyStore(
     ...scheduleMethods(db),
     ...elementMethods(db),
     ...runMethods(db),
-    newestScriptVersion: createNewestVersionLookup(db),
     db,
     dialect,
     close: onClose,

@@ -96,3 +96,8 @@ export function toRun(row: Selectable<RunTable>): Run {
         : { runId: row.rerun_of, kind: row.rerun_kind === "resume" ? "resume" : "rerun" },
   };
 }
+
+/** Element IDs are integers; anything else (or beyond 15 digits, past int64 and exact doubles) is unknown. */
+export function numericId(id: string): number | undefined {
+  return /^\d{1,15}$/.test(id) ? Number(id) : undefined;
+}
