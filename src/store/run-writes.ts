@@ -190,12 +190,12 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
 /** The texts of one statement's ends at most: a task's result and output may be ~18 MiB. */
 const MAX_STATEMENT_BYTES = 32 * 1024 * 1024;
 
+type EndRow = { id: string; c: ReturnType<typeof endColumns> };
+
 /**
  * Ends split so that no statement carries more than MAX_STATEMENT_BYTES of text: many large ends
  * in one message would be refused by the server and fail the whole batch.
  */
-type EndRow = { id: string; c: ReturnType<typeof endColumns> };
-
 function byBytes(ends: readonly EndRow[]): EndRow[][] {
   const parts: EndRow[][] = [];
   let part: EndRow[] = [];
