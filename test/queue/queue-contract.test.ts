@@ -8,15 +8,14 @@ import { PgBoss } from "pg-boss";
 import pino from "pino";
 import { systemClock } from "../../src/clock.ts";
 import { SluiceError } from "../../src/errors.ts";
-import { newId } from "../../src/ids.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import { createPgQueue } from "../../src/queue/pg-queue.ts";
 import type { RunJob, RunQueue } from "../../src/queue/types.ts";
 import { createRecovery } from "../../src/runs/recovery.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
-import type { NewRun } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
 import { condition, gate } from "../helpers/wait.ts";
 
 /**
@@ -29,28 +28,6 @@ import { condition, gate } from "../helpers/wait.ts";
  */
 
 const quiet = { warn: () => {}, error: () => {} };
-
-function newRun(over: Partial<NewRun> = {}): NewRun {
-  return {
-    id: newId(),
-    scope: { app: "a", space: "s" },
-    elementId: "1",
-    elementType: "PY",
-    elementName: "script",
-    folderId: "f1",
-    version: null,
-    triggerType: "ASYNC",
-    status: "QUEUED",
-    runName: null,
-    runParam: null,
-    initiator: null,
-    parentRunId: null,
-    inProcess: false,
-    nodeId: null,
-    createTime: Date.now(),
-    ...over,
-  };
-}
 
 /** Resolves with the first job the queue delivers for `runId`. */
 function delivered(seen: Map<string, () => void>, runId: string): Promise<void> {

@@ -10,6 +10,7 @@ import { migrate } from "../../src/store/migrate.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { openSqlite } from "../../src/store/sqlite-driver.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
 
 /**
  * Migrations 008 (revisions) and 009 (re-run link) apply in name order on a fresh store, on one
@@ -42,25 +43,16 @@ async function checkLatest(store: OpenedStore): Promise<void> {
   assert.equal(Number(versions.rows[0]?.n), 0);
   const scope = { app: "a", space: "s" };
   const id = newId();
-  await store.insertRun({
-    id,
-    scope,
-    elementId: "1",
-    elementType: "PY",
-    elementName: "score",
-    folderId: "f1",
-    version: "1",
-    triggerType: "ASYNC",
-    status: "QUEUED",
-    runName: null,
-    runParam: null,
-    initiator: null,
-    parentRunId: null,
-    inProcess: false,
-    nodeId: null,
-    createTime: 1000,
-    rerunOf: { runId: "r-old", kind: "rerun" },
-  });
+  await store.insertRun(
+    newRun({
+      id,
+      scope,
+      elementName: "score",
+      version: "1",
+      createTime: 1000,
+      rerunOf: { runId: "r-old", kind: "rerun" },
+    }),
+  );
   assert.deepEqual((await store.getRun(scope, id))?.rerunOf, { runId: "r-old", kind: "rerun" });
 }
 

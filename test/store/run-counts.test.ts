@@ -8,6 +8,7 @@ import { parseRunsFilter } from "../../src/monitor/filter.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import type { NewRun, Scope, TriggerType } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
 
 /**
  * The run counters of migration 006 (docs/monitoring.md) always equal a count of the finished
@@ -20,27 +21,19 @@ const OTHER: Scope = { app: "app1", space: "space2" };
 const TRIGGERS: TriggerType[] = ["ASYNC", "SYNC", "SCHEDULED", "API"];
 
 let seq = 0;
-function newRun(scope: Scope, elementId: string, over: Partial<NewRun> = {}): NewRun {
+function flowRun(scope: Scope, elementId: string, over: Partial<NewRun> = {}): NewRun {
   seq++;
-  return {
+  return newRun({
     id: `run${String(seq).padStart(6, "0")}`,
     scope,
     elementId,
     elementType: "DPL",
     elementName: "flow",
-    folderId: "f1",
     version: "1",
     triggerType: TRIGGERS[seq % TRIGGERS.length] as TriggerType,
-    status: "QUEUED",
-    runName: null,
-    runParam: null,
-    initiator: null,
-    parentRunId: null,
-    inProcess: false,
-    nodeId: null,
     createTime: 1_000 + seq,
     ...over,
-  };
+  });
 }
 
 type CountRow = {
@@ -89,12 +82,12 @@ for (const dialect of ["sqlite", "postgres"] as const) {
     });
 
     it("follow insert, start, end, cancel and delete, one run at a time", async () => {
-      const a = newRun(SCOPE, "1");
-      const b = newRun(SCOPE, "1", { triggerType: "SYNC" });
-      const c = newRun(OTHER, "2");
-      const d = newRun(SCOPE, "1", { status: "STARTED", startTime: 5 });
+      const a = flowRun(SCOPE, "1");
+      const b = flowRun(SCOPE, "1", { triggerType: "SYNC" });
+      const c = flowRun(OTHER, "2");
+      const d = flowRun(SCOPE, "1", { status: "STARTED", startTime: 5 });
       for (const r of [a, b, c, d]) await store.insertRun(r);
-      await store.insertRun(newRun(SCOPE, "1", { startTime: 5 }), {
+      await store.insertRun(flowRun(SCOPE, "1", { startTime: 5 }), {
         status: "SUCCESS",
         endTime: 9,
         summary: null,
@@ -129,7 +122,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
 
     it("follow script tasks and runs inserted finished", async () => {
       const runs = Array.from({ length: 12 }, (_, i) =>
-        newRun(SCOPE, "3", { elementType: i % 2 ? "PY" : "DPL", startTime: 7 }),
+        flowRun(SCOPE, "3", { elementType: i % 2 ? "PY" : "DPL", startTime: 7 }),
       );
       for (const [i, r] of runs.entries()) {
         const end =
@@ -148,7 +141,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
     });
 
     it("stay exact under concurrent writers", async () => {
-      const runs = Array.from({ length: 60 }, (_, i) => newRun(i % 2 ? SCOPE : OTHER, "4"));
+      const runs = Array.from({ length: 60 }, (_, i) => flowRun(i % 2 ? SCOPE : OTHER, "4"));
       await Promise.all(runs.map((r) => store.insertRun(r)));
       await Promise.all(runs.map((r, i) => store.startRun(r.id, 50 + i, null)));
       // Two ends race for every run: only one may move it, and only once.
@@ -161,7 +154,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       await assertExact(store);
       await Promise.all([
         ...runs.map((r) => store.deleteRuns(r.scope, [r.id])),
-        ...Array.from({ length: 20 }, () => store.insertRun(newRun(SCOPE, "4"))),
+        ...Array.from({ length: 20 }, () => store.insertRun(flowRun(SCOPE, "4"))),
       ] as Promise<unknown>[]);
       await assertExact(store);
       const page = await store.monitorRuns(

@@ -7,8 +7,9 @@ import { newId } from "../../src/ids.ts";
 import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { applyWrites, retryAlone } from "../../src/store/run-writes.ts";
-import type { NewRun, RunStatus, Scope } from "../../src/store/types.ts";
+import type { RunStatus, Scope } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
 
 /** The same behaviour is required of the Store in both dialects (docs/operations.md: both modes pass one suite). */
 
@@ -20,28 +21,6 @@ const T0 = 1_700_000_000_000;
 let seq = 0;
 /** Unique names so that tests sharing one store never collide. */
 const unique = (prefix: string) => `${prefix}_${++seq}`;
-
-function newRun(over: Partial<NewRun> = {}): NewRun {
-  return {
-    id: newId(),
-    scope: SCOPE,
-    elementId: "1",
-    elementType: "PY",
-    elementName: "script",
-    folderId: "f1",
-    version: null,
-    triggerType: "ASYNC",
-    status: "QUEUED",
-    runName: null,
-    runParam: null,
-    initiator: null,
-    parentRunId: null,
-    inProcess: false,
-    nodeId: null,
-    createTime: T0 + seq++,
-    ...over,
-  };
-}
 
 for (const dialect of ["sqlite", "postgres"] as const) {
   describe(`Store contract (${dialect})`, () => {
