@@ -16,6 +16,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-bench-runner-"));
 const config = loadConfig({
   DATA_DIR: dataDir,
   SCRIPT_PREFORK: process.env.SCRIPT_PREFORK ?? "16",
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("SCRIPT_"))),
 });
 const silent = { info() {}, warn() {}, error() {}, debug() {} };
 const runner = await createPythonRunner({
