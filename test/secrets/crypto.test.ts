@@ -52,7 +52,10 @@ describe("secret crypto", () => {
     const ring = { current: KEY, previous: OTHER };
     assert.deepEqual(decryptWith(ring, old, AAD), { value: "old", rotated: true });
     assert.deepEqual(decryptWith(ring, fresh, AAD), { value: "new", rotated: false });
-    assert.throws(() => decryptWith({ current: KEY, previous: undefined }, old, AAD), SecretUnreadable);
+    assert.throws(
+      () => decryptWith({ current: KEY, previous: undefined }, old, AAD),
+      SecretUnreadable,
+    );
   });
 
   it("parses 32-byte keys as hex or base64; a bad key's message never shows it", () => {

@@ -32,7 +32,11 @@ describe("secret references", () => {
   });
 
   it("are found only in http url and header values and in script env", () => {
-    const http = { url: "https://h/${secret.A}", headers: { x: "${secret.B}" }, body: "${secret.C}" };
+    const http = {
+      url: "https://h/${secret.A}",
+      headers: { x: "${secret.B}" },
+      body: "${secret.C}",
+    };
     assert.deepEqual(
       secretRefsOfConfig("http", http).map((r) => [r.path, r.name]),
       [
@@ -58,7 +62,8 @@ describe("secret references", () => {
   });
 
   it("declared by a PY element in a sluice-secrets comment", () => {
-    const src = "# sluice-secrets: API_TOKEN, DB_PASS\n#sluice-secrets: API_TOKEN X\ndef main(p):\n  pass\n";
+    const src =
+      "# sluice-secrets: API_TOKEN, DB_PASS\n#sluice-secrets: API_TOKEN X\ndef main(p):\n  pass\n";
     assert.deepEqual(declaredSecrets(src), ["API_TOKEN", "DB_PASS", "X"]);
     assert.deepEqual(declaredSecrets("def main(p): pass\n"), []);
   });

@@ -18,7 +18,8 @@ const A = randomBytes(32);
 const B = randomBytes(32);
 const C = randomBytes(32);
 const logger = pino({ level: "silent" });
-const aad = (name: string, scope = SCOPE) => `secret\u0000${scope.app}\u0000${scope.space}\u0000${name}`;
+const aad = (name: string, scope = SCOPE) =>
+  `secret\u0000${scope.app}\u0000${scope.space}\u0000${name}`;
 
 const start = (store: SecretStore, key: Buffer | undefined, previousKey?: Buffer) =>
   createSecrets({ config: { secrets: { key, previousKey } }, store, clock: systemClock, logger });
@@ -102,7 +103,10 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       await assert.rejects(start(store, B), /SECRETS_KEY does not match/);
       const [row] = (await store.all()).filter((r) => r.name === "TOKEN");
       assert.ok(row);
-      await store.rewrite({ ...row, value: encryptValue(B, "late-write", aad("TOKEN")) }, row.value);
+      await store.rewrite(
+        { ...row, value: encryptValue(B, "late-write", aad("TOKEN")) },
+        row.value,
+      );
       assert.equal((await rotated.resolver(SCOPE).values(["TOKEN"])).get("TOKEN"), "late-write");
       const after = (await store.all()).find((r) => r.name === "TOKEN");
       assert.equal(after && tryDecrypt(C, after.value, aad("TOKEN")), "late-write");
