@@ -86,37 +86,49 @@ function createResolver(
   ring: KeyRing | undefined,
   scope: Scope,
 ): SecretResolver {
-  const given = new Set<string>();
+  // One read per name and run: every node of a run sees the same value, and the run's records
+  // are masked with each value it was given.
+  const given = new Map<string, string>();
   return {
     async values(names) {
       const out = new Map<string, string>();
-      if (names.length === 0) return out;
-      if (!ring) throw new Error("secrets are not available: SECRETS_KEY is not set");
-      const stored = await store.encrypted(scope, names);
-      for (const name of names) {
-        const text = stored.get(name);
-        if (text === undefined) throw new Error(`secret ${name} does not exist in this space`);
-        const row = { ...scope, name, value: text };
-        let opened: { value: string; rotated: boolean };
-        try {
-          opened = decryptWith(ring, text, aadOf(row));
-        } catch (err) {
-          if (!(err instanceof SecretUnreadable)) throw err;
-          throw new Error(`secret ${name} cannot be decrypted with the configured keys`);
-        }
-        // Written with the previous key by a process not yet restarted: re-encrypted on use.
-        if (opened.rotated)
-          await store.rewrite(
-            { ...row, value: encryptValue(ring.current, opened.value, aadOf(row)) },
-            text,
-          );
-        given.add(opened.value);
-        out.set(name, opened.value);
+      const missing = [...new Set(names)].filter((n) => !given.has(n));
+      if (missing.length > 0) {
+        if (!ring) throw new Error("secrets are not available: SECRETS_KEY is not set");
+        const stored = await store.encrypted(scope, missing);
+        for (const name of missing)
+          given.set(name, await open(store, ring, scope, name, stored.get(name)));
       }
+      for (const name of names) out.set(name, given.get(name) ?? "");
       return out;
     },
-    handedOut: () => [...given],
+    handedOut: () => [...given.values()],
   };
+}
+
+/** One stored value, opened; one the previous key opened is re-encrypted with the current one. */
+async function open(
+  store: SecretStore,
+  ring: KeyRing,
+  scope: Scope,
+  name: string,
+  text: string | undefined,
+): Promise<string> {
+  if (text === undefined) throw new Error(`secret ${name} does not exist in this space`);
+  const row = { ...scope, name, value: text };
+  let opened: { value: string; rotated: boolean };
+  try {
+    opened = decryptWith(ring, text, aadOf(row));
+  } catch (err) {
+    if (!(err instanceof SecretUnreadable)) throw err;
+    throw new Error(`secret ${name} cannot be decrypted with the configured keys`);
+  }
+  // Written with the previous key by a process not yet restarted: re-encrypted on use.
+  if (opened.rotated) {
+    const value = encryptValue(ring.current, opened.value, aadOf(row));
+    await store.rewrite({ ...row, value }, text);
+  }
+  return opened.value;
 }
 
 /**
