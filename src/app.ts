@@ -22,12 +22,14 @@ import { rerunRoutes } from "./http/rerun-routes.ts";
 import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
+import { secretRoutes } from "./http/secret-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
+import type { Secrets } from "./secrets/secrets.ts";
 import type { Store } from "./store/types.ts";
 import type { Topology } from "./topology.ts";
 
@@ -42,6 +44,8 @@ export interface AppDeps {
   syntax: SyntaxChecker;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  /** Secrets of a scope (docs/secrets.md); absent: no secret endpoints. */
+  secrets?: Secrets | undefined;
   /** Cron schedules for GET /monitor/flows; absent: none shown. */
   schedules?: Pick<FlowSchedules, "schedules"> | undefined;
   /** From createServices (fed by the run events); a bare one otherwise. */
@@ -142,6 +146,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         syntax: deps.syntax,
       });
       await dataflow.register(revisionRoutes, { store: deps.store });
+      if (deps.secrets) await dataflow.register(secretRoutes, { secrets: deps.secrets });
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),

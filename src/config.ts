@@ -1,5 +1,6 @@
 import path from "node:path";
 import { languageOf } from "./errors.ts";
+import { parseKey } from "./secrets/crypto.ts";
 
 /** Every knob of the service, read once from the environment (README, configuration table). */
 export interface Config {
@@ -87,6 +88,11 @@ export interface Config {
     fileSweepMs: number;
     scheduleSyncMs: number;
   };
+  /**
+   * Keys of the secret values at rest (docs/secrets.md); absent: the secret endpoints answer an
+   * error and flows that reference secrets fail, the rest of the service runs.
+   */
+  secrets: { key: Buffer | undefined; previousKey: Buffer | undefined };
 }
 
 type Env = Record<string, string | undefined>;
@@ -153,6 +159,12 @@ export function loadConfig(env: Env = process.env): Config {
     heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
     flowConfig: flowConfigOf(env),
+    secrets: {
+      key: env.SECRETS_KEY ? parseKey(env.SECRETS_KEY, "SECRETS_KEY") : undefined,
+      previousKey: env.SECRETS_KEY_PREVIOUS
+        ? parseKey(env.SECRETS_KEY_PREVIOUS, "SECRETS_KEY_PREVIOUS")
+        : undefined,
+    },
   };
 }
 

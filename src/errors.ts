@@ -29,6 +29,9 @@ export const ErrorCode = {
   TASK_CANCELED: 28030005,
   SCRIPT_VERSION_NOT_FOUND: 28030006,
   IMPORT_CONFLICT: 28040001,
+  SECRET_NOT_FOUND: 28060001,
+  SECRET_IN_USE: 28060002,
+  SECRETS_UNAVAILABLE: 28060003,
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -86,6 +89,15 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
   28040001: {
     en: "import refused, nothing was written: {0}",
     "zh-cn": "导入被拒绝，未写入任何内容：{0}",
+  },
+  28060001: { en: "secret does not exist: {0}", "zh-cn": "密钥不存在：{0}" },
+  28060002: {
+    en: "secret {0} is used by live flows: {1}",
+    "zh-cn": "密钥 {0} 正被已启用的流程使用：{1}",
+  },
+  28060003: {
+    en: "secrets are not available: SECRETS_KEY is not set",
+    "zh-cn": "密钥功能不可用：未设置 SECRETS_KEY",
   },
 };
 

@@ -20,6 +20,8 @@ import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.t
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
+import { createSecretStore } from "./secrets/secret-store.ts";
+import { createSecrets, type Secrets } from "./secrets/secrets.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
 import { createTopology, type Topology } from "./topology.ts";
@@ -43,6 +45,7 @@ export interface Services {
   schedules: FlowSchedules;
   errorHandlers: ErrorHandlers;
   fileSweeper: FileSweeper;
+  secrets: Secrets;
   close(): Promise<void>;
 }
 
@@ -73,13 +76,22 @@ export async function createServices(opts: {
   };
   const topology = await createTopology(config, placement, { logger, events, clock });
   const { store, queue, bridge } = topology;
+  // A SECRETS_KEY that does not open the stored key check refuses the start (docs/secrets.md).
+  const secrets = await createSecrets({
+    config,
+    store: createSecretStore(store.db),
+    clock,
+    logger,
+  }).catch((err: unknown) =>
+    closeAfter(err, [() => queue.stop(), () => bridge?.close(), () => store.close()]),
+  );
   // What is open so far closes again when a later part refuses to start (SCRIPT_CGROUP=required
   // without cgroups, a database gone): a failed start must not leave connections or processes.
   const runner = await createPythonRunner({ config, logger, clock }).catch((err: unknown) =>
     closeAfter(err, [() => queue.stop(), () => bridge?.close(), () => store.close()]),
   );
   try {
-    return await assemble({ config, logger, clock, nodeId, events, topology, runner });
+    return await assemble({ config, logger, clock, nodeId, events, topology, runner, secrets });
   } catch (err) {
     return closeAfter(err, [
       () => queue.stop(),
@@ -105,8 +117,9 @@ async function assemble(deps: {
   events: RunEvents;
   topology: Topology;
   runner: PythonRunner;
+  secrets: Secrets;
 }): Promise<Services> {
-  const { config, logger, clock, nodeId, events, topology, runner } = deps;
+  const { config, logger, clock, nodeId, events, topology, runner, secrets } = deps;
   const { store, queue, bridge } = topology;
   const metrics = createMetrics();
   metrics.observe(events, store);
@@ -121,8 +134,9 @@ async function assemble(deps: {
     nodeId,
     runner,
     metrics,
+    secrets,
   });
-  const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax });
+  const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax, secrets });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
   const errorHandlers = createErrorHandlers({
@@ -164,6 +178,7 @@ async function assemble(deps: {
     schedules,
     errorHandlers,
     fileSweeper,
+    secrets,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -226,6 +241,7 @@ function createRuns(deps: {
   nodeId: string;
   runner: ScriptRunner;
   metrics: Metrics;
+  secrets: Secrets;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;

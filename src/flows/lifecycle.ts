@@ -3,6 +3,7 @@ import { type Locator, locateElement, targetFolder } from "../elements/locator.t
 import { checkElementName } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
+import type { SecretLookup } from "../secrets/secrets.ts";
 import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import { dropGraphNulls } from "./graph-nulls.ts";
 import { activateRelease as releaseRevision, scriptPins } from "./releases.ts";
@@ -50,6 +51,7 @@ interface Lifecycle {
   store: Store;
   clock: Clock;
   syntax: SyntaxChecker;
+  secrets?: SecretLookup | undefined;
   listeners: ((e: Element) => void)[];
 }
 
@@ -58,6 +60,8 @@ export function createFlowLifecycle(deps: {
   store: Store;
   clock: Clock;
   syntax: SyntaxChecker;
+  /** Deploy and activation check `${secret.NAME}` references against the scope's secrets. */
+  secrets?: SecretLookup | undefined;
 }): FlowLifecycle {
   const l: Lifecycle = { ...deps, listeners: [] };
   return {
@@ -162,9 +166,12 @@ function batchDeactivate(
 
 /** What the flow validator may ask about the scope it validates in (also an import's). */
 export const validationContext = (
-  deps: { store: Store; syntax: SyntaxChecker },
+  deps: { store: Store; syntax: SyntaxChecker; secrets?: SecretLookup | undefined },
   scope: Scope,
 ): ValidationContext => ({
+  ...(deps.secrets && {
+    secretExists: (name: string) => deps.secrets?.exists(scope, name) ?? Promise.resolve(false),
+  }),
   async elementExists(loc, type) {
     try {
       await locateElement(deps.store, scope, loc, type);
@@ -202,7 +209,7 @@ const reason = (err: unknown) => (err instanceof SluiceError ? err.message : Str
 
 /** batch-deploy of one flow: its current release activated again, if it still validates. */
 async function activateRelease(
-  deps: { store: Store; syntax: SyntaxChecker },
+  deps: { store: Store; syntax: SyntaxChecker; secrets?: SecretLookup | undefined },
   scope: Scope,
   loc: ElementInfo,
   activate: () => Promise<unknown>,
@@ -231,7 +238,7 @@ async function activateRelease(
 
 /** A deploy (docs/dataflow-service.md): a rename, or a validated new revision of the flow. */
 async function deploy(
-  deps: { store: Store; clock: Clock; syntax: SyntaxChecker },
+  deps: { store: Store; clock: Clock; syntax: SyntaxChecker; secrets?: SecretLookup | undefined },
   /** Tells the lifecycle's listeners of the deployed element. */
   notify: (element: Element) => void,
   scope: Scope,

@@ -21,6 +21,8 @@ export const ValidationCode = {
   INVALID_CONFIGURE: 28050015,
   DUPLICATE_TRIGGER_NAME: 28050016,
   UNREACHABLE_VERTEX: 28050017,
+  /** A `${secret.NAME}` reference that is malformed or names no secret of the scope. */
+  UNKNOWN_SECRET: 28050018,
 } as const;
 
 export type ValidationCodeValue = (typeof ValidationCode)[keyof typeof ValidationCode];
@@ -52,4 +54,6 @@ export interface ValidationContext {
    * be checked at all).
    */
   checkPythonSyntax(code: string): Promise<{ line?: number; message: string } | null>;
+  /** Whether the scope has this secret; absent: references are only checked for their form. */
+  secretExists?(name: string): Promise<boolean>;
 }

@@ -10,6 +10,7 @@ import { Edge, isNodeType, joinPrelude, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import { type JsonPath, schemaIssues } from "./schema-issues.ts";
 import { validateConfigure } from "./validate-configure.ts";
+import { secretIssues } from "./validate-secrets.ts";
 import {
   Severity,
   ValidationCode,
@@ -276,6 +277,8 @@ async function checkNodes(
         );
       }
     }
+    for (const s of await secretIssues(vertex.type, cfg, ctx))
+      add(ValidationCode.UNKNOWN_SECRET, id, vertex.type, [...base, ...s.path], s.message);
     if (vertex.type === "script" && typeof cfg.code === "string") {
       const joined = joinPrelude(prelude, cfg.code);
       const err = await ctx.checkPythonSyntax(joined.code);

@@ -112,6 +112,19 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "flows",
     summary: "25. Import an export: all or nothing, idempotent, `dryRun` reports the plan",
   },
+  "GET /secret": { tag: "secrets", summary: "Secrets of the scope: names and times, never values" },
+  "GET /secret/{name}": {
+    tag: "secrets",
+    summary: "One secret's name and times (never its value)",
+  },
+  "PUT /secret/{name}": {
+    tag: "secrets",
+    summary: "Create or replace a secret (stored encrypted; docs/secrets.md)",
+  },
+  "DELETE /secret/{name}": {
+    tag: "secrets",
+    summary: "Delete a secret; refused (28060002) while a live flow references it",
+  },
   "GET /health": { tag: "operations", summary: "Liveness: the process answers" },
   "GET /ready": {
     tag: "operations",
@@ -231,6 +244,9 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28030005: "task was CANCELED",
   28030006: "script version does not exist (or its element belongs to another scope)",
   28040001: "import refused: it conflicts with what the installation holds; nothing was written",
+  28060001: "secret does not exist in this scope",
+  28060002: "secret is referenced by flows whose release is live: deactivate or change them first",
+  28060003: "secrets are not available: the service runs without SECRETS_KEY",
 };
 
 /** The `code` field's catalog, built from src/errors.ts so the two cannot drift apart. */

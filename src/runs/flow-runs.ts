@@ -4,6 +4,8 @@ import type { Locator } from "../elements/locator.ts";
 import { ErrorCode, errorText } from "../errors.ts";
 import { executeFlow, type FlowDeps, type FlowRunResult } from "../flows/executor.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
+import { maskDeep, maskOrder, maskText } from "../secrets/mask.ts";
+import type { SecretResolver, Secrets } from "../secrets/secrets.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
 import type { Run, ScopeFilter } from "../store/types.ts";
 import { cleanupAtRunEnd } from "./file-cleanup.ts";
@@ -46,6 +48,8 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   cacheLocators: boolean;
   /** Told of every Python execution's outcome (metrics). */
   onScript?: ((o: TaskOutcome) => void) | undefined;
+  /** `${secret.NAME}` references of the run's scope (docs/secrets.md); absent: none resolve. */
+  secrets?: Secrets | undefined;
 };
 
 /**
@@ -66,6 +70,8 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     let sentinel: TimerHandle | undefined;
     let rel: Release | undefined;
     const used: ScriptUse[] = [];
+    // The run's secret values: resolved by its nodes as they execute, masked in all it records.
+    const secrets = deps.secrets?.resolver(r.scope);
     // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper:
     // file-cleanup.ts). After the end is recorded, once the runner handed the directory back, and
     // off the answer's path: the directory syscalls wait on the file system.
@@ -97,13 +103,18 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         configure,
         parameter,
         signal,
-        deps: flowDeps(deps, lifecycle, r, { pins, used }),
+        deps: flowDeps(deps, lifecycle, r, { pins, used, secrets }),
         clock,
         reuse: resumed(r, original),
       });
-      return { outcome: flowOutcome(out, withReused(out, original, used)), configure, afterEnd };
+      const masked = maskDeep(out, secrets?.handedOut() ?? []);
+      return {
+        outcome: flowOutcome(masked, withReused(masked, original, used)),
+        configure,
+        afterEnd,
+      };
     } catch (err) {
-      const error = errorText(err);
+      const error = maskText(errorText(err), maskOrder(secrets?.handedOut() ?? []));
       return { outcome: { status: "FAILURE", error }, afterEnd };
     } finally {
       if (sentinel) clock.clearTimeout(sentinel);
@@ -233,7 +244,7 @@ function flowDeps(
   deps: FlowRunsDeps,
   lifecycle: Pick<RunLifecycle<StartRequest>, "start" | "terminate">,
   r: ExecRun,
-  scripts: { pins: readonly ScriptPin[]; used: ScriptUse[] },
+  scripts: { pins: readonly ScriptPin[]; used: ScriptUse[]; secrets: SecretResolver | undefined },
 ): FlowDeps {
   const { store, clock, config } = deps;
   return {
@@ -249,5 +260,6 @@ function flowDeps(
     fetch: globalThis.fetch,
     responseBytes: config.limits.resultBytes,
     now: () => clock.now(),
+    secrets: scripts.secrets,
   };
 }

@@ -1,6 +1,8 @@
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
+import type { SecretResolver } from "../secrets/secrets.ts";
+import { taskSecrets } from "../secrets/task-env.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
 import type { Scope, Store } from "../store/types.ts";
 
@@ -25,6 +27,8 @@ export function scriptNodeRunner(deps: {
   pins: readonly ScriptPin[];
   /** Each script version the run executes is added here once (the run's detail). */
   used: ScriptUse[];
+  /** The run's secrets: an element's declared ones, and masking (docs/secrets.md). */
+  secrets?: SecretResolver | undefined;
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
@@ -32,6 +36,7 @@ export function scriptNodeRunner(deps: {
       req.code !== undefined
         ? inline(req.nodeId, req.code)
         : await byElement(deps, req.nodeId, req.element);
+    const given = await taskSecrets(source, deps.secrets, req.env);
     const taskId = `${deps.runId}.${req.nodeId}.${seq++}`;
     const onAbort = () => deps.runner.kill(taskId, "terminate");
     req.signal.addEventListener("abort", onAbort, { once: true });
@@ -42,6 +47,7 @@ export function scriptNodeRunner(deps: {
         parameter: req.parameter,
         workDirName: deps.runId,
         keepWorkDir: true,
+        ...given,
         ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
       });
       deps.onScript?.(o);

@@ -80,6 +80,8 @@ function taskMessage(r: Runner, spec: TaskSpec, p: Placement): string {
     kind: spec.source.kind,
     src: Buffer.from(spec.source.content).toString("base64"),
     param: spec.parameter ?? null,
+    // Secret values travel only in this message over the child's pipe, never in a record.
+    env: spec.env ?? {},
     ...p,
     lim: {
       cpu: Math.ceil(Math.min(runS, limits.maxRunS)) + 1,

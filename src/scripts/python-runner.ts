@@ -2,6 +2,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import { maskOutcome } from "../secrets/mask.ts";
 import { chooseCgroups } from "./cgroup-choice.ts";
 import { refusingRunner } from "./python-runner-outcomes.ts";
 import {
@@ -112,7 +113,8 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     refusal: undefined,
     zygotePid: () => pool.zygotePid,
     syntax,
-    run: (spec) => runTask(r, spec),
+    // The one place a task's secret values are masked in what it reports (docs/secrets.md).
+    run: async (spec) => maskOutcome(await runTask(r, spec), spec.mask),
     kill: (taskId, reason) => killTask(r, taskId, reason),
     stats: () => ({ running: r.running, idle: pool.idle, queued: r.queue.length }),
     close: () => closeRunner(r),

@@ -25,6 +25,10 @@ export interface TaskSpec {
   keepWorkDir?: boolean;
   /** Hard limit in ms; past it the process group is killed and the task ends FAILURE. */
   timeoutMs?: number;
+  /** Environment variables of the task (secrets among them: docs/secrets.md). */
+  env?: Record<string, string>;
+  /** Secret values the task was given: masked in its outcome before anyone records it. */
+  mask?: readonly string[];
 }
 
 export type TaskStatus = FinishedStatus;

@@ -11,6 +11,8 @@ import {
   type SyncWait,
 } from "../runs/lifecycle.ts";
 import { type Execution, type Outcome, RunStop } from "../runs/outcome.ts";
+import type { Secrets } from "../secrets/secrets.ts";
+import { taskSecrets } from "../secrets/task-env.ts";
 import type { NewRun, RerunLink, Run, Scope, ScopeFilter, TriggerType } from "../store/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
@@ -49,6 +51,8 @@ export type TaskServiceDeps = Omit<LifecycleDeps, "notFound"> & {
   clock: Clock;
   /** Told of every Python execution's outcome (metrics). */
   onScript?: ((o: TaskOutcome) => void) | undefined;
+  /** The secrets an element declares it reads (docs/secrets.md); absent: none resolve. */
+  secrets?: Secrets | undefined;
 };
 
 /**
@@ -127,6 +131,7 @@ async function execute(
 ): Promise<Execution> {
   const { runner } = deps;
   const script = await taskSource(deps.store, r);
+  const given = await taskSecrets(script, deps.secrets?.resolver(r.scope), undefined);
   // A stop from the lifecycle kills the task's process group; the runner answers the outcome.
   const onAbort = () => {
     const stop: unknown = signal.reason;
@@ -141,6 +146,7 @@ async function execute(
       taskId: r.id,
       source: script,
       parameter,
+      ...given,
       // The lifecycle's system limit stops the task first; this is the runner's backstop.
       timeoutMs: deps.limits.maxRunS * 1000 + 1000,
     });

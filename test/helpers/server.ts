@@ -50,7 +50,8 @@ export const OTHER_SCOPE = { app: "app1", space: "space2", user: "bob" } as cons
 /** A real service on 127.0.0.1 with its own data directory, listening on a free port. */
 export async function startServer(
   env: Record<string, string> = {},
-  opts: { dataDir?: string; keepData?: boolean } = {},
+  /** `logger`: where the service logs (default: silent, or TEST_LOG_LEVEL). */
+  opts: { dataDir?: string; keepData?: boolean; logger?: pino.Logger } = {},
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-test-"));
   const config = loadConfig({
@@ -59,7 +60,7 @@ export async function startServer(
     ...(opts.dataDir ? {} : await modeEnv()),
     ...env,
   });
-  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+  const logger = opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
   const services = await createServices({ config, logger });
   const app = await buildApp(services);
   await app.listen({ port: 0, host: "127.0.0.1" });

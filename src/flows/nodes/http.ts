@@ -1,11 +1,13 @@
 /**
  * `http`: one request. `{{expr}}` templates in url, header values and body strings are evaluated
  * against the node input (with `$params`); template values are not URL-encoded (use
- * `$encodeUrlComponent`). An object/array body is sent as JSON. The response body is parsed as JSON
+ * `$encodeUrlComponent`); `${secret.NAME}` in url and header values is a secret of the run's scope
+ * (docs/secrets.md). An object/array body is sent as JSON. The response body is parsed as JSON
  * when it parses, else returned as text; a non-2xx status fails the node.
  */
 import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
+import { substituteSecrets } from "../../secrets/substitute.ts";
 import { renderDeep, renderTemplate } from "../expr.ts";
 import type { ConfigExpression, NodeDef } from "./types.ts";
 
@@ -48,10 +50,13 @@ export const httpNode: NodeDef = {
   },
   async run(ctx) {
     const { config, input, params } = ctx;
-    const url = String(await renderTemplate(config.url as string, input, params));
+    // `${secret.NAME}` in url and header values: resolved here, at execution only (docs/secrets.md).
+    const render = (text: string) =>
+      substituteSecrets(text, ctx.deps.secrets, (t) => renderTemplate(t, input, params));
+    const url = String(await render(config.url as string));
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries((config.headers ?? {}) as Record<string, string>)) {
-      const value = await renderTemplate(v, input, params);
+      const value = await render(v);
       headers[k] = typeof value === "string" ? value : JSON.stringify(value);
     }
     let body: string | undefined;

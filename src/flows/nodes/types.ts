@@ -1,6 +1,7 @@
 /** The contract between the executor and the node types, and the executor's injected effects. */
 import type { TSchema } from "typebox";
 import type { Locator } from "../../elements/locator.ts";
+import type { SecretValues } from "../../secrets/substitute.ts";
 import type { NodeType, Vertex } from "../graph.ts";
 import type { JsonPath } from "../schema-issues.ts";
 
@@ -15,6 +16,8 @@ export interface FlowDeps {
     code?: string;
     parameter: unknown;
     timeoutMs?: number;
+    /** The task's environment from the node's `env` (secrets resolved), besides its own. */
+    env?: Record<string, string>;
     signal: AbortSignal;
   }): Promise<ScriptResult>;
   runSubflow(req: {
@@ -27,6 +30,8 @@ export interface FlowDeps {
   /** Largest response body an http node reads; past it the node fails (docs/flow-graph.md). */
   responseBytes: number;
   now(): number;
+  /** `${secret.NAME}` values, resolved when a node executes (docs/secrets.md); absent: none. */
+  secrets?: SecretValues | undefined;
 }
 
 export interface NodeContext {

@@ -464,6 +464,8 @@ def run_task(task, result_w, devnull):
         die_with_parent()  # a credential change clears the parent-death signal: set it again
     if not entered:
         os.chdir(task["cwd"])
+    # The task's own variables (secrets among them, docs/secrets.md); HOME and TMPDIR stay ours.
+    os.environ.update(task.get("env") or {})
     os.environ["HOME"] = os.environ["TMPDIR"] = task["cwd"]
     tmp = sys.modules.get("tempfile")  # imported lazily: recompute from TMPDIR if at all
     if tmp is not None:
