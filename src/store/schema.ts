@@ -12,6 +12,7 @@ export interface Database {
   schedule_state: ScheduleStateTable;
   schedule_fires: ScheduleFireTable;
   error_handler_results: ErrorHandlerResultTable;
+  fair_turns: FairTurnTable;
 }
 
 export interface ScheduleStateTable {
@@ -139,4 +140,13 @@ export interface RunTable {
   /** Migration 009: the run this one re-runs or resumes, and which of the two. */
   rerun_of: string | null;
   rerun_kind: string | null;
+  /** Migration 013: the element's limit of runs at once when the run was accepted; null: none. */
+  run_limit: number | null;
+}
+
+/** Migration 013: per queue lane and space, the last fair turn given (docs/run-limits.md). */
+export interface FairTurnTable {
+  lane: string;
+  space_key: string;
+  turn: number;
 }

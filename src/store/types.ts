@@ -1,6 +1,7 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
 import type { ImportWrites } from "./import-types.ts";
+import type { RunLimitStore } from "./run-limit-types.ts";
 import type { FlowListRow, FlowOverviewRow, RunPage, RunQuery } from "./monitor-types.ts";
 import type {
   FlowRevision,
@@ -14,6 +15,7 @@ import type {
 } from "./revision-types.ts";
 
 export type { ImportFlow, ImportWrites } from "./import-types.ts";
+export type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
 export * from "./model.ts";
 export type {
   ColFilter,
@@ -131,7 +133,7 @@ export interface ErrorHandlerResult {
   runId?: string;
 }
 
-export interface Store {
+export interface Store extends RunLimitStore {
   readonly dialect: "sqlite" | "postgres";
 
   folderByPath(scope: Scope, path: string): Promise<Folder | undefined>;
