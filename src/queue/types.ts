@@ -13,7 +13,7 @@ export interface RunJob {
 
 /** The key runs of one space take their turns under. */
 export function spaceKey(scope: Scope | undefined): string {
-  return scope ? `${scope.app}\u0000${scope.space}` : "";
+  return scope ? JSON.stringify([scope.app, scope.space]) : "";
 }
 
 export interface RunQueue {

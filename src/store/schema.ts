@@ -12,7 +12,6 @@ export interface Database {
   schedule_state: ScheduleStateTable;
   schedule_fires: ScheduleFireTable;
   error_handler_results: ErrorHandlerResultTable;
-  fair_turns: FairTurnTable;
 }
 
 export interface ScheduleStateTable {
@@ -142,11 +141,4 @@ export interface RunTable {
   rerun_kind: string | null;
   /** Migration 013: the element's limit of runs at once when the run was accepted; null: none. */
   run_limit: number | null;
-}
-
-/** Migration 013: per queue lane and space, the last fair turn given (docs/run-limits.md). */
-export interface FairTurnTable {
-  lane: string;
-  space_key: string;
-  turn: number;
 }
