@@ -98,8 +98,7 @@ function pump(q: LocalQueue, kind: Kind): void {
 
 function reserve(q: LocalQueue, kind: Kind): QueueSlot | null {
   const lane = q.lanes[kind];
-  if (q.stopped || lane.active >= q.opts.concurrency[kind] || lane.pending.size > 0)
-    return null;
+  if (q.stopped || lane.active >= q.opts.concurrency[kind] || lane.pending.size > 0) return null;
   lane.active++;
   let used = false;
   return {

@@ -3,10 +3,11 @@ import type { SqlExecutor } from "../store/types.ts";
 /**
  * Fair turns in the cluster queue (docs/run-limits.md, "Fair turns"). pg-boss fetches jobs by
  * priority, then creation; a job's priority is minus its turn, so jobs are fetched in turn
- * order. Each space's jobs get consecutive turns starting after the later of its own last turn
- * and the queue's current turn (the turn of the first waiting job, or the last turn given when
- * nothing waits): a space that submits 5,000 runs takes turns 1..5,000, and a space that submits
- * one run while the first is at turn 10 gets turn 10, so it waits behind at most one of them.
+ * order. Each space's jobs get consecutive turns, from the later of its own last turn + 1 and the
+ * queue's current turn (the turn of the first waiting job, or the last turn given when nothing
+ * waits): a space that submits 5,000 runs takes turns 1..5,000, and a space that submits one run
+ * while the first waiting is at turn 10 gets turn 10 too, created later: it waits behind at most
+ * one of them.
  * This is start-time fair queueing with the turn as virtual time.
  */
 export interface FairTurns {
@@ -52,10 +53,12 @@ export function createFairTurns(lane: string, jobTable: string): FairTurns {
       const counts = new Map<string, number>();
       for (const k of keys) counts.set(k, (counts.get(k) ?? 0) + 1);
       const sorted = [...counts.keys()].sort();
-      const v = await current(db);
+      // A space with nothing waiting starts at the current turn itself: after the job that holds
+      // it (creation order breaks ties), before that space's next job.
+      const base = (await current(db)) - 1;
       const { rows } = await db.executeSql(takeSql, [
         lane,
-        v,
+        base,
         sorted,
         sorted.map((k) => counts.get(k)),
       ]);

@@ -256,7 +256,12 @@ async function runSyncLimited<Req extends RunRequest>(
   await commitQueued(c, rec, parameter);
   const waitS =
     wait.timeoutS && wait.timeoutS > 0 ? Math.min(wait.timeoutS, limits.maxWaitS) : limits.maxWaitS;
-  const ran = await waitForRunEnd({ store, events, clock: c.clock }, rec.scope, rec.id, waitS * 1000);
+  const ran = await waitForRunEnd(
+    { store, events, clock: c.clock },
+    rec.scope,
+    rec.id,
+    waitS * 1000,
+  );
   const now = ran ?? (await readBack(c, rec));
   if (TERMINAL.has(now.status) || !wait.terminateOnTimeout)
     return { run: now, killedOnTimeout: false };

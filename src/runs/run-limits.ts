@@ -57,9 +57,12 @@ export function createLimitWakeups(deps: WakeupDeps): LimitWakeups {
 
 async function enqueueStartable(deps: WakeupDeps, elementId: string): Promise<void> {
   for (const run of await deps.store.startableRuns(elementId)) {
-    await deps.queue.enqueue({ runId: run.id, kind: kindOf(run), scope: run.scope }, {
-      ignoreBound: true,
-    });
+    await deps.queue.enqueue(
+      { runId: run.id, kind: kindOf(run), scope: run.scope },
+      {
+        ignoreBound: true,
+      },
+    );
   }
 }
 
@@ -76,7 +79,10 @@ async function sweep(deps: WakeupDeps): Promise<number> {
   let woken = 0;
   for (const run of runs) {
     if (live.has(run.id)) continue;
-    await queue.enqueue({ runId: run.id, kind: kindOf(run), scope: run.scope }, { ignoreBound: true });
+    await queue.enqueue(
+      { runId: run.id, kind: kindOf(run), scope: run.scope },
+      { ignoreBound: true },
+    );
     woken++;
   }
   if (woken > 0) deps.logger.warn({ woken }, "gave a job again to runs waiting for a free slot");
