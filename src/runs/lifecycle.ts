@@ -138,7 +138,7 @@ async function create<Req extends RunRequest>(
   req: Req,
   inProcess: boolean,
 ): Promise<string> {
-  const { store, events, limits, deps, executor, queuedHere } = c;
+  const { store, events, limits, deps, executor } = c;
   executor.admit?.();
   // A run that would not wait (a free slot, nobody queued) is committed STARTED and executed at
   // once: one write fewer than QUEUED → STARTED. Only a queue that runs jobs here offers slots.

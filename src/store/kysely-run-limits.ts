@@ -1,7 +1,7 @@
 import { type Kysely, sql, type Transaction } from "kysely";
 import { toRun } from "./rows.ts";
-import type { Database } from "./schema.ts";
 import type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
+import type { Database } from "./schema.ts";
 import type { Dialect, Run } from "./types.ts";
 
 export function runLimitMethods(db: Kysely<Database>, dialect: Dialect): RunLimitStore {

@@ -1,7 +1,6 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
 import type { ImportWrites } from "./import-types.ts";
-import type { RunLimitStore } from "./run-limit-types.ts";
 import type { FlowListRow, FlowOverviewRow, RunPage, RunQuery } from "./monitor-types.ts";
 import type {
   FlowRevision,
@@ -13,9 +12,9 @@ import type {
   ScriptVersion,
   ScriptVersionInfo,
 } from "./revision-types.ts";
+import type { RunLimitStore } from "./run-limit-types.ts";
 
 export type { ImportFlow, ImportWrites } from "./import-types.ts";
-export type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
 export * from "./model.ts";
 export type {
   ColFilter,
@@ -33,6 +32,7 @@ export type {
   StringColumn,
   StringOp,
 } from "./monitor-types.ts";
+export type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
 
 import type {
   Element,
