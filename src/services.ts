@@ -15,6 +15,7 @@ import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
+import { createLimitWakeups } from "./runs/run-limits.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
@@ -301,6 +302,13 @@ async function startRecovery(deps: {
   nodeId: string;
 }): Promise<Recovery> {
   const { config, topology, logger } = deps;
+  const waiting = createLimitWakeups({
+    store: topology.store,
+    queue: topology.queue,
+    events: deps.events,
+    logger,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+  });
   const recovery = createRecovery({
     store: topology.store,
     queue: topology.queue,
@@ -312,6 +320,7 @@ async function startRecovery(deps: {
     heartbeatMs: config.heartbeatMs,
     heartbeatTimeoutMs: config.heartbeatTimeoutMs,
     requeue: topology.recovery.requeueAtStart,
+    waiting,
   });
   const recovered = await recovery.recoverAtStart();
   if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");

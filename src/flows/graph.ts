@@ -152,6 +152,8 @@ export interface Configure {
   runTimeout: RunTimeout;
   logContent: LogContent;
   fileCleanup: FileCleanup;
+  /** Runs of this flow executing at once, across the cluster; absent: no limit (docs/run-limits.md). */
+  maxConcurrentRuns?: number | undefined;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -186,6 +188,7 @@ export function normalizeConfigure(raw: unknown): Configure {
     runTimeout: isRecord(c.runTimeout) ? (c.runTimeout as RunTimeout) : { type: "system" },
     logContent: c.logContent === "CONCISE" ? "CONCISE" : "DETAILED",
     fileCleanup: isRecord(c.fileCleanup) ? (c.fileCleanup as FileCleanup) : { type: "default" },
+    ...(typeof c.maxConcurrentRuns === "number" ? { maxConcurrentRuns: c.maxConcurrentRuns } : {}),
   };
 }
 

@@ -150,6 +150,7 @@ export async function validateConfigure(
   if (fileCleanup !== undefined && fileCleanup !== null) {
     out.push(...variantIssues(FILE_CLEANUP_VARIANTS, fileCleanup, [...base, "fileCleanup"]));
   }
+  out.push(...maxRunsIssues(configure.maxConcurrentRuns, [...base, "maxConcurrentRuns"]));
   return out;
 }
 
@@ -232,4 +233,12 @@ async function errorHandlerIssues(
   const custom = isRecord(errorHandlers) ? errorHandlers.custom : undefined;
   if (shape.length > 0 || !isRecord(custom)) return shape;
   return elementIssue(custom.element as FlowLocator, [...at, "custom", "element"], ctx);
+}
+
+/** `configure.maxConcurrentRuns` (docs/run-limits.md): absent, or a positive integer. */
+function maxRunsIssues(value: unknown, path: JsonPath): ValidationResult[] {
+  if (value === undefined || value === null) return [];
+  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 1) return [];
+  const message = "maxConcurrentRuns must be a positive integer";
+  return [issue(ValidationCode.INVALID_CONFIGURE, path, message)];
 }

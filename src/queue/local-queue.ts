@@ -1,6 +1,7 @@
 import { ErrorCode, SluiceError } from "../errors.ts";
+import { createFairFifo, type FairFifo } from "./fair-fifo.ts";
 import { stopping } from "./stopping.ts";
-import type { QueueSlot, RunJob, RunQueue } from "./types.ts";
+import { type QueueSlot, type RunJob, type RunQueue, spaceKey } from "./types.ts";
 
 type Kind = RunJob["kind"];
 
@@ -9,26 +10,27 @@ interface LocalQueueOptions {
   concurrency: Record<Kind, number>;
 }
 
-/** The state one local queue keeps: a FIFO per kind, its handler, and who waits for idle. */
+/** The state one local queue keeps: fair turns per kind, its handler, and who waits for idle. */
 interface LocalQueue {
   opts: LocalQueueOptions;
-  lanes: Record<Kind, { pending: RunJob[]; head: number; active: number }>;
+  lanes: Record<Kind, { pending: FairFifo<RunJob>; active: number }>;
   handler: ((job: RunJob) => Promise<void>) | null;
   stopped: boolean;
   idle: (() => void)[];
 }
 
 /**
- * The embedded-mode queue: one in-memory FIFO per kind, each behind its own concurrency bound
- * (script slots are scarce processes; flow slots mostly wait). Durability comes from the store:
+ * The embedded-mode queue: per kind, in-memory FIFOs per space taken in turns (docs/run-limits.md),
+ * behind the kind's own concurrency bound (script slots are scarce processes; flow slots mostly
+ * wait). Durability comes from the store:
  * jobs are runs already committed as QUEUED, and restart recovery re-enqueues them.
  */
 export function createLocalQueue(opts: LocalQueueOptions): RunQueue {
   const q: LocalQueue = {
     opts,
     lanes: {
-      flow: { pending: [], head: 0, active: 0 },
-      script: { pending: [], head: 0, active: 0 },
+      flow: { pending: createFairFifo(), active: 0 },
+      script: { pending: createFairFifo(), active: 0 },
     },
     handler: null,
     stopped: false,
@@ -56,9 +58,7 @@ export function createLocalQueue(opts: LocalQueueOptions): RunQueue {
 }
 
 function size({ lanes }: LocalQueue): number {
-  return (
-    lanes.flow.pending.length - lanes.flow.head + lanes.script.pending.length - lanes.script.head
-  );
+  return lanes.flow.pending.size + lanes.script.pending.size;
 }
 
 function activeCount({ lanes }: LocalQueue): number {
@@ -69,7 +69,7 @@ function enqueue(q: LocalQueue, job: RunJob, ignoreBound: boolean): void {
   const { bound } = q.opts;
   if (!ignoreBound && size(q) >= bound)
     throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${bound} runs`]);
-  q.lanes[job.kind].pending.push(job);
+  q.lanes[job.kind].pending.push(spaceKey(job.scope), job);
   pump(q, job.kind);
 }
 
@@ -85,13 +85,9 @@ function pump(q: LocalQueue, kind: Kind): void {
     q.handler &&
     !q.stopped &&
     lane.active < q.opts.concurrency[kind] &&
-    lane.head < lane.pending.length
+    lane.pending.size > 0
   ) {
-    const job = lane.pending[lane.head++] as RunJob;
-    if (lane.head > 1024 && lane.head * 2 > lane.pending.length) {
-      lane.pending.splice(0, lane.head);
-      lane.head = 0;
-    }
+    const job = lane.pending.shift() as RunJob;
     lane.active++;
     // A handler records its own failures on the run; one that throws must not stall the lane.
     q.handler(job)
@@ -102,8 +98,7 @@ function pump(q: LocalQueue, kind: Kind): void {
 
 function reserve(q: LocalQueue, kind: Kind): QueueSlot | null {
   const lane = q.lanes[kind];
-  if (q.stopped || lane.active >= q.opts.concurrency[kind] || lane.head < lane.pending.length)
-    return null;
+  if (q.stopped || lane.active >= q.opts.concurrency[kind] || lane.pending.size > 0) return null;
   lane.active++;
   let used = false;
   return {

@@ -2,10 +2,11 @@ import { PgBoss } from "pg-boss";
 import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import { createGroupCommit } from "./group-commit.ts";
+import { createFairTurns, type FairTurns, installFairTurns } from "./pg-fair-turns.ts";
 import { createLane, type Lane, type LaneHost, startLane, stopLane, wake } from "./pg-lane.ts";
 import { liveJobs } from "./pg-live-jobs.ts";
 import { stopping } from "./stopping.ts";
-import type { RunJob, RunQueue } from "./types.ts";
+import { type RunJob, type RunQueue, spaceKey } from "./types.ts";
 
 type Kind = RunJob["kind"];
 const KINDS: readonly Kind[] = ["flow", "script"];
@@ -58,6 +59,8 @@ interface PgQueue extends LaneHost {
   recountTimer: TimerHandle | null;
   started: boolean;
   lanes: Lane[];
+  /** Per kind: the turns its jobs are fetched in (docs/run-limits.md, "Fair turns"). */
+  turns: Record<Kind, FairTurns>;
 }
 
 /**
@@ -77,6 +80,9 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
   const { logger } = opts;
   const boss = await startBoss(opts);
   const tables = await createQueues(boss, queueOf);
+  await installFairTurns(boss.getDb());
+  const tableOf = (kind: Kind) =>
+    [...tables].find(([, names]) => names.includes(queueOf(kind)))?.[0] ?? "job";
   const q: PgQueue = {
     opts,
     logger,
@@ -97,6 +103,10 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     stopped: false,
     started: false,
     lanes: [],
+    turns: {
+      flow: createFairTurns(queueOf("flow"), tableOf("flow")),
+      script: createFairTurns(queueOf("script"), tableOf("script")),
+    },
   };
   armRecount(q, opts.recountMs ?? 500);
   q.lanes = KINDS.map((kind) => createLane(q, kind, q.queueOf(kind), laneSlots(opts, kind)));
@@ -223,7 +233,10 @@ async function enqueue(q: PgQueue, job: RunJob, ignoreBound: boolean): Promise<v
       throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${bound} runs`]);
     }
   }
-  await sending(q, job, (name, data) => q.boss.send(name, data));
+  // A job sent again (recovery, a freed slot) takes the current turn: it waited already.
+  await sending(q, job, async (name, data) =>
+    q.boss.send(name, data, { priority: -(await q.turns[job.kind].current(q.db)) }),
+  );
 }
 
 /** Sends through `send`, counted against the bound from before the insert to after it. */
@@ -259,7 +272,14 @@ async function submitBatch(
         for (const kind of KINDS) {
           const jobs = batch.filter((b) => b.job.kind === kind);
           if (jobs.length === 0) continue;
-          const data = jobs.map((b) => ({ data: { runId: b.job.runId, kind } }));
+          const turns = await q.turns[kind].take(
+            tx,
+            jobs.map((b) => spaceKey(b.run.scope)),
+          );
+          const data = jobs.map((b, i) => ({
+            data: { runId: b.job.runId, kind },
+            priority: -(turns[i] as number),
+          }));
           await q.boss.insert(q.queueOf(kind), data, { db: tx });
         }
       },

@@ -1,9 +1,19 @@
-import type { NewRun, Store } from "../store/types.ts";
+import type { NewRun, Scope, Store } from "../store/types.ts";
 
 /** A durable run is already in the store; the queue only carries its ID to a worker. */
 export interface RunJob {
   runId: string;
   kind: "flow" | "script";
+  /**
+   * The run's space: queued runs are handed out in turns across spaces (docs/run-limits.md).
+   * Absent: the job takes its turn with the other jobs that have none.
+   */
+  scope?: Scope | undefined;
+}
+
+/** The key runs of one space take their turns under. */
+export function spaceKey(scope: Scope | undefined): string {
+  return scope ? JSON.stringify([scope.app, scope.space]) : "";
 }
 
 export interface RunQueue {

@@ -181,5 +181,6 @@ function flowRunRecord(
     nodeId: status === "STARTED" ? at.nodeId : null,
     createTime: now,
     startTime: status === "STARTED" ? now : null,
+    runLimit: rel.configure.maxConcurrentRuns ?? null,
   };
 }

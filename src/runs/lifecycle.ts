@@ -138,14 +138,20 @@ async function create<Req extends RunRequest>(
   req: Req,
   inProcess: boolean,
 ): Promise<string> {
-  const { store, events, limits, deps, executor, queuedHere } = c;
+  const { store, events, limits, deps, executor } = c;
   executor.admit?.();
   // A run that would not wait (a free slot, nobody queued) is committed STARTED and executed at
   // once: one write fewer than QUEUED → STARTED. Only a queue that runs jobs here offers slots.
-  const slot = inProcess ? null : (deps.queue.reserve?.(executor.kind) ?? null);
+  let slot = inProcess ? null : (deps.queue.reserve?.(executor.kind) ?? null);
   try {
-    const started = inProcess || slot !== null;
-    const rec = await executor.prepare(req, started ? "STARTED" : "QUEUED", inProcess);
+    let rec = await executor.prepare(req, inProcess || slot ? "STARTED" : "QUEUED", inProcess);
+    // A limited run starts only through its claim, which counts its element (docs/run-limits.md).
+    if (rec.runLimit != null && rec.status === "STARTED") {
+      slot?.release();
+      slot = null;
+      rec = asQueued(rec);
+    }
+    const started = rec.status === "STARTED";
     const { parameter } = req;
     if (!started && deps.queue.depth() >= limits.queuedRuns)
       throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
@@ -156,20 +162,35 @@ async function create<Req extends RunRequest>(
       else void run(c, rec, parameter);
       return rec.id;
     }
-    // Only a queue that runs its jobs here guarantees this process takes the job (else the map would leak).
-    if (deps.queueIsLocal) queuedHere.set(rec.id, { rec, parameter });
-    try {
-      await deps.commitQueued(rec, { runId: rec.id, kind: executor.kind });
-    } catch (err) {
-      queuedHere.delete(rec.id);
-      throw err;
-    }
-    events.publish({ type: "created", run: rec });
+    await commitQueued(c, rec, parameter);
     return rec.id;
   } catch (err) {
     slot?.release();
     throw err;
   }
+}
+
+/** The record of a run that was prepared to start at once but has to wait for its turn. */
+function asQueued(rec: NewRun): NewRun {
+  return { ...rec, status: "QUEUED", nodeId: null, startTime: null };
+}
+
+/** Commits a QUEUED run with its job and tells the subscribers. */
+async function commitQueued<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: NewRun,
+  parameter: unknown,
+): Promise<void> {
+  const { deps, queuedHere, events, executor } = c;
+  // Only a queue that runs its jobs here guarantees this process takes the job (else the map would leak).
+  if (deps.queueIsLocal) queuedHere.set(rec.id, { rec, parameter });
+  try {
+    await deps.commitQueued(rec, { runId: rec.id, kind: executor.kind, scope: rec.scope });
+  } catch (err) {
+    queuedHere.delete(rec.id);
+    throw err;
+  }
+  events.publish({ type: "created", run: rec });
 }
 
 async function runSync<Req extends RunRequest>(
@@ -180,6 +201,7 @@ async function runSync<Req extends RunRequest>(
   const { store, clock, events, limits, executor, active } = c;
   executor.admit?.();
   const rec = await executor.prepare(req, "STARTED", true);
+  if (rec.runLimit != null) return runSyncLimited(c, asQueued(rec), req.parameter, wait);
   const pending: PendingRecord = { rec, inserted: null, wroteEnded: false };
   const grace = clock.setTimeout(() => {
     insertStarted(store, pending);
@@ -217,6 +239,36 @@ async function runSync<Req extends RunRequest>(
   return { run: await readBack(c, rec), killedOnTimeout: true };
 }
 
+/**
+ * A run-sync of a limited element waits for its turn like any queued run, within its timeout
+ * (docs/run-limits.md): committed QUEUED with its job, then awaited. `terminateOnTimeout` cancels
+ * it when the wait elapses, whether it still waits or already executes.
+ */
+async function runSyncLimited<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: NewRun,
+  parameter: unknown,
+  wait: SyncWait,
+): Promise<SyncRun> {
+  const { deps, limits, store, events } = c;
+  if (deps.queue.depth() >= limits.queuedRuns)
+    throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
+  await commitQueued(c, rec, parameter);
+  const waitS =
+    wait.timeoutS && wait.timeoutS > 0 ? Math.min(wait.timeoutS, limits.maxWaitS) : limits.maxWaitS;
+  const ran = await waitForRunEnd(
+    { store, events, clock: c.clock },
+    rec.scope,
+    rec.id,
+    waitS * 1000,
+  );
+  const now = ran ?? (await readBack(c, rec));
+  if (TERMINAL.has(now.status) || !wait.terminateOnTimeout)
+    return { run: now, killedOnTimeout: false };
+  await terminate(c, now);
+  return { run: await readBack(c, rec), killedOnTimeout: true };
+}
+
 async function readBack<Req extends RunRequest>(c: Lifecycle<Req>, rec: NewRun): Promise<Run> {
   const { store, deps } = c;
   const r = await store.getRun(rec.scope, rec.id);
@@ -229,10 +281,15 @@ async function execute<Req extends RunRequest>(c: Lifecycle<Req>, runId: string)
   // startRun moves only a QUEUED run and answers it as started, so a run terminated while it
   // waited is not executed and a worker needs no read of its own (docs/cluster.md).
   const mine = queuedHere.get(runId);
-  queuedHere.delete(runId);
   const startTime = clock.now();
-  const r = await store.startRun(runId, startTime, deps.nodeId);
+  // A limited run is not started by startRun; its claim counts its element (docs/run-limits.md).
+  const r =
+    (await store.startRun(runId, startTime, deps.nodeId)) ??
+    (await store.claimLimited(runId, startTime, deps.nodeId));
+  // Not started: ended meanwhile, or a limited run without a free slot, whose job comes again
+  // when a run of its element ends.
   if (!r) return;
+  queuedHere.delete(runId);
   events.publish({ type: "started", runId, startTime });
   const rec = { ...(mine?.rec ?? r), startTime, nodeId: deps.nodeId };
   await run(c, rec, mine ? mine.parameter : JSON.parse(r.runParam ?? "null"));
@@ -249,7 +306,7 @@ async function terminate<Req extends RunRequest>(c: Lifecycle<Req>, r: Run): Pro
   };
   if (!(await store.endRun(r.id, end))) return false;
   active.get(r.id)?.abort(new RunStop("terminate", "terminated"));
-  events.publish({ type: "ended", runId: r.id, end });
+  events.publish({ type: "ended", runId: r.id, end, run: r });
   for (const child of await store.childRuns(r.id)) await terminate(c, child);
   return true;
 }

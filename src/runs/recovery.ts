@@ -41,6 +41,8 @@ interface RecoveryDeps {
   heartbeatTimeoutMs: number;
   /** Embedded: re-queue waiting runs (their in-memory queue died with the process). */
   requeue: boolean;
+  /** Runs waiting for a slot of their limited element (run-limits.ts): woken on every beat. */
+  waiting?: { sweep(): Promise<number> } | undefined;
 }
 
 /** The state one recovery keeps: its dependencies and the heartbeat timer. */
@@ -108,7 +110,10 @@ async function sweep(r: RecoveryState): Promise<Recovered> {
   const { store } = deps;
   const now = deps.clock.now();
   await store.heartbeat(deps.nodeId, now);
-  if (!deps.sharedDatabase) return { failed: 0, requeued: 0 };
+  if (!deps.sharedDatabase) {
+    await deps.waiting?.sweep();
+    return { failed: 0, requeued: 0 };
+  }
   const requeued = await requeueLost(r, now);
   let failed = 0;
   for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
@@ -117,6 +122,8 @@ async function sweep(r: RecoveryState): Promise<Recovered> {
     if (await fail(r, run.id, message)) failed++;
   }
   if (failed > 0) deps.logger.warn({ failed }, "failed runs of dead nodes");
+  // After the dead nodes' runs failed: their slots are free for the runs that wait.
+  await deps.waiting?.sweep();
   return { failed, requeued };
 }
 
@@ -152,7 +159,8 @@ async function recoverAtStart(r: RecoveryState): Promise<Recovered> {
   let requeued = 0;
   if (deps.requeue) {
     for (const run of await store.unfinishedRuns(["QUEUED"])) {
-      await deps.queue.enqueue({ runId: run.id, kind: kindOf(run) }, { ignoreBound: true });
+      const job = { runId: run.id, kind: kindOf(run), scope: run.scope };
+      await deps.queue.enqueue(job, { ignoreBound: true });
       requeued++;
     }
   }

@@ -6,7 +6,9 @@ import type { NewRun, RunEnd } from "../store/types.ts";
 export type RunFacts = Pick<
   NewRun,
   "id" | "elementType" | "triggerType" | "createTime" | "startTime"
->;
+> &
+  /** The element and its limit: an end frees a slot of it (docs/run-limits.md). */
+  Partial<Pick<NewRun, "elementId" | "runLimit">>;
 
 /**
  * What the run lifecycle tells its observers (docs/architecture.md, "Run events"). Every event is

@@ -190,6 +190,8 @@ async function queuedBefore(
     .select(["id", "element_type"])
     .where("status", "=", "QUEUED")
     .where("create_time", "<", cutoff)
+    // A limited run waiting for a slot has no job on purpose; run-limits.ts wakes those.
+    .where("run_limit", "is", null)
     .orderBy("create_time")
     .limit(limit)
     .execute();

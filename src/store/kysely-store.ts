@@ -4,6 +4,7 @@ import { elementByNumber, elementMethods } from "./kysely-elements.ts";
 import { flowMethods } from "./kysely-flows.ts";
 import { monitorMethods } from "./kysely-monitor.ts";
 import { revisionReads } from "./kysely-revisions.ts";
+import { runLimitMethods } from "./kysely-run-limits.ts";
 import { runMethods } from "./kysely-runs.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
 import { scriptMethods } from "./kysely-scripts.ts";
@@ -25,6 +26,7 @@ export function createKyselyStore(
     ...scheduleMethods(db),
     ...elementMethods(db),
     ...runMethods(db),
+    ...runLimitMethods(db, dialect),
     db,
     dialect,
     close: onClose,

@@ -9,6 +9,7 @@ import * as m007 from "./migrations/007-monitor-trigram.ts";
 import * as m008 from "./migrations/008-revisions.ts";
 import * as m009 from "./migrations/009-rerun-link.ts";
 import * as m011 from "./migrations/011-secrets.ts";
+import * as m013 from "./migrations/013-run-limits.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -27,6 +28,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "008-revisions": m008,
   "009-rerun-link": m009,
   "011-secrets": m011,
+  "013-run-limits": m013,
 };
 
 /** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */

@@ -83,4 +83,6 @@ export interface Run {
   detail: Record<string, unknown> | null;
   /** The run this one re-runs or resumes; null for every other run. */
   rerunOf: RerunLink | null;
+  /** Runs of its element allowed at once, as when this run was accepted (docs/run-limits.md). */
+  runLimit?: number | null;
 }

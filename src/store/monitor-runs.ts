@@ -44,6 +44,7 @@ const RUN_COLUMNS = [
   "summary",
   "rerun_of",
   "rerun_kind",
+  "run_limit",
 ] as const;
 
 type RunRow = Pick<Selectable<RunTable>, (typeof RUN_COLUMNS)[number]>;

@@ -119,6 +119,8 @@ async function startAll(
       .updateTable("runs")
       .set({ status: "STARTED", start_time: g.startTime, node_id: g.nodeId })
       .where("id", "in", ids)
+      // A limited run starts only through its claim (run-limits.ts), which counts its element.
+      .where("run_limit", "is", null)
       .where((eb) =>
         // A batch whose commit happened but whose answer was lost (a connection reset) is tried
         // again write by write: a run this very start already moved (this node, this start time)
@@ -298,6 +300,7 @@ export function runRow(run: NewRun, end?: RunEnd) {
     start_time: run.startTime ?? null,
     rerun_of: run.rerunOf?.runId ?? null,
     rerun_kind: run.rerunOf?.kind ?? null,
+    run_limit: run.runLimit ?? null,
     // Every row has every column, so that rows with and without an end share one multi-row insert.
     ...(end ? endColumns(end, run.startTime ?? run.createTime) : UNFINISHED),
   };

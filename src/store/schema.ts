@@ -139,4 +139,6 @@ export interface RunTable {
   /** Migration 009: the run this one re-runs or resumes, and which of the two. */
   rerun_of: string | null;
   rerun_kind: string | null;
+  /** Migration 013: the element's limit of runs at once when the run was accepted; null: none. */
+  run_limit: number | null;
 }

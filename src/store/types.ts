@@ -12,6 +12,7 @@ import type {
   ScriptVersion,
   ScriptVersionInfo,
 } from "./revision-types.ts";
+import type { RunLimitStore } from "./run-limit-types.ts";
 
 export type { ImportFlow, ImportWrites } from "./import-types.ts";
 export * from "./model.ts";
@@ -31,6 +32,7 @@ export type {
   StringColumn,
   StringOp,
 } from "./monitor-types.ts";
+export type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
 
 import type {
   Element,
@@ -131,7 +133,7 @@ export interface ErrorHandlerResult {
   runId?: string;
 }
 
-export interface Store {
+export interface Store extends RunLimitStore {
   readonly dialect: "sqlite" | "postgres";
 
   folderByPath(scope: Scope, path: string): Promise<Folder | undefined>;

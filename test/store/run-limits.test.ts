@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
+
+/** The claim of limited runs (docs/run-limits.md), the same in both dialects. */
+const DIALECTS = {
+  sqlite: () => openStore({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), "sluice-lim-")) }),
+  postgres: async () =>
+    openStore({
+      databaseUrl: await (await startPostgres()).createDatabase(),
+      dataDir: os.tmpdir(),
+    }),
+};
+
+for (const [dialect, open] of Object.entries(DIALECTS)) {
+  describe(`run limits (${dialect})`, () => {
+    let store: OpenedStore;
+    before(async () => {
+      store = await open();
+    });
+    after(() => store.close());
+
+    it("a limited run starts only within its element's limit, oldest first", async () => {
+      const [a, b, c] = [1, 2, 3].map(() => newRun({ elementId: "7", runLimit: 2 }));
+      for (const r of [a, b, c]) await store.insertRun(r as NonNullable<typeof r>);
+      const ids = [a, b, c].map((r) => r?.id as string);
+      const [ida, idb, idc] = ids as [string, string, string];
+      // startRun never starts a limited run.
+      assert.equal(await store.startRun(ida, 1, "n"), undefined);
+      assert.deepEqual(
+        (await store.startableRuns("7")).map((r) => r.id),
+        [ida, idb],
+      );
+      // Two older runs wait: the youngest may not take their slots.
+      assert.equal(await store.claimLimited(idc, 1, "n"), undefined);
+      assert.equal((await store.claimLimited(idb, 1, "n"))?.status, "STARTED");
+      assert.equal((await store.claimLimited(ida, 1, "n"))?.status, "STARTED");
+      assert.equal(await store.claimLimited(idc, 1, "n"), undefined);
+      assert.deepEqual(await store.startableRuns(), []);
+      await store.endRun(ida, { status: "SUCCESS", endTime: 2, summary: null });
+      assert.deepEqual(
+        (await store.startableRuns()).map((r) => r.id),
+        [idc],
+      );
+      assert.equal((await store.claimLimited(idc, 3, "n"))?.status, "STARTED");
+      // Not QUEUED any more: a second delivery does nothing.
+      assert.equal(await store.claimLimited(idc, 3, "n"), undefined);
+    });
+
+    it("concurrent claims of one element never exceed its limit", async () => {
+      const runs = Array.from({ length: 20 }, () => newRun({ elementId: "8", runLimit: 3 }));
+      for (const r of runs) await store.insertRun(r);
+      const got = await Promise.all(runs.map((r) => store.claimLimited(r.id, 1, "n")));
+      assert.equal(got.filter(Boolean).length, 3);
+      const started = await store.unfinishedRuns(["STARTED"]);
+      assert.equal(started.filter((r) => r.elementId === "8").length, 3);
+    });
+  });
+}
