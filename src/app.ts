@@ -23,6 +23,7 @@ import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
+import { webhookRoutes } from "./http/webhook-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
@@ -30,6 +31,7 @@ import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Store } from "./store/types.ts";
 import type { Topology } from "./topology.ts";
+import type { Webhooks } from "./webhooks/index.ts";
 
 export interface AppDeps {
   config: Config;
@@ -48,6 +50,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** Where this process stands (services.ts): what /health shows, whether the API is served. */
   topology: Pick<Topology, "mode" | "servesApi">;
+  /** Completion webhooks (docs/webhooks.md): deliveries in the run detail, the signing secret. */
+  webhooks?: Pick<Webhooks, "deliveriesOf" | "secret" | "rotateSecret"> | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -145,7 +149,9 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),
+        deliveries: deps.webhooks && ((runId: string) => deps.webhooks?.deliveriesOf(runId) ?? []),
       });
+      if (deps.webhooks) await dataflow.register(webhookRoutes, { webhooks: deps.webhooks });
     },
     { prefix: config.dataflowPrefix },
   );

@@ -20,9 +20,11 @@ import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.t
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
+import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
 import { createTopology, type Topology } from "./topology.ts";
+import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/index.ts";
 
 export interface Services {
   config: Config;
@@ -43,6 +45,7 @@ export interface Services {
   schedules: FlowSchedules;
   errorHandlers: ErrorHandlers;
   fileSweeper: FileSweeper;
+  webhooks: Webhooks;
   close(): Promise<void>;
 }
 
@@ -134,7 +137,19 @@ async function assemble(deps: {
     logger,
     config: errorHandlerConfig(config),
   });
+  const webhooks = createWebhooks({
+    store,
+    outbox: createWebhookStore(store.db, store.dialect),
+    events,
+    clock,
+    nodeId,
+    logger,
+    config: webhooksConfig(config),
+    ownsDatabase: topology.ownsDatabase,
+  });
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  // After recovery: the runs it ended have their deliveries, and those a previous life missed.
+  await webhooks.start();
 
   const { schedules, fileSweeper } = await startWork({
     config,
@@ -164,6 +179,7 @@ async function assemble(deps: {
     schedules,
     errorHandlers,
     fileSweeper,
+    webhooks,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -171,6 +187,7 @@ async function assemble(deps: {
         () => fileSweeper.stop(),
         () => recovery.stop(),
         () => queue.stop(),
+        () => webhooks.stop(),
         () => bridge?.close(),
         () => runner.close(),
         () => store.close(),
@@ -272,6 +289,16 @@ function errorHandlerConfig(config: Config): ErrorHandlerConfig {
     backoffMs: fc.handlerBackoffMs,
     webhookTimeoutMs: fc.webhookTimeoutMs,
     customWaitS: fc.customHandlerWaitS,
+  };
+}
+
+function webhooksConfig(config: Config): WebhooksConfig {
+  return {
+    ...config.webhooks,
+    timeoutMs: config.flowConfig.webhookTimeoutMs,
+    allowPrivate: config.flowConfig.allowPrivateWebhooks,
+    dataflowPrefix: config.dataflowPrefix,
+    scriptPrefix: config.scriptPrefix,
   };
 }
 

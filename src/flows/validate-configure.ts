@@ -3,11 +3,13 @@ import { Cron } from "croner";
 import type { TSchema } from "typebox";
 import type { Locator } from "../elements/locator.ts";
 import { errorText } from "../errors.ts";
+import { webhookUrlProblem } from "../webhooks/targets.ts";
 import {
   ErrorHandlers,
   FILE_CLEANUP_VARIANTS,
   RUN_TIMEOUT_VARIANTS,
   TRIGGER_VARIANTS,
+  WebhooksSchema,
 } from "./graph.ts";
 import { describeIssues, validateJsonSchema } from "./json-schema.ts";
 import { unknownPlaceholders } from "./run-name.ts";
@@ -150,7 +152,23 @@ export async function validateConfigure(
   if (fileCleanup !== undefined && fileCleanup !== null) {
     out.push(...variantIssues(FILE_CLEANUP_VARIANTS, fileCleanup, [...base, "fileCleanup"]));
   }
+  if (configure.webhooks !== undefined && configure.webhooks !== null)
+    out.push(...webhookIssues(configure.webhooks, [...base, "webhooks"]));
   return out;
+}
+
+/** `configure.webhooks` (docs/webhooks.md): its shape, and that every URL is http or https. */
+function webhookIssues(webhooks: unknown, at: JsonPath): ValidationResult[] {
+  const shape = schemaIssues(WebhooksSchema, webhooks).map((i) =>
+    issue(ValidationCode.INVALID_CONFIGURE, [...at, ...i.path], i.message),
+  );
+  if (shape.length > 0 || !Array.isArray(webhooks)) return shape;
+  return webhooks.flatMap((w: { url: string }, k) => {
+    const problem = webhookUrlProblem(w.url);
+    return problem
+      ? [issue(ValidationCode.INVALID_CONFIGURE, [...at, k, "url"], `url ${problem}`)]
+      : [];
+  });
 }
 
 /** `configure.triggers`: the shape of each, and of each cron trigger its name, expression, zone and parameter. */

@@ -1,5 +1,7 @@
 /** The records the store keeps (docs/architecture.md): shared by the Store interface and its parts. */
 
+import type { WebhookTarget } from "../webhooks/types.ts";
+
 export interface Scope {
   app: string;
   space: string;
@@ -83,4 +85,6 @@ export interface Run {
   detail: Record<string, unknown> | null;
   /** The run this one re-runs or resumes; null for every other run. */
   rerunOf: RerunLink | null;
+  /** The URLs called when the run ends (docs/webhooks.md); absent or null: none. */
+  webhooks?: WebhookTarget[] | null;
 }

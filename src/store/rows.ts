@@ -94,6 +94,7 @@ export function toRun(row: Selectable<RunTable>): Run {
       row.rerun_of == null
         ? null
         : { runId: row.rerun_of, kind: row.rerun_kind === "resume" ? "resume" : "rerun" },
+    webhooks: parseJson(row.webhooks),
   };
 }
 
