@@ -170,3 +170,84 @@ function webhookIssues(webhooks: unknown, at: JsonPath): ValidationResult[] {
   });
   return out;
 }
+
+/** `configure.triggers`: the shape of each, and of each cron trigger its name, expression, zone and parameter. */
+function triggerIssues(
+  triggers: unknown,
+  inputSchemas: readonly unknown[],
+  at: JsonPath,
+): ValidationResult[] {
+  if (!Array.isArray(triggers))
+    return [issue(ValidationCode.INVALID_CONFIGURE, at, "triggers must be an array")];
+  const out: ValidationResult[] = [];
+  const names = new Set<string>();
+  triggers.forEach((t: unknown, k) => {
+    const path: JsonPath = [...at, k];
+    const shape = variantIssues(TRIGGER_VARIANTS, t, path);
+    out.push(...shape);
+    if (shape.length > 0 || !isRecord(t) || t.type !== "cron") return;
+    const name = t.name as string;
+    if (names.has(name)) {
+      out.push(
+        issue(
+          ValidationCode.DUPLICATE_TRIGGER_NAME,
+          [...path, "name"],
+          `duplicate trigger name "${name}"`,
+        ),
+      );
+    }
+    names.add(name);
+    out.push(...cronIssues(t, path, inputSchemas));
+  });
+  return out;
+}
+
+/** One well-shaped cron trigger: its expression, time zone and the parameter it will send. */
+function cronIssues(
+  t: Record<string, unknown>,
+  path: JsonPath,
+  inputSchemas: readonly unknown[],
+): ValidationResult[] {
+  const out: ValidationResult[] = [];
+  const cron = cronError(t.crontab as string);
+  if (cron) out.push(issue(ValidationCode.INVALID_CRON, [...path, "crontab"], cron));
+  if (typeof t.timezone === "string" && !isValidTimeZone(t.timezone)) {
+    out.push(
+      issue(
+        ValidationCode.INVALID_TIMEZONE,
+        [...path, "timezone"],
+        `unknown IANA time zone "${t.timezone}"`,
+      ),
+    );
+  }
+  // normalizeConfigure gives an absent parameter `{}`; check what will actually be sent.
+  const parameter = t.parameter ?? {};
+  for (const schema of inputSchemas) {
+    const problems = validateJsonSchema(schema, parameter);
+    if (problems.length > 0) {
+      out.push(
+        issue(
+          ValidationCode.TRIGGER_PARAMETER_MISMATCH,
+          [...path, "parameter"],
+          `parameter does not match the input schema: ${describeIssues(problems)}`,
+        ),
+      );
+      break;
+    }
+  }
+  return out;
+}
+
+/** `configure.errorHandlers`: its shape, and that a custom handler's element exists. */
+async function errorHandlerIssues(
+  errorHandlers: unknown,
+  ctx: ValidationContext,
+  at: JsonPath,
+): Promise<ValidationResult[]> {
+  const shape = schemaIssues(ErrorHandlers, errorHandlers).map((i) =>
+    issue(ValidationCode.INVALID_CONFIGURE, [...at, ...i.path], i.message),
+  );
+  const custom = isRecord(errorHandlers) ? errorHandlers.custom : undefined;
+  if (shape.length > 0 || !isRecord(custom)) return shape;
+  return elementIssue(custom.element as FlowLocator, [...at, "custom", "element"], ctx);
+}
