@@ -40,7 +40,7 @@ export async function startReceiver(): Promise<Receiver> {
     successes() {
       const out = new Map<string, number>();
       for (const x of r.received)
-        if (x.answered < 300) {
+        if (x.answered < 300 && x.headers["sluice-delivery"] !== undefined) {
           const id = String(x.headers["sluice-delivery"]);
           out.set(id, (out.get(id) ?? 0) + 1);
         }
