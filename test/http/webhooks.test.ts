@@ -10,6 +10,7 @@ import {
   scopeHeaders,
   startServer,
   type TestServer,
+  upload,
 } from "../helpers/server.ts";
 import { type Receiver, startReceiver, verified } from "../helpers/webhook-receiver.ts";
 
@@ -139,6 +140,24 @@ describe("completion webhooks", () => {
       [503, 503, 200],
     );
     rx.answer = () => 200;
+  });
+
+  it("calls a script task's callbackUrl with its result", async () => {
+    await upload(server, [{ name: "echo.py", content: "def main(p):\n    return p\n" }], {
+      path: "/s",
+    });
+    const from = rx.received.length;
+    const r = await server.call("POST", "/script/script/run-sync", {
+      headers: H,
+      body: { elementName: "echo", parameter: { n: 7 }, callbackUrl: `${rx.url}/task` },
+    });
+    assert.equal(r.body.status, true, r.text);
+    await rx.cond.until(() => rx.received.length > from, "the task's delivery");
+    const x = rx.received[from];
+    assert.equal(x?.path, "/task");
+    assert.equal(x?.json.runId, r.headers.get("x-task-id"));
+    assert.equal(x?.json.elementType, "PY");
+    assert.deepEqual(x?.json.result, { n: 7 });
   });
 
   it("sends a result over the limit as its size and a link to the result endpoint", async () => {
