@@ -24,6 +24,7 @@ import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { secretRoutes } from "./http/secret-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
+import { webhookRoutes } from "./http/webhook-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
@@ -32,6 +33,7 @@ import type { TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
 import type { Store } from "./store/types.ts";
 import type { Topology } from "./topology.ts";
+import type { Webhooks } from "./webhooks/index.ts";
 
 export interface AppDeps {
   config: Config;
@@ -52,6 +54,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** Where this process stands (services.ts): what /health shows, whether the API is served. */
   topology: Pick<Topology, "mode" | "servesApi">;
+  /** Completion webhooks (docs/webhooks.md): deliveries in the run detail, the signing secret. */
+  webhooks?: Pick<Webhooks, "deliveriesOf" | "secret" | "rotateSecret"> | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -150,7 +154,9 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),
+        deliveries: deps.webhooks && ((runId: string) => deps.webhooks?.deliveriesOf(runId) ?? []),
       });
+      if (deps.webhooks) await dataflow.register(webhookRoutes, { webhooks: deps.webhooks });
     },
     { prefix: config.dataflowPrefix },
   );

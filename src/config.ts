@@ -93,6 +93,17 @@ export interface Config {
    * error and flows that reference secrets fail, the rest of the service runs.
    */
   secrets: { key: Buffer | undefined; previousKey: Buffer | undefined };
+  /** Completion webhooks (docs/webhooks.md); the timeout and private-address rule are flowConfig's. */
+  webhooks: {
+    attempts: number;
+    backoffMs: number;
+    maxBackoffMs: number;
+    pollMs: number;
+    concurrency: number;
+    inlineResultBytes: number;
+    publicUrl: string;
+    recoverWindowMs: number;
+  };
 }
 
 type Env = Record<string, string | undefined>;
@@ -165,6 +176,21 @@ export function loadConfig(env: Env = process.env): Config {
         ? parseKey(env.SECRETS_KEY_PREVIOUS, "SECRETS_KEY_PREVIOUS")
         : undefined,
     },
+    webhooks: webhooksConfigOf(env),
+  };
+}
+
+/** Completion webhooks (docs/webhooks.md, "Configuration"). */
+function webhooksConfigOf(env: Env): Config["webhooks"] {
+  return {
+    attempts: Math.max(1, int(env, "WEBHOOK_ATTEMPTS", 10)),
+    backoffMs: int(env, "WEBHOOK_BACKOFF_MS", 1000),
+    maxBackoffMs: int(env, "WEBHOOK_MAX_BACKOFF_MS", 3_600_000),
+    pollMs: Math.max(10, int(env, "WEBHOOK_POLL_MS", 1000)),
+    concurrency: Math.max(1, int(env, "WEBHOOK_CONCURRENCY", 32)),
+    inlineResultBytes: int(env, "WEBHOOK_INLINE_RESULT_BYTES", 64 * 1024),
+    publicUrl: (env.WEBHOOK_PUBLIC_URL ?? "").replace(/\/+$/, ""),
+    recoverWindowMs: int(env, "WEBHOOK_RECOVER_HOURS", 24) * 3_600_000,
   };
 }
 

@@ -23,9 +23,11 @@ import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
 import { createSecrets, type Secrets } from "./secrets/secrets.ts";
+import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
 import { createTopology, type Topology } from "./topology.ts";
+import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/index.ts";
 
 export interface Services {
   config: Config;
@@ -47,6 +49,7 @@ export interface Services {
   errorHandlers: ErrorHandlers;
   fileSweeper: FileSweeper;
   secrets: Secrets;
+  webhooks: Webhooks;
   close(): Promise<void>;
 }
 
@@ -149,7 +152,19 @@ async function assemble(deps: {
     logger,
     config: errorHandlerConfig(config),
   });
+  const webhooks = createWebhooks({
+    store,
+    outbox: createWebhookStore(store.db, store.dialect),
+    events,
+    clock,
+    nodeId,
+    logger,
+    config: webhooksConfig(config),
+    ownsDatabase: topology.ownsDatabase,
+  });
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  // After recovery: the runs it ended have their deliveries, and those a previous life missed.
+  await webhooks.start();
 
   const { schedules, fileSweeper } = await startWork({
     config,
@@ -180,6 +195,7 @@ async function assemble(deps: {
     errorHandlers,
     fileSweeper,
     secrets,
+    webhooks,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -187,6 +203,7 @@ async function assemble(deps: {
         () => fileSweeper.stop(),
         () => recovery.stop(),
         () => queue.stop(),
+        () => webhooks.stop(),
         () => bridge?.close(),
         () => runner.close(),
         () => store.close(),
@@ -289,6 +306,16 @@ function errorHandlerConfig(config: Config): ErrorHandlerConfig {
     backoffMs: fc.handlerBackoffMs,
     webhookTimeoutMs: fc.webhookTimeoutMs,
     customWaitS: fc.customHandlerWaitS,
+  };
+}
+
+function webhooksConfig(config: Config): WebhooksConfig {
+  return {
+    ...config.webhooks,
+    timeoutMs: config.flowConfig.webhookTimeoutMs,
+    allowPrivate: config.flowConfig.allowPrivateWebhooks,
+    dataflowPrefix: config.dataflowPrefix,
+    scriptPrefix: config.scriptPrefix,
   };
 }
 

@@ -121,6 +121,16 @@ export interface RunDetail {
   scripts?: ScriptUse[];
 }
 
+/** One completion webhook delivery of a run (GET /monitor/run `webhookDeliveries`, docs/webhooks.md). */
+export interface WebhookDelivery {
+  id: string;
+  url: string;
+  event: string;
+  status: "PENDING" | "DELIVERED" | "FAILED";
+  attempts: { at: number; ms: number; httpStatus?: number; error?: string }[];
+  nextAttemptAt?: number;
+}
+
 export interface ScriptUse {
   nodeId: string;
   elementId: string;

@@ -1,10 +1,11 @@
-import { ApiError, DF, type RunDetail, api } from "./api.ts";
+import { ApiError, DF, type RunDetail, type WebhookDelivery, api } from "./api.ts";
 import { TERMINAL, badge, dur, h, json, time } from "./dom.ts";
 import { drawGraph } from "./graph.ts";
 
 /** One run: header, graph with per-node status, the selected node's times, input, output and logs. */
 export async function runView(root: HTMLElement, runId: string, selected: string | undefined, notify: (msg: string, bad?: boolean) => void): Promise<boolean> {
   const d = await api<RunDetail>("GET", `${DF}/monitor/run-detail?runId=${encodeURIComponent(runId)}`);
+  const hooks = (await api<{ webhookDeliveries?: WebhookDelivery[] }>("GET", `${DF}/monitor/run?runId=${encodeURIComponent(runId)}`)).webhookDeliveries ?? [];
   const r = d.run;
   const act = (label: string, path: string) =>
     h("button", { onclick: async () => {
@@ -79,7 +80,21 @@ export async function runView(root: HTMLElement, runId: string, selected: string
           h("h2", {}, "stdout"), h("pre", { class: "log" }, d.stdout || "—"),
           h("h2", {}, "stderr"), h("pre", { class: "log err" }, d.stderr || "—"))
       : "",
+    hooks.length > 0 ? webhooksTable(hooks) : "",
     h("section", {}, h("h2", {}, "Parameter"), h("pre", {}, r.runParam ?? "—"), d.result !== undefined ? h("h2", {}, "Result") : null, d.result !== undefined ? json(d.result) : null),
   );
   return TERMINAL.has(r.runStatus);
+}
+
+/** Each completion webhook delivery with every attempt: when, how long, the answer or the error. */
+function webhooksTable(hooks: WebhookDelivery[]): HTMLElement {
+  const attempt = (a: WebhookDelivery["attempts"][number]) => `${time(a.at)} · ${a.ms} ms · ${a.httpStatus ?? a.error ?? ""}`;
+  return h("section", { id: "run-webhooks" },
+    h("h2", {}, "Webhooks"),
+    h("table", {},
+      h("thead", {}, h("tr", {}, ...["URL", "Run end", "Status", "Attempts"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, ...hooks.map((d) => h("tr", { "data-delivery": d.id },
+        h("td", {}, d.url), h("td", {}, d.event), h("td", {}, badge(d.status)),
+        h("td", {}, ...d.attempts.map((a) => h("div", {}, attempt(a))),
+          d.nextAttemptAt !== undefined ? h("div", { class: "dim" }, `next ${time(d.nextAttemptAt)}`) : null))))));
 }

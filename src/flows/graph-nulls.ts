@@ -10,6 +10,7 @@ import {
   ManualTrigger,
   RUN_TIMEOUT_VARIANTS,
   Vertex,
+  WebhooksSchema,
 } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import { operatorDef } from "./operators/index.ts";
@@ -23,6 +24,7 @@ const ConfigureShape = Type.Object({
   runTimeout: Type.Optional(Type.Union(Object.values(RUN_TIMEOUT_VARIANTS))),
   logContent: Type.Optional(LogContent),
   fileCleanup: Type.Optional(Type.Union(Object.values(FILE_CLEANUP_VARIANTS))),
+  webhooks: Type.Optional(WebhooksSchema),
 });
 
 const shape = (schema: unknown) => schema as ShapeSchema;

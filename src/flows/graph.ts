@@ -4,6 +4,7 @@
  * the types they induce.
  */
 import { type Static, Type } from "typebox";
+import { WEBHOOK_ON, type WebhookTarget } from "../webhooks/types.ts";
 
 /**
  * How a flow names an element (a node's script or sub-flow, a custom error handler): the shape of a
@@ -99,6 +100,15 @@ export const ErrorHandlers = Type.Object({
 });
 export type ErrorHandlers = Static<typeof ErrorHandlers>;
 
+/** `configure.webhooks`: URLs called when a run ends (docs/webhooks.md); `on` absent is ANY. */
+export const WebhookSchema = Type.Object({
+  url: Type.String({ minLength: 1 }),
+  on: Type.Optional(
+    Type.Array(Type.Union(WEBHOOK_ON.map((v) => Type.Literal(v))), { minItems: 1 }),
+  ),
+});
+export const WebhooksSchema = Type.Array(WebhookSchema, { maxItems: 20 });
+
 export const RunTimeout = Type.Union([
   Type.Object({ type: Type.Literal("system") }),
   Type.Object({ type: Type.Literal("customized"), seconds: Type.Number({ exclusiveMinimum: 0 }) }),
@@ -154,6 +164,8 @@ export interface Configure {
   fileCleanup: FileCleanup;
   /** Runs of this flow executing at once, across the cluster; absent: no limit (docs/run-limits.md). */
   maxConcurrentRuns?: number | undefined;
+  /** Completion webhooks (docs/webhooks.md); `on` filled in (ANY when absent). */
+  webhooks: WebhookTarget[];
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -189,6 +201,12 @@ export function normalizeConfigure(raw: unknown): Configure {
     logContent: c.logContent === "CONCISE" ? "CONCISE" : "DETAILED",
     fileCleanup: isRecord(c.fileCleanup) ? (c.fileCleanup as FileCleanup) : { type: "default" },
     ...(typeof c.maxConcurrentRuns === "number" ? { maxConcurrentRuns: c.maxConcurrentRuns } : {}),
+    webhooks: Array.isArray(c.webhooks)
+      ? (c.webhooks as Static<typeof WebhooksSchema>).map((w) => ({
+          url: w.url,
+          on: w.on ?? ["ANY"],
+        }))
+      : [],
   };
 }
 

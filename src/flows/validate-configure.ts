@@ -3,11 +3,13 @@ import { Cron } from "croner";
 import type { TSchema } from "typebox";
 import type { Locator } from "../elements/locator.ts";
 import { errorText } from "../errors.ts";
+import { webhookUrlProblem } from "../webhooks/targets.ts";
 import {
   ErrorHandlers,
   FILE_CLEANUP_VARIANTS,
   RUN_TIMEOUT_VARIANTS,
   TRIGGER_VARIANTS,
+  WebhooksSchema,
 } from "./graph.ts";
 import { describeIssues, validateJsonSchema } from "./json-schema.ts";
 import { unknownPlaceholders } from "./run-name.ts";
@@ -151,6 +153,22 @@ export async function validateConfigure(
     out.push(...variantIssues(FILE_CLEANUP_VARIANTS, fileCleanup, [...base, "fileCleanup"]));
   }
   out.push(...maxRunsIssues(configure.maxConcurrentRuns, [...base, "maxConcurrentRuns"]));
+  if (configure.webhooks !== undefined && configure.webhooks !== null)
+    out.push(...webhookIssues(configure.webhooks, [...base, "webhooks"]));
+  return out;
+}
+
+/** `configure.webhooks` (docs/webhooks.md): its shape, and that every URL is http or https. */
+function webhookIssues(webhooks: unknown, at: JsonPath): ValidationResult[] {
+  const out = schemaIssues(WebhooksSchema, webhooks).map((i) =>
+    issue(ValidationCode.INVALID_CONFIGURE, [...at, ...i.path], i.message),
+  );
+  if (!Array.isArray(webhooks)) return out;
+  webhooks.forEach((w: unknown, k) => {
+    const problem = isRecord(w) && typeof w.url === "string" ? webhookUrlProblem(w.url) : null;
+    if (problem)
+      out.push(issue(ValidationCode.INVALID_CONFIGURE, [...at, k, "url"], `url ${problem}`));
+  });
   return out;
 }
 

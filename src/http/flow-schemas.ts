@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { CallbackFields } from "./webhook-schemas.ts";
 
 /** TypeBox schemas of the data-flow service (docs/dataflow-service.md). */
 
@@ -25,6 +26,7 @@ const RunFields = {
   parameter: Type.Optional(Type.Unknown()),
   inProcess: Type.Optional(Type.Boolean()),
   parentRunId: Type.Optional(Str),
+  ...CallbackFields,
 };
 
 /** RunWithInfo | RunWithId: one object schema; the handler requires elementName or elementId. */

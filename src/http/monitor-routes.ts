@@ -14,6 +14,7 @@ import {
 } from "../monitor/present.ts";
 import { ErrorHandlerResultSchema } from "../runs/error-handlers/schema.ts";
 import type { Store } from "../store/types.ts";
+import type { WebhookDelivery } from "../webhooks/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 import {
@@ -24,18 +25,22 @@ import {
   PagedRunsFilter,
   RunDisplayResp,
 } from "./monitor-schemas.ts";
+import { WebhookDeliverySchema } from "./webhook-schemas.ts";
 
 export interface MonitorRouteOptions {
   store: Store;
   /** An element's schedules, from the scheduler when one is wired; absent means none. */
   schedules?: ((elementId: string) => ScheduleOverview[]) | undefined;
+  /** A run's webhook deliveries (docs/webhooks.md); absent: none shown. */
+  deliveries?: ((runId: string) => Promise<WebhookDelivery[]> | WebhookDelivery[]) | undefined;
 }
 
 /** The raw `language` header: descriptions may carry locales beyond the two message languages. */
-/** One run, plus the outcomes of its error handlers when any ran. */
+/** One run, plus the outcomes of its error handlers and webhook deliveries when there are any. */
 const RunDisplayWithHandlers = Type.Object({
   ...RunDisplayResp.properties,
   errorHandlerResults: Type.Optional(Type.Array(ErrorHandlerResultSchema)),
+  webhookDeliveries: Type.Optional(Type.Array(WebhookDeliverySchema)),
 });
 
 /** Endpoints 6–8 and 14: monitor flows, runs and one run; the flow list. */
@@ -95,9 +100,11 @@ export async function monitorRoutes(
       if (!run) throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.query.runId]);
       const element = await store.elementById(run.scope, run.elementId);
       const handlerResults = await store.errorHandlerResults(run.id);
+      const deliveries = (await opts.deliveries?.(run.id)) ?? [];
       return ok({
         ...runDisplay(run, element, languageHeader(req.headers.language)),
         ...(handlerResults.length > 0 ? { errorHandlerResults: handlerResults } : {}),
+        ...(deliveries.length > 0 ? { webhookDeliveries: deliveries } : {}),
       });
     },
   );

@@ -125,6 +125,16 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "secrets",
     summary: "Delete a secret; refused (28060002) while a live flow references it",
   },
+  "GET /webhook/secret": {
+    tag: "webhooks",
+    summary: "The space's webhook signing secret (made on first use)",
+    description:
+      "Key of the `Sluice-Signature` HMAC-SHA256 on every completion webhook (docs/webhooks.md).",
+  },
+  "POST /webhook/secret/rotate": {
+    tag: "webhooks",
+    summary: "Replace the space's webhook signing secret; answers the new one",
+  },
   "GET /health": { tag: "operations", summary: "Liveness: the process answers" },
   "GET /ready": {
     tag: "operations",

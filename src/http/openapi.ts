@@ -81,6 +81,10 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
         { name: "flows", description: "Flow lifecycle (9–14)" },
         { name: "scripts", description: "Script service (15–21)" },
         { name: "secrets", description: "Secrets referenced by flows and scripts" },
+        {
+          name: "webhooks",
+          description: "Completion webhooks: the signing secret (docs/webhooks.md)",
+        },
         { name: "operations", description: "Health, readiness, metrics" },
       ],
       // token and session are plain parameters of each operation (not security schemes), so they

@@ -17,6 +17,7 @@ import {
   WaitQuery,
 } from "./flow-schemas.ts";
 import type { TypedApp } from "./typed-app.ts";
+import { callbackOf } from "./webhook-schemas.ts";
 
 /** What the run routes are built from. */
 interface RunDeps {
@@ -56,6 +57,7 @@ function registerStart(app: TypedApp, { flows, store }: RunDeps): void {
         inProcess: b.inProcess ?? false,
         parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
         trigger: "ASYNC",
+        callback: callbackOf(b, "body"),
       });
       reply.header("x-run-id", id);
       return ok(id);
@@ -101,6 +103,7 @@ function registerRunSync(app: TypedApp, { flows, store }: RunDeps): void {
           locator: locatorOf(b),
           parameter: b.parameter ?? {},
           parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
+          callback: callbackOf(b, "body"),
         },
         b.timeout,
       );

@@ -6,6 +6,7 @@ import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
+import { callbackOf } from "./webhook-schemas.ts";
 
 /**
  * How a script run call becomes a task request: locator, parameter, version
@@ -33,6 +34,7 @@ export function externalRequest(
     parameter: decodeParameter(req.body, q.compressedFlag ?? false, config.limits.bodyBytes),
     taskName: q.taskName,
     version: q.version,
+    callback: callbackOf(q, "querystring"),
   };
 }
 
@@ -52,6 +54,7 @@ export function internalRequest(
     },
     parameter: b.parameter ?? {},
     version: b.version,
+    callback: callbackOf(b, "body"),
   };
 }
 

@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { CallbackFields, CallbackQueryFields } from "./webhook-schemas.ts";
 
 /** TypeBox schemas of the script service (docs/script-service.md). */
 
@@ -18,6 +19,7 @@ export const ExternalRunQuery = Type.Object({
   compressedFlag: Type.Optional(Type.Boolean({ default: false })),
   elementType: Type.Optional(Str),
   version: Type.Optional(ScriptVersion),
+  ...CallbackQueryFields,
 });
 
 export const ExternalRunSyncQuery = Type.Object({
@@ -38,6 +40,7 @@ export const InternalRunBody = Type.Object({
   folderId: Type.Optional(Str),
   path: Type.Optional(Str),
   version: Type.Optional(ScriptVersion),
+  ...CallbackFields,
 });
 
 export const InternalRunSyncBody = Type.Object({

@@ -8,6 +8,8 @@ import { describeIssues, runParameterIssues } from "../flows/json-schema.ts";
 import { renderRunName } from "../flows/run-name.ts";
 import { newId } from "../ids.ts";
 import type { Element, NewRun, RerunKind, Run, Scope, Store, TriggerType } from "../store/types.ts";
+import { runTargets } from "../webhooks/targets.ts";
+import type { WebhookTarget } from "../webhooks/types.ts";
 import { checkResumable } from "./rerun.ts";
 
 export interface StartRequest {
@@ -23,6 +25,8 @@ export interface StartRequest {
    * revision come from that run, not from the locator and the current release.
    */
   rerun?: { of: Run; kind: RerunKind } | undefined;
+  /** The call's own completion webhook, after the flow's configured ones (docs/webhooks.md). */
+  callback?: WebhookTarget | undefined;
 }
 
 export interface Release {
@@ -182,5 +186,6 @@ function flowRunRecord(
     createTime: now,
     startTime: status === "STARTED" ? now : null,
     runLimit: rel.configure.maxConcurrentRuns ?? null,
+    webhooks: runTargets(rel.configure.webhooks, req.callback),
   };
 }

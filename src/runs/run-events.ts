@@ -2,10 +2,13 @@ import type { Clock } from "../clock.ts";
 import type { Configure } from "../flows/graph.ts";
 import type { NewRun, RunEnd } from "../store/types.ts";
 
-/** What a subscriber may need of a run without reading it back from the store. */
+/**
+ * What a subscriber may need of a run without reading it back from the store. `webhooks` is
+ * there when the publisher held the whole record (null: the run calls none, docs/webhooks.md).
+ */
 export type RunFacts = Pick<
   NewRun,
-  "id" | "elementType" | "triggerType" | "createTime" | "startTime"
+  "id" | "elementType" | "triggerType" | "createTime" | "startTime" | "webhooks"
 > &
   /** The element and its limit: an end frees a slot of it (docs/run-limits.md). */
   Partial<Pick<NewRun, "elementId" | "runLimit">>;

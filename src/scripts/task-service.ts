@@ -14,6 +14,8 @@ import { type Execution, type Outcome, RunStop } from "../runs/outcome.ts";
 import type { Secrets } from "../secrets/secrets.ts";
 import { taskSecrets } from "../secrets/task-env.ts";
 import type { NewRun, RerunLink, Run, Scope, ScopeFilter, TriggerType } from "../store/types.ts";
+import { runTargets } from "../webhooks/targets.ts";
+import type { WebhookTarget } from "../webhooks/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
 
 export interface TaskRequest {
@@ -29,6 +31,8 @@ export interface TaskRequest {
   rerunOf?: RerunLink | undefined;
   /** A script version to run; absent: the newest (docs/script-service.md, "Script versions"). */
   version?: number | undefined;
+  /** The call's own completion webhook (docs/webhooks.md). */
+  callback?: WebhookTarget | undefined;
 }
 
 /** A run-sync's answer: the task as the store records it when the answer is made. */
@@ -120,6 +124,7 @@ async function prepare(
     nodeId: status === "STARTED" ? deps.nodeId : null,
     createTime: now,
     startTime: status === "STARTED" ? now : null,
+    webhooks: runTargets(undefined, req.callback),
   };
 }
 

@@ -9,6 +9,7 @@ import * as m007 from "./migrations/007-monitor-trigram.ts";
 import * as m008 from "./migrations/008-revisions.ts";
 import * as m009 from "./migrations/009-rerun-link.ts";
 import * as m011 from "./migrations/011-secrets.ts";
+import * as m012 from "./migrations/012-webhooks.ts";
 import * as m013 from "./migrations/013-run-limits.ts";
 import type { Dialect } from "./types.ts";
 
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "008-revisions": m008,
   "009-rerun-link": m009,
   "011-secrets": m011,
+  "012-webhooks": m012,
   "013-run-limits": m013,
 };
 

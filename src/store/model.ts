@@ -1,5 +1,7 @@
 /** The records the store keeps (docs/architecture.md): shared by the Store interface and its parts. */
 
+import type { WebhookTarget } from "../webhooks/types.ts";
+
 export interface Scope {
   app: string;
   space: string;
@@ -85,4 +87,6 @@ export interface Run {
   rerunOf: RerunLink | null;
   /** Runs of its element allowed at once, as when this run was accepted (docs/run-limits.md). */
   runLimit?: number | null;
+  /** The URLs called when the run ends (docs/webhooks.md); absent or null: none. */
+  webhooks?: WebhookTarget[] | null;
 }

@@ -50,13 +50,14 @@ const RUN_COLUMNS = [
 type RunRow = Pick<Selectable<RunTable>, (typeof RUN_COLUMNS)[number]>;
 /** The shared row mapping (rows.ts), for a row read without its bulky columns. */
 function toRecord(row: RunRow): RunRecord {
-  const { result, error, stdout, stderr, detail, ...record } = toRun({
+  const { result, error, stdout, stderr, detail, webhooks, ...record } = toRun({
     ...row,
     result: null,
     error: null,
     stdout: null,
     stderr: null,
     detail: null,
+    webhooks: null,
   });
   return record;
 }

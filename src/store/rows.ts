@@ -96,6 +96,7 @@ export function toRun(row: Selectable<RunTable>): Run {
         : { runId: row.rerun_of, kind: row.rerun_kind === "resume" ? "resume" : "rerun" },
     // Only a limited run carries the field: an unlimited one reads back exactly as written.
     ...(row.run_limit == null ? {} : { runLimit: row.run_limit }),
+    webhooks: parseJson(row.webhooks),
   };
 }
 

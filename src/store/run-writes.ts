@@ -301,6 +301,7 @@ export function runRow(run: NewRun, end?: RunEnd) {
     rerun_of: run.rerunOf?.runId ?? null,
     rerun_kind: run.rerunOf?.kind ?? null,
     run_limit: run.runLimit ?? null,
+    webhooks: run.webhooks?.length ? JSON.stringify(run.webhooks) : null,
     // Every row has every column, so that rows with and without an end share one multi-row insert.
     ...(end ? endColumns(end, run.startTime ?? run.createTime) : UNFINISHED),
   };

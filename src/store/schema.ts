@@ -12,6 +12,8 @@ export interface Database {
   schedule_state: ScheduleStateTable;
   schedule_fires: ScheduleFireTable;
   error_handler_results: ErrorHandlerResultTable;
+  webhook_deliveries: WebhookDeliveryTable;
+  webhook_secrets: WebhookSecretTable;
 }
 
 export interface ScheduleStateTable {
@@ -141,4 +143,36 @@ export interface RunTable {
   rerun_kind: string | null;
   /** Migration 013: the element's limit of runs at once when the run was accepted; null: none. */
   run_limit: number | null;
+  /** Migration 012: JSON WebhookTarget[] the run calls when it ends (docs/webhooks.md); null: none. */
+  webhooks: string | null;
+}
+
+/** Migration 012: the webhook outbox (docs/webhooks.md). */
+export interface WebhookDeliveryTable {
+  /** `<runId>.<index of the target in runs.webhooks>`. */
+  id: string;
+  run_id: string;
+  app: string;
+  space: string;
+  url: string;
+  /** The run's end status reported. */
+  event: string;
+  /** The JSON sent on every attempt. */
+  body: string;
+  /** PENDING | DELIVERED | FAILED. */
+  status: string;
+  attempts: number;
+  /** JSON DeliveryAttempt[]. */
+  log: string;
+  next_at: number;
+  claimed_by: string | null;
+  claim_until: number | null;
+  created_at: number;
+}
+
+export interface WebhookSecretTable {
+  app: string;
+  space: string;
+  secret: string;
+  created_at: number;
 }

@@ -27,6 +27,7 @@ const ALL = [
   "008-revisions",
   "009-rerun-link",
   "011-secrets",
+  "012-webhooks",
   "013-run-limits",
 ];
 

@@ -442,6 +442,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           stderr: null,
           detail: null,
           rerunOf: null,
+          webhooks: null,
         });
         assert.equal(typeof got.createTime, "number");
       });
@@ -453,6 +454,13 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           runId: "r-old",
           kind: "resume",
         });
+      });
+
+      it("a run's webhooks are stored with it (migration 012)", async () => {
+        const webhooks = [{ url: "https://example.com/h", on: ["FAILURE" as const] }];
+        const run = newRun({ webhooks });
+        await store.insertRun(run);
+        assert.deepEqual((await store.getRun(SCOPE, run.id))?.webhooks, webhooks);
       });
 
       it("startRun moves only QUEUED runs to STARTED", async () => {

@@ -52,7 +52,7 @@ export function isPrivateAddress(ip: string): boolean {
   );
 }
 
-async function checkAddress(url: URL, language: Language): Promise<void> {
+export async function checkAddress(url: URL, language: Language): Promise<void> {
   const host = url.hostname.replace(/^\[|\]$/g, "");
   const addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
   if (addresses.some(isPrivateAddress))

@@ -1,0 +1,212 @@
+import type { Clock, TimerHandle } from "../clock.ts";
+import { errorText } from "../errors.ts";
+import { readBody } from "../fetch-body.ts";
+import { checkAddress } from "../runs/error-handlers/bot.ts";
+import { PermanentHandlerError } from "../runs/error-handlers/types.ts";
+import type { ClaimedDelivery, WebhookStore } from "../store/kysely-webhooks.ts";
+import { newSecret, sign } from "./signature.ts";
+import type { DeliveryAttempt, DeliveryStatus } from "./types.ts";
+
+export interface DelivererConfig {
+  /** Attempts per delivery, the first included; then it is FAILED. */
+  attempts: number;
+  /** Delay before the 2nd attempt; doubled for each further one, at most `maxBackoffMs`. */
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** How often due deliveries are looked for (those created or retried on other nodes). */
+  pollMs: number;
+  /** One attempt's bound, connection to last byte read. */
+  timeoutMs: number;
+  allowPrivate: boolean;
+  /** Attempts under way at once on this node. */
+  concurrency: number;
+}
+
+export interface Deliverer {
+  /** Looks for due deliveries now (something was created or became due). */
+  kick(): void;
+  /** Attempts deliveries this node created already claimed, without a claim query. */
+  deliverClaimed(rows: readonly ClaimedDelivery[]): void;
+  /** Room for attempts created claimed (the rest are left for the claim loop). */
+  room(): number;
+  leaseMs(): number;
+  start(): void;
+  /** Stops looking, waits for the attempts under way, frees this node's claims. */
+  stop(): Promise<void>;
+  /** Resolves once no attempt is under way (tests, bench). */
+  idle(): Promise<void>;
+}
+
+interface State {
+  store: WebhookStore;
+  clock: Clock;
+  nodeId: string;
+  config: DelivererConfig;
+  logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
+  inFlight: Set<Promise<void>>;
+  draining: Promise<void> | null;
+  again: boolean;
+  /** The last claim filled the room: more may be due as soon as an attempt ends. */
+  backlog: boolean;
+  timers: Set<TimerHandle>;
+  stopped: boolean;
+}
+
+/**
+ * The delivery worker (docs/webhooks.md, "Delivery"): claims due deliveries with one atomic UPDATE,
+ * POSTs each signed body with a timeout, records every attempt, and schedules the retry. A claim
+ * is a lease longer than an attempt can take, so a node that dies mid-attempt only delays it.
+ */
+export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
+  const s: State = {
+    ...deps,
+    inFlight: new Set(),
+    draining: null,
+    again: false,
+    backlog: false,
+    timers: new Set(),
+    stopped: false,
+  };
+  return {
+    kick: () => kick(s),
+    deliverClaimed: (rows) => {
+      for (const d of rows) track(s, d);
+    },
+    room: () => (s.stopped ? 0 : Math.max(0, s.config.concurrency - s.inFlight.size)),
+    leaseMs: () => leaseMs(s),
+    start() {
+      poll(s);
+      kick(s);
+    },
+    async stop() {
+      s.stopped = true;
+      for (const t of s.timers) s.clock.clearTimeout(t);
+      s.timers.clear();
+      await s.draining;
+      while (s.inFlight.size > 0) await Promise.all(s.inFlight);
+      await s.store.releaseClaims(s.nodeId);
+    },
+    async idle() {
+      while (s.inFlight.size > 0 || s.draining) await Promise.all([...s.inFlight, s.draining]);
+    },
+  };
+}
+
+type Mutable = Pick<State, "inFlight" | "draining" | "again" | "backlog" | "timers" | "stopped">;
+
+const leaseMs = (s: State): number => s.config.timeoutMs + 5000;
+
+function later(s: State, ms: number, fn: () => void): void {
+  if (s.stopped) return;
+  const t = s.clock.setTimeout(() => {
+    s.timers.delete(t);
+    fn();
+  }, ms);
+  t.unref?.();
+  s.timers.add(t);
+}
+
+function poll(s: State): void {
+  later(s, s.config.pollMs, () => {
+    kick(s);
+    poll(s);
+  });
+}
+
+function kick(s: State): void {
+  if (s.stopped) return;
+  if (s.draining) {
+    s.again = true;
+    return;
+  }
+  s.draining = drain(s)
+    .catch((err: unknown) => s.logger.error({ err }, "webhook delivery claim failed"))
+    .finally(() => {
+      s.draining = null;
+      if (s.again) {
+        s.again = false;
+        kick(s);
+      }
+    });
+}
+
+async function drain(s: State): Promise<void> {
+  for (;;) {
+    const room = s.config.concurrency - s.inFlight.size;
+    if (s.stopped || room <= 0) return;
+    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), room);
+    s.backlog = batch.length === room;
+    for (const d of batch) track(s, d);
+    if (!s.backlog) return;
+  }
+}
+
+function track(s: State, d: ClaimedDelivery): void {
+  const p: Promise<void> = attempt(s, d)
+    .catch((err: unknown) => s.logger.error({ err, delivery: d.id }, "webhook attempt failed"))
+    .finally(() => {
+      s.inFlight.delete(p);
+      if (s.backlog) kick(s);
+    });
+  s.inFlight.add(p);
+}
+
+/** One POST and its record; a receiver that hangs is cut off by the timeout, nothing is thrown. */
+async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
+  const { clock, config } = s;
+  const at = clock.now();
+  const out: DeliveryAttempt = { at, ms: 0 };
+  let permanent = false;
+  try {
+    const secret = await s.store.secret(d.scope, newSecret, at);
+    const url = new URL(d.url);
+    if (!config.allowPrivate) await checkAddress(url, "en");
+    const res = await fetch(url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json; charset=utf-8",
+        "user-agent": "sluice-webhooks",
+        "sluice-signature": sign(secret, Math.floor(at / 1000), d.body),
+        "sluice-delivery": d.id,
+        "sluice-attempt": String(d.attempts + 1),
+      },
+      body: d.body,
+      signal: AbortSignal.timeout(config.timeoutMs),
+      redirect: "error",
+    });
+    // Read (a little of) the answer so the connection is reused; its content is not used.
+    await readBody(res, 1024, { truncate: true });
+    out.httpStatus = res.status;
+  } catch (err) {
+    out.error = errorText(err);
+    // A private address refused by configuration does not become public by retrying.
+    permanent = err instanceof PermanentHandlerError;
+  }
+  out.ms = clock.now() - at;
+  await record(s, d, out, permanent);
+}
+
+async function record(
+  s: State,
+  d: ClaimedDelivery,
+  out: DeliveryAttempt,
+  permanent: boolean,
+): Promise<void> {
+  const { clock, config } = s;
+  const attempts = d.attempts + 1;
+  const ok = out.httpStatus !== undefined && out.httpStatus >= 200 && out.httpStatus < 300;
+  const status: DeliveryStatus = ok
+    ? "DELIVERED"
+    : permanent || attempts >= config.attempts
+      ? "FAILED"
+      : "PENDING";
+  const wait = Math.min(config.backoffMs * 2 ** (attempts - 1), config.maxBackoffMs);
+  const nextAt = status === "PENDING" ? clock.now() + wait : clock.now();
+  const log = [...d.log, out];
+  const mine = await s.store.recordAttempt(d.id, s.nodeId, { status, attempts, log, nextAt });
+  if (!mine) s.logger.warn({ delivery: d.id }, "webhook claim expired before its attempt ended");
+  // The host only: a receiver's URL may carry a token in its path or query.
+  if (!ok)
+    s.logger.warn({ delivery: d.id, host: new URL(d.url).host, ...out }, "webhook attempt failed");
+  if (status === "PENDING") later(s, wait, () => kick(s));
+}
