@@ -68,15 +68,3 @@ export function secretNamesOfGraph(flow: unknown): Set<string> {
   }
   return names;
 }
-
-/**
- * The names a Python element declares it reads: a comment line `# sluice-secrets: A, B` in its
- * module text (a package: in its main.py). Invalid names are kept so the task fails naming them.
- */
-export function declaredSecrets(source: string): string[] {
-  const names: string[] = [];
-  for (const m of source.matchAll(/^#\s*sluice-secrets:(.*)$/gm)) {
-    for (const n of (m[1] ?? "").split(/[,\s]+/)) if (n !== "") names.push(n);
-  }
-  return [...new Set(names)];
-}

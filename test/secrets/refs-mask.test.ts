@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { parseHeader } from "../../src/scripts/script-header.ts";
 import { maskDeep, maskOutcome, maskText } from "../../src/secrets/mask.ts";
-import {
-  declaredSecrets,
-  secretNamesOfGraph,
-  secretRefsOfConfig,
-  splitSecretRefs,
-} from "../../src/secrets/refs.ts";
+import { secretNamesOfGraph, secretRefsOfConfig, splitSecretRefs } from "../../src/secrets/refs.ts";
 import { substituteSecrets } from "../../src/secrets/substitute.ts";
 
 const values = (m: Record<string, string>) => ({
@@ -64,8 +60,8 @@ describe("secret references", () => {
   it("declared by a PY element in a sluice-secrets comment", () => {
     const src =
       "# sluice-secrets: API_TOKEN, DB_PASS\n#sluice-secrets: API_TOKEN X\ndef main(p):\n  pass\n";
-    assert.deepEqual(declaredSecrets(src), ["API_TOKEN", "DB_PASS", "X"]);
-    assert.deepEqual(declaredSecrets("def main(p): pass\n"), []);
+    assert.deepEqual(parseHeader(src).secrets, ["API_TOKEN", "DB_PASS", "X"]);
+    assert.deepEqual(parseHeader("def main(p): pass\n").secrets, []);
   });
 });
 
