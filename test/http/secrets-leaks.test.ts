@@ -110,6 +110,64 @@ describe(`secrets: leaks past the mask (${TEST_MODE})`, () => {
     assert.ok(!reply.text.includes(VALUE));
   });
 
+  it("does not keep the start of a value a failing server echoes at the 500-character cut", async () => {
+    for (const pad of [480, 490, 495]) {
+      const name = `echo${pad}`;
+      await deployAndActivate(server, name, {
+        vertexes: [
+          { id: "in", type: "input" },
+          {
+            id: "call",
+            type: "http",
+            config: {
+              url: `${hookUrl}/?pad=${pad}`,
+              headers: { authorization: "${secret.TOKEN}" },
+            },
+          },
+          { id: "out", type: "output" },
+        ],
+        edges: [
+          { source: "in", target: "call" },
+          { source: "call", target: "out" },
+        ],
+      });
+      const { run } = await runSync(name);
+      assert.equal(run.status, "FAILURE");
+      const text = JSON.stringify(run);
+      assert.match(text, /HTTP 500 from GET/);
+      assert.ok(!text.includes(PREFIX), `pad ${pad}: the record keeps the value's start: ${text}`);
+    }
+  });
+
+  it("does not keep the start of a value printed across the output limit", async () => {
+    const code = [
+      "import os, sys",
+      "def main(p):",
+      `    sys.stdout.write('o' * ${OUTPUT_LIMIT - 12} + os.environ['API'] + '\\n')`,
+      // Split across two writes and flushes: masked as one text all the same.
+      "    v = os.environ['API']",
+      "    sys.stderr.write(v[:5]); sys.stderr.flush(); sys.stderr.write(v[5:] + '\\n')",
+      "    return 1",
+    ].join("\n");
+    await deployAndActivate(
+      server,
+      "chatty",
+      {
+        vertexes: [{ id: "in", type: "input" }, inlineToken(code), { id: "out", type: "output" }],
+        edges: [
+          { source: "in", target: "tok" },
+          { source: "tok", target: "out" },
+        ],
+      },
+      { logContent: "DETAILED" },
+    );
+    const { run } = await runSync("chatty");
+    const text = JSON.stringify(run);
+    assert.match(text, /output truncated/, text);
+    assert.ok(!text.includes(PREFIX), `the record keeps the value's start: ${text}`);
+    assert.ok(!text.includes(VALUE.slice(5)), "the split value is not masked");
+  });
+
   it("lets another space neither deploy nor see a secret of this one", async () => {
     const d = await call(
       "POST",
