@@ -4,8 +4,11 @@
  */
 import type { JsonPath } from "../flows/schema-issues.ts";
 
-/** A secret's name: usable as an environment variable name as it is. */
-export const SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,127}$";
+/**
+ * A secret's name: usable as an environment variable name as it is, and at most 100 characters,
+ * the longest path parameter the HTTP server accepts (`/secret/{name}`).
+ */
+export const SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,99}$";
 const SECRET_NAME = new RegExp(SECRET_NAME_PATTERN);
 const REF = /\$\{secret\.([^}]*)\}/g;
 

@@ -7,10 +7,12 @@
  */
 import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
+import { maskCutText, maskOrder, maskText } from "../../secrets/mask.ts";
 import { substituteSecrets } from "../../secrets/substitute.ts";
 import { renderDeep, renderTemplate } from "../expr.ts";
-import type { ConfigExpression, NodeDef } from "./types.ts";
+import type { ConfigExpression, NodeContext, NodeDef } from "./types.ts";
 
+const DETAIL_CHARS = 500;
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as const;
 
 /** Paths of every string inside a JSON-like value, for template validation. */
@@ -30,6 +32,17 @@ function parseBody(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+/**
+ * The start of a failing answer's body. An echoing server may answer a secret value: it is masked
+ * here, before the cut, so the cut never leaves the start of one for the run's masking to miss.
+ */
+function errorDetail(parsed: unknown, ctx: NodeContext): string {
+  const text = typeof parsed === "string" ? parsed : JSON.stringify(parsed);
+  if (text.length <= DETAIL_CHARS) return text;
+  const values = maskOrder(ctx.deps.secrets?.handedOut() ?? []);
+  return maskCutText(maskText(text, values).slice(0, DETAIL_CHARS), values);
 }
 
 export const httpNode: NodeDef = {
@@ -90,8 +103,7 @@ export const httpNode: NodeDef = {
     }
     const parsed = parseBody(text);
     if (!res.ok) {
-      const detail = typeof parsed === "string" ? parsed : JSON.stringify(parsed);
-      throw new Error(`HTTP ${res.status} from ${method} ${url}: ${detail.slice(0, 500)}`);
+      throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
     }
     return parsed;
   },
