@@ -72,6 +72,61 @@ describe(`secrets: leaks past the mask (${TEST_MODE})`, () => {
     return { reply: r, run };
   };
 
+  it("a request carrying a secret follows redirects within its origin only", async () => {
+    const seen: string[] = [];
+    const away = http.createServer((req, res) => {
+      seen.push(String(req.headers["x-api-key"]));
+      req.resume();
+      res.end("{}");
+    });
+    await new Promise<void>((r) => away.listen(0, "127.0.0.1", r));
+    const awayUrl = `http://127.0.0.1:${(away.address() as AddressInfo).port}`;
+    const hop = http.createServer((req, res) => {
+      req.resume();
+      if (req.url === "/ok") {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ landed: true }));
+        return;
+      }
+      res.statusCode = 302;
+      res.setHeader("location", req.url === "/same" ? "/ok" : `${awayUrl}/grab`);
+      res.end();
+    });
+    await new Promise<void>((r) => hop.listen(0, "127.0.0.1", r));
+    const hopUrl = `http://127.0.0.1:${(hop.address() as AddressInfo).port}`;
+    try {
+      for (const [name, path] of [
+        ["hopsame", "/same"],
+        ["hopaway", "/away"],
+      ] as const) {
+        await deployAndActivate(server, name, {
+          vertexes: [
+            { id: "in", type: "input" },
+            {
+              id: "call",
+              type: "http",
+              config: { url: `${hopUrl}${path}`, headers: { "x-api-key": "${secret.TOKEN}" } },
+            },
+            { id: "out", type: "output" },
+          ],
+          edges: [
+            { source: "in", target: "call" },
+            { source: "call", target: "out" },
+          ],
+        });
+      }
+      const same = await runSync("hopsame");
+      assert.equal(same.run.status, "SUCCESS", same.reply.text);
+      const gone = await runSync("hopaway");
+      assert.equal(gone.run.status, "FAILURE", gone.reply.text);
+      assert.match(JSON.stringify(gone.run), /not followed: the request carries secrets/);
+      assert.deepEqual(seen, [], "the other origin received the request");
+    } finally {
+      away.close();
+      hop.close();
+    }
+  });
+
   it("does not record a value in a sub-flow's parameter", async () => {
     await deployAndActivate(server, "child", {
       vertexes: [
