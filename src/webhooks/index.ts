@@ -68,6 +68,8 @@ export function createWebhooks(deps: WebhooksDeps): Webhooks {
   return {
     async start() {
       if (deps.ownsDatabase) await outbox.releaseClaims(null);
+      // Once per start: the finished deliveries of runs deleted while they were pending.
+      await outbox.pruneOrphans();
       await recoverMissing(deps, deliverer);
       deliverer.start();
     },

@@ -43,6 +43,7 @@ function gatedOutbox(inserts: { promise: Promise<void> }) {
     nextDue: async () => undefined,
     deliveriesOf: async () => [],
     endedWithoutDeliveries: async () => [],
+    pruneOrphans: async () => 0,
     secret: async () => "whsec_test",
     rotateSecret: async () => {},
   };
