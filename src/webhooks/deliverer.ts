@@ -25,10 +25,13 @@ export interface DelivererConfig {
 export interface Deliverer {
   /** Looks for due deliveries now (something was created or became due). */
   kick(): void;
-  /** Attempts deliveries this node created already claimed, without a claim query. */
-  deliverClaimed(rows: readonly ClaimedDelivery[]): void;
-  /** Room for attempts created claimed (the rest are left for the claim loop). */
-  room(): number;
+  /**
+   * Takes room for up to `wanted` attempts of deliveries this node is creating claimed (the rest
+   * are left for the claim loop). Taken at once, so that runs ending together share the room.
+   */
+  reserve(wanted: number): number;
+  /** Attempts deliveries created claimed, without a claim query, and gives back `reserved`. */
+  deliverClaimed(rows: readonly ClaimedDelivery[], reserved: number): void;
   leaseMs(): number;
   start(): void;
   /** Stops looking, waits for the attempts under way, frees this node's claims. */
@@ -44,6 +47,8 @@ interface State {
   config: DelivererConfig;
   logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
   inFlight: Set<Promise<void>>;
+  /** Room reserved by deliveries being created claimed, not yet in `inFlight`. */
+  reserved: number;
   draining: Promise<void> | null;
   again: boolean;
   /** The last claim filled the room: more may be due as soon as an attempt ends. */
@@ -61,6 +66,7 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   const s: State = {
     ...deps,
     inFlight: new Set(),
+    reserved: 0,
     draining: null,
     again: false,
     backlog: false,
@@ -69,10 +75,15 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   };
   return {
     kick: () => kick(s),
-    deliverClaimed: (rows) => {
+    reserve(wanted) {
+      const taken = s.stopped ? 0 : Math.max(0, Math.min(wanted, room(s)));
+      s.reserved += taken;
+      return taken;
+    },
+    deliverClaimed: (rows, reserved) => {
+      s.reserved -= reserved;
       for (const d of rows) track(s, d);
     },
-    room: () => (s.stopped ? 0 : Math.max(0, s.config.concurrency - s.inFlight.size)),
     leaseMs: () => leaseMs(s),
     start() {
       poll(s);
@@ -92,9 +103,14 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   };
 }
 
-type Mutable = Pick<State, "inFlight" | "draining" | "again" | "backlog" | "timers" | "stopped">;
+type Mutable = Pick<
+  State,
+  "inFlight" | "reserved" | "draining" | "again" | "backlog" | "timers" | "stopped"
+>;
 
 const leaseMs = (s: State): number => s.config.timeoutMs + 5000;
+
+const room = (s: State): number => s.config.concurrency - s.inFlight.size - s.reserved;
 
 function later(s: State, ms: number, fn: () => void): void {
   if (s.stopped) return;
@@ -132,10 +148,12 @@ function kick(s: State): void {
 
 async function drain(s: State): Promise<void> {
   for (;;) {
-    const room = s.config.concurrency - s.inFlight.size;
-    if (s.stopped || room <= 0) return;
-    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), room);
-    s.backlog = batch.length === room;
+    const free = room(s);
+    // No room: look again as soon as an attempt ends.
+    s.backlog = free <= 0;
+    if (s.stopped || free <= 0) return;
+    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), free);
+    s.backlog = batch.length === free;
     for (const d of batch) track(s, d);
     if (!s.backlog) return;
   }
