@@ -24,6 +24,7 @@ import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
+import type { Idempotency } from "./runs/idempotency.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
@@ -42,6 +43,8 @@ export interface AppDeps {
   syntax: SyntaxChecker;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  /** `Idempotency-Key` on the start endpoints (docs/idempotency.md). */
+  idempotency: Idempotency;
   /** Cron schedules for GET /monitor/flows; absent: none shown. */
   schedules?: Pick<FlowSchedules, "schedules"> | undefined;
   /** From createServices (fed by the run events); a bare one otherwise. */
@@ -127,6 +130,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         flows: deps.flows,
         tasks: deps.tasks,
         store: deps.store,
+        idempotency: deps.idempotency,
       });
       await dataflow.register(rerunRoutes, {
         flows: deps.flows,
@@ -151,7 +155,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
   );
   await app.register(
     async (script) => {
-      await script.register(scriptRoutes, { config, tasks: deps.tasks });
+      await script.register(scriptRoutes, {
+        config,
+        tasks: deps.tasks,
+        idempotency: deps.idempotency,
+      });
       await script.register(scriptVersionRoutes, { store: deps.store });
       await script.register(uploadRoutes, {
         config,

@@ -87,6 +87,8 @@ export interface Config {
     fileSweepMs: number;
     scheduleSyncMs: number;
   };
+  /** How long an `Idempotency-Key` answers its first call's run (docs/idempotency.md). */
+  idempotencyWindowS: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -153,7 +155,19 @@ export function loadConfig(env: Env = process.env): Config {
     heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
     flowConfig: flowConfigOf(env),
+    idempotencyWindowS: idempotencyWindow(env),
   };
+}
+
+/** IDEMPOTENCY_WINDOW_SECONDS: whole seconds, at least 1 (docs/idempotency.md). */
+function idempotencyWindow(env: Env): number {
+  const s = int(env, "IDEMPOTENCY_WINDOW_SECONDS", 86_400);
+  if (!Number.isSafeInteger(s) || s < 1) {
+    throw new Error(
+      `config: IDEMPOTENCY_WINDOW_SECONDS must be a whole number of seconds, at least 1, got "${s}"`,
+    );
+  }
+  return s;
 }
 
 /** Python tasks and their sandbox (docs/script-service.md, docs/security.md). */

@@ -13,6 +13,7 @@ import {
 } from "./runs/error-handlers/index.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
+import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
@@ -20,6 +21,7 @@ import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.t
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
+import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
 import { createTopology, type Topology } from "./topology.ts";
@@ -39,6 +41,7 @@ export interface Services {
   tasks: TaskService;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  idempotency: Idempotency;
   metrics: Metrics;
   schedules: FlowSchedules;
   errorHandlers: ErrorHandlers;
@@ -122,6 +125,14 @@ async function assemble(deps: {
     runner,
     metrics,
   });
+  // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
+  const idempotency = createIdempotency({
+    keys: createIdempotencyKeys(store.db),
+    store,
+    clock,
+    logger,
+    config: { windowS: config.idempotencyWindowS },
+  });
   const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
@@ -160,6 +171,7 @@ async function assemble(deps: {
     tasks,
     lifecycle,
     flows,
+    idempotency,
     metrics,
     schedules,
     errorHandlers,

@@ -23,6 +23,8 @@ export interface StartRequest {
    * revision come from that run, not from the locator and the current release.
    */
   rerun?: { of: Run; kind: RerunKind } | undefined;
+  /** The run's ID, chosen before it is prepared (an idempotent start claims its key with it). */
+  runId?: string | undefined;
 }
 
 export interface Release {
@@ -151,7 +153,7 @@ function flowRunRecord(
   at: { now: number; nodeId: string; timeZone: string },
 ): NewRun {
   const { now } = at;
-  const id = newId(now);
+  const id = req.runId ?? newId(now);
   const runName = renderRunName(rel.configure.runNameTemplate, {
     elementName: el.name,
     runId: id,

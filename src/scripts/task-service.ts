@@ -27,6 +27,8 @@ export interface TaskRequest {
   rerunOf?: RerunLink | undefined;
   /** A script version to run; absent: the newest (docs/script-service.md, "Script versions"). */
   version?: number | undefined;
+  /** The task's ID, chosen before it is prepared (an idempotent start claims its key with it). */
+  runId?: string | undefined;
 }
 
 /** A run-sync's answer: the task as the store records it when the answer is made. */
@@ -98,7 +100,7 @@ async function prepare(
     throw new SluiceError(ErrorCode.SCRIPT_VERSION_NOT_FOUND, [el.name, String(req.version)]);
   const now = deps.clock.now();
   return {
-    id: newId(now),
+    id: req.runId ?? newId(now),
     scope: req.scope,
     elementId: el.id,
     elementType: "PY",

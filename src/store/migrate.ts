@@ -8,6 +8,7 @@ import * as m006 from "./migrations/006-monitor-counters.ts";
 import * as m007 from "./migrations/007-monitor-trigram.ts";
 import * as m008 from "./migrations/008-revisions.ts";
 import * as m009 from "./migrations/009-rerun-link.ts";
+import * as m010 from "./migrations/010-idempotency.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -25,6 +26,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "007-monitor-trigram": m007,
   "008-revisions": m008,
   "009-rerun-link": m009,
+  "010-idempotency": m010,
 };
 
 /** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */
