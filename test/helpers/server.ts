@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { buildApp } from "../../src/app.ts";
+import type { Clock } from "../../src/clock.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import { createServices, type Services } from "../../src/services.ts";
 import { startPostgres } from "./pg.ts";
@@ -50,7 +51,7 @@ export const OTHER_SCOPE = { app: "app1", space: "space2", user: "bob" } as cons
 /** A real service on 127.0.0.1 with its own data directory, listening on a free port. */
 export async function startServer(
   env: Record<string, string> = {},
-  opts: { dataDir?: string; keepData?: boolean } = {},
+  opts: { dataDir?: string; keepData?: boolean; clock?: Clock } = {},
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-test-"));
   const config = loadConfig({
@@ -60,7 +61,7 @@ export async function startServer(
     ...env,
   });
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
-  const services = await createServices({ config, logger });
+  const services = await createServices({ config, logger, clock: opts.clock });
   const app = await buildApp(services);
   await app.listen({ port: 0, host: "127.0.0.1" });
   const { port } = app.server.address() as AddressInfo;
