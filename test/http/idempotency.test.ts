@@ -233,6 +233,24 @@ describe("idempotent starts", () => {
     assert.equal(await count("plain"), before + 2);
   });
 
+  it("the OpenAPI document lists the header on the six start operations only", async () => {
+    const doc = (await server.call("GET", "/openapi.json")).body;
+    const has = (p: string) =>
+      (doc.paths[p].post.parameters as { in: string; name: string }[]).some(
+        (x) => x.in === "header" && x.name === "Idempotency-Key",
+      );
+    for (const p of [
+      `${DF}/run`,
+      `${DF}/run-sync`,
+      "/script/external/{elementName}/run",
+      "/script/external/{elementName}/run-sync",
+      "/script/script/run",
+      "/script/script/run-sync",
+    ])
+      assert.equal(has(p), true, p);
+    assert.equal(has(`${DF}/run/terminate`), false);
+  });
+
   it("fuzzed header values: always an envelope, never a 500; valid keys start once", async () => {
     const bytes = fc.oneof(
       fc.string({ unit: "binary-ascii", maxLength: 300 }),

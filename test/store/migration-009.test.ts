@@ -26,6 +26,7 @@ const ALL = [
   "007-monitor-trigram",
   "008-revisions",
   "009-rerun-link",
+  "010-idempotency",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {
