@@ -34,6 +34,8 @@ export interface TaskRequest {
   version?: number | undefined;
   /** The call's own completion webhook (docs/webhooks.md). */
   callback?: WebhookTarget | undefined;
+  /** The task's ID, chosen before it is prepared (an idempotent start claims its key with it). */
+  runId?: string | undefined;
 }
 
 /** A run-sync's answer: the task as the store records it when the answer is made. */
@@ -108,7 +110,7 @@ async function prepare(
   const limit = await declaredLimit(store, req.scope, el.id, version);
   const now = deps.clock.now();
   return {
-    id: newId(now),
+    id: req.runId ?? newId(now),
     scope: req.scope,
     elementId: el.id,
     elementType: "PY",
