@@ -169,16 +169,31 @@ function track(s: State, d: ClaimedDelivery): void {
   s.inFlight.add(p);
 }
 
-/** One POST and its record; a receiver that hangs is cut off by the timeout, nothing is thrown. */
+/** Settles as `work`, or rejects once `signal` aborts (a DNS lookup cannot be aborted itself). */
+function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const stop = () => reject(signal.reason);
+    if (signal.aborted) return stop();
+    signal.addEventListener("abort", stop, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", stop));
+  });
+}
+
+/**
+ * One POST and its record; nothing is thrown. The whole attempt — the signing secret's read, the
+ * address check's DNS lookup, the POST and reading its answer — fits in one timeout, so it ends
+ * within the claim's lease and no other node can claim the delivery while it may still be sent.
+ */
 async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
   const { clock, config } = s;
   const at = clock.now();
   const out: DeliveryAttempt = { at, ms: 0 };
   let permanent = false;
+  const deadline = AbortSignal.timeout(config.timeoutMs);
   try {
-    const secret = await s.store.secret(d.scope, newSecret, at);
+    const secret = await beforeDeadline(s.store.secret(d.scope, newSecret, at), deadline);
     const url = new URL(d.url);
-    if (!config.allowPrivate) await checkAddress(url, "en");
+    if (!config.allowPrivate) await beforeDeadline(checkAddress(url, "en"), deadline);
     const res = await fetch(url, {
       method: "POST",
       headers: {
@@ -189,7 +204,7 @@ async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
         "sluice-attempt": String(d.attempts + 1),
       },
       body: d.body,
-      signal: AbortSignal.timeout(config.timeoutMs),
+      signal: deadline,
       redirect: "error",
     });
     // Read (a little of) the answer so the connection is reused; its content is not used.

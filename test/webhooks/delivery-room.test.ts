@@ -105,4 +105,43 @@ describe("webhook attempts under way", () => {
     for (const res of held) res.end("ok");
     await webhooks.stop();
   });
+
+  it("an attempt whose signing secret read hangs ends within the timeout, inside its claim", async () => {
+    const recorded = condition();
+    const attempts: { error?: string; ms: number }[] = [];
+    const { outbox } = gatedOutbox({ promise: Promise.resolve() });
+    const run = newRun({ status: "SUCCESS", webhooks: [{ url, on: ["ANY"] }] });
+    const ended = { ...run, endTime: run.createTime + 1, result: null } as Run;
+    const hanging: WebhookStore = {
+      ...outbox,
+      secret: () => new Promise<string>(() => {}),
+      async recordAttempt(_id, _node, rec) {
+        attempts.push(...rec.log.slice(-1));
+        recorded.changed();
+        return true;
+      },
+    };
+    const events = createRunEvents({ clock: systemClock });
+    const webhooks = createWebhooks({
+      store: { getRun: async () => ended },
+      outbox: hanging,
+      events,
+      clock: systemClock,
+      nodeId: "n1",
+      logger: quiet,
+      config: { ...CONFIG, timeoutMs: 200, attempts: 1 },
+      ownsDatabase: false,
+    });
+    const before = held.length;
+    events.publish({
+      type: "ended",
+      runId: ended.id,
+      end: { status: "SUCCESS", endTime: ended.endTime ?? 0, summary: null, error: null },
+      run: ended,
+    });
+    await recorded.until(() => attempts.length === 1, "the attempt is recorded", 5000);
+    assert.match(attempts[0]?.error ?? "", /abort|timeout/i);
+    assert.equal(held.length, before, "nothing was sent after the deadline");
+    await webhooks.stop();
+  });
 });
