@@ -5,31 +5,32 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
-import type { RunJob, RunQueue } from "./queue/types.ts";
-import {
-  createErrorHandlers,
-  type ErrorHandlerConfig,
-  type ErrorHandlers,
-} from "./runs/error-handlers/index.ts";
-import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
-import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
+import type { RunQueue } from "./queue/types.ts";
+import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/index.ts";
+import type { FileSweeper } from "./runs/file-cleanup.ts";
+import type { FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
-import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
-import { createLimitWakeups } from "./runs/run-limits.ts";
-import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
+import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
-import { createTaskService, type TaskService } from "./scripts/task-service.ts";
+import type { TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
 import { createSecrets, type Secrets } from "./secrets/secrets.ts";
+import {
+  closeAll,
+  createRuns,
+  errorHandlerConfig,
+  startRecovery,
+  startWork,
+  webhooksConfig,
+} from "./service-parts.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
-import type { NewRun } from "./store/types.ts";
 import { createTopology, type Topology } from "./topology.ts";
-import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/index.ts";
+import { createWebhooks, type Webhooks } from "./webhooks/index.ts";
 
 export interface Services {
   config: Config;
@@ -176,7 +177,7 @@ async function assemble(deps: {
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
-
+  // A later part that fails to start stops what started here (createServices closes the rest).
   const { schedules, fileSweeper } = await startWork({
     config,
     topology,
@@ -185,6 +186,9 @@ async function assemble(deps: {
     tasks,
     flows,
     lifecycle,
+  }).catch(async (err: unknown) => {
+    await closeAll([() => recovery.stop(), () => webhooks.stop()]).catch(() => undefined);
+    throw err;
   });
 
   return {
@@ -221,148 +225,4 @@ async function assemble(deps: {
         () => store.close(),
       ]),
   };
-}
-
-/** Starts what runs on its own: the queue's worker side (unless API-only), schedules, the file sweeper. */
-async function startWork(deps: {
-  config: Config;
-  topology: Topology;
-  clock: Clock;
-  logger: Logger;
-  tasks: TaskService;
-  flows: FlowRuns;
-  lifecycle: FlowLifecycle;
-}): Promise<{ schedules: FlowSchedules; fileSweeper: FileSweeper }> {
-  const { config, topology, clock, logger, tasks, flows } = deps;
-  const { store, queue } = topology;
-  const fc = config.flowConfig;
-  if (topology.executesQueue) {
-    await queue.start((job) =>
-      job.kind === "script" ? tasks.execute(job.runId) : flows.execute(job.runId),
-    );
-  }
-  // Every node schedules; the database claim of each tick makes a cluster fire it once.
-  const schedules = await attachScheduler({
-    store,
-    lifecycle: deps.lifecycle,
-    flows,
-    clock,
-    logger,
-    config: { scheduleSyncMs: fc.scheduleSyncMs },
-    shared: topology.bridge,
-  });
-  const fileSweeper = createFileSweeper({
-    store,
-    clock,
-    logger,
-    config: { dataDir: config.dataDir, ...fc },
-  });
-  fileSweeper.start();
-  return { schedules, fileSweeper };
-}
-
-/** The two executors of the one run lifecycle (docs/architecture.md), wired to the topology. */
-function createRuns(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
-  runner: ScriptRunner;
-  metrics: Metrics;
-  secrets: Secrets;
-}): { tasks: TaskService; flows: FlowRuns } {
-  const { config, topology } = deps;
-  const { store, queue } = topology;
-  const runDeps = {
-    ...deps,
-    store,
-    queue,
-    limits: config.limits,
-    queueIsLocal: topology.queueIsLocal,
-    onScript: deps.metrics.timeScript,
-    // The run's record and its queue job commit together (docs/cluster.md).
-    commitQueued: (run: NewRun, job: RunJob) => queue.submit(run, job, store),
-  };
-  return {
-    tasks: createTaskService(runDeps),
-    flows: createFlowRuns({ ...runDeps, config, cacheLocators: topology.ownsDatabase }),
-  };
-}
-
-/**
- * Closes every part even when one fails (a queue whose database is gone must not keep the
- * runner's processes alive); the first failure is thrown at the end.
- */
-async function closeAll(steps: (() => Promise<void> | void)[]): Promise<void> {
-  const failures: unknown[] = [];
-  for (const step of steps) {
-    try {
-      await step();
-    } catch (err) {
-      failures.push(err);
-    }
-  }
-  if (failures.length > 0) throw failures[0];
-}
-
-function errorHandlerConfig(config: Config): ErrorHandlerConfig {
-  const fc = config.flowConfig;
-  return {
-    smtpUrl: config.smtpUrl,
-    smtpFrom: fc.smtpFrom,
-    language: fc.notifyLanguage,
-    allowPrivateWebhooks: fc.allowPrivateWebhooks,
-    attempts: fc.handlerAttempts,
-    backoffMs: fc.handlerBackoffMs,
-    webhookTimeoutMs: fc.webhookTimeoutMs,
-    customWaitS: fc.customHandlerWaitS,
-  };
-}
-
-function webhooksConfig(config: Config): WebhooksConfig {
-  return {
-    ...config.webhooks,
-    timeoutMs: config.flowConfig.webhookTimeoutMs,
-    allowPrivate: config.flowConfig.allowPrivateWebhooks,
-    dataflowPrefix: config.dataflowPrefix,
-    scriptPrefix: config.scriptPrefix,
-  };
-}
-
-/** Recovers what a previous life left unfinished, then beats (and sweeps) on a timer. */
-async function startRecovery(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
-}): Promise<Recovery> {
-  const { config, topology, logger } = deps;
-  const waiting = createLimitWakeups({
-    store: topology.store,
-    queue: topology.queue,
-    events: deps.events,
-    logger,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-  });
-  const recovery = createRecovery({
-    store: topology.store,
-    queue: topology.queue,
-    events: deps.events,
-    clock: deps.clock,
-    logger,
-    nodeId: deps.nodeId,
-    sharedDatabase: topology.recovery.sweepsOtherNodes,
-    heartbeatMs: config.heartbeatMs,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-    requeue: topology.recovery.requeueAtStart,
-    waiting,
-  });
-  const recovered = await recovery.recoverAtStart();
-  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
-  recovery.start();
-  return recovery;
 }
