@@ -287,7 +287,7 @@ async function execute<Req extends RunRequest>(c: Lifecycle<Req>, runId: string)
     (await store.startRun(runId, startTime, deps.nodeId)) ??
     (await store.claimLimited(runId, startTime, deps.nodeId));
   // Not started: ended meanwhile, or a limited run without a free slot, whose job comes again
-  // when a run of its element ends.
+  // when a run of its element ends (its record stays here until then; a terminate drops it).
   if (!r) return;
   queuedHere.delete(runId);
   events.publish({ type: "started", runId, startTime });
@@ -305,6 +305,8 @@ async function terminate<Req extends RunRequest>(c: Lifecycle<Req>, r: Run): Pro
     error: "terminated by request",
   };
   if (!(await store.endRun(r.id, end))) return false;
+  // A run that waited for a slot has no job that would drop its queued record.
+  c.queuedHere.delete(r.id);
   active.get(r.id)?.abort(new RunStop("terminate", "terminated"));
   events.publish({ type: "ended", runId: r.id, end, run: r });
   for (const child of await store.childRuns(r.id)) await terminate(c, child);

@@ -1,13 +1,25 @@
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, it } from "node:test";
+import v8 from "node:v8";
+import vm from "node:vm";
+import { pino } from "pino";
+import { ErrorCode } from "../../src/errors.ts";
 import { systemClock } from "../../src/clock.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import type { RunJob, RunQueue } from "../../src/queue/types.ts";
+import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { createLimitWakeups } from "../../src/runs/run-limits.ts";
+import { openStore } from "../../src/store/open-store.ts";
 import type { StartableRun } from "../../src/store/types.ts";
 import { newRun } from "../helpers/runs.ts";
-import { gate } from "../helpers/wait.ts";
+import { condition, gate } from "../helpers/wait.ts";
+
+v8.setFlagsFromString("--expose-gc");
+const gc = vm.runInNewContext("gc") as () => void;
 
 const scope = { app: "a", space: "s" };
 const startable = (id: string): StartableRun => ({ id, elementType: "DPL", scope });
@@ -65,5 +77,81 @@ describe("limit wake-ups", () => {
     // r2 is woken after r1 is looked at (oldest first).
     await last.promise;
     assert.equal(local.depth(), 2);
+  });
+});
+
+describe("a terminated waiting run (embedded)", () => {
+  it("leaves nothing of its request in memory", async () => {
+    const store = await openStore({
+      dataDir: fs.mkdtempSync(path.join(os.tmpdir(), "sluice-lim-life-")),
+    });
+    const queue = createLocalQueue({ bound: 100, concurrency: { flow: 4, script: 1 } });
+    const events = createRunEvents({ clock: systemClock });
+    const release = gate();
+    const claimed = condition();
+    events.subscribe(() => claimed.changed());
+    const executor: RunExecutor<RunRequest> = {
+      kind: "flow",
+      prepare: async (_req, status) =>
+        newRun({ elementId: "5", elementType: "DPL", runLimit: 1, status }),
+      execute: async () => {
+        await release.promise;
+        return { outcome: { status: "SUCCESS", value: 1 } };
+      },
+    };
+    const lifecycle = createRunLifecycle(
+      {
+        store,
+        events,
+        clock: systemClock,
+        logger: pino({ level: "silent" }),
+        nodeId: "n",
+        limits: { maxRunS: 60, maxWaitS: 5, queuedRuns: 100, resultBytes: 1 << 20 },
+        queue,
+        commitQueued: (run, job) => queue.submit(run, job, store),
+        queueIsLocal: true,
+        notFound: ErrorCode.RUN_NOT_FOUND,
+      },
+      executor,
+    );
+    const handled: string[] = [];
+    await queue.start(async (job) => {
+      await lifecycle.execute(job.runId);
+      handled.push(job.runId);
+      claimed.changed();
+    });
+    try {
+      const first = await lifecycle.start({ parameter: null });
+      await claimed.readUntil(
+        () => store.getRun(null, first),
+        (r) => r?.status === "STARTED",
+        "the first run holds the slot",
+      );
+      // The waiting run's parameter, held only by the lifecycle while the run waits.
+      const { waiting, held } = await (async () => {
+        const parameter = { big: "x".repeat(1024) };
+        const id = await lifecycle.start({ parameter });
+        return { waiting: id, held: new WeakRef(parameter) };
+      })();
+      // Its claim found no slot: it waits with no job.
+      await claimed.until(() => handled.includes(waiting), "the waiting run's claim");
+      const run = await store.getRun(null, waiting);
+      assert.equal(run?.status, "QUEUED");
+      assert.equal(await lifecycle.terminate(run as NonNullable<typeof run>), true);
+      release.open();
+      await claimed.readUntil(
+        () => store.getRun(null, first),
+        (r) => r?.status === "SUCCESS",
+        "the first run ends",
+      );
+      gc();
+      await new Promise((r) => setImmediate(r));
+      gc();
+      assert.equal(held.deref(), undefined, "the terminated run's request is still held");
+    } finally {
+      release.open();
+      await queue.stop();
+      await store.close();
+    }
   });
 });
