@@ -232,8 +232,13 @@ if (TEST_MODE === "cluster")
     let nodes: TestServer[] = [];
     let holder: Holder;
     before(async () => {
-      const first = await startServer();
-      const second = await startServer({ DATABASE_URL: first.config.databaseUrl ?? "" });
+      // One flow slot each: the two runs the limit lets execute at once are on both nodes (with
+      // more slots, which node fetches a job is chance, and one node may take them all).
+      const first = await startServer({ FLOW_CONCURRENCY: "1" });
+      const second = await startServer({
+        DATABASE_URL: first.config.databaseUrl ?? "",
+        FLOW_CONCURRENCY: "1",
+      });
       nodes = [first, second];
       holder = await startHolder();
     });
