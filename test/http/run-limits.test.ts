@@ -156,6 +156,36 @@ describe("concurrency limits", () => {
     assert.equal(r.body.status, true, r.text);
   });
 
+  it("maxConcurrentRuns is at most 2147483647 (the column holding it); that limit runs", async () => {
+    const deploy = (elementName: string, maxConcurrentRuns: number) =>
+      server.call("POST", `${DF}/flow/deploy`, {
+        headers: scopeHeaders(),
+        body: {
+          elementName,
+          revisionName: "r1",
+          path: "/flows",
+          flow: NO_SCRIPT_FLOW,
+          configure: { maxConcurrentRuns },
+        },
+      });
+    const d = await deploy("too-many", 2 ** 31);
+    const found = (d.body.data ?? []) as { errorMessage: string }[];
+    assert.ok(
+      found.some((r) => /maxConcurrentRuns must be a positive integer/.test(r.errorMessage)),
+      d.text,
+    );
+    await deployAndActivate(server, "many", NO_SCRIPT_FLOW, { maxConcurrentRuns: 2 ** 31 - 1 });
+    const run = await server.call("POST", `${DF}/run`, {
+      headers: scopeHeaders(),
+      body: { elementName: "many", parameter: { orders: [] } },
+    });
+    assert.equal(run.body.status, true, run.text);
+    const r = await server.call("GET", `${DF}/run/${run.body.data}/result?timeout=30`, {
+      headers: scopeHeaders(),
+    });
+    assert.equal(r.body.status, true, r.text);
+  });
+
   it("maxConcurrentRuns must be a positive integer", async () => {
     const d = await server.call("POST", `${DF}/flow/deploy`, {
       headers: scopeHeaders(),
