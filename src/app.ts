@@ -26,6 +26,7 @@ import { secretRoutes } from "./http/secret-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import { webhookRoutes } from "./http/webhook-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
+import type { Idempotency } from "./runs/idempotency.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
@@ -48,6 +49,8 @@ export interface AppDeps {
   flows: FlowRuns;
   /** Secrets of a scope (docs/secrets.md); absent: no secret endpoints. */
   secrets?: Secrets | undefined;
+  /** `Idempotency-Key` on the start endpoints (docs/idempotency.md). */
+  idempotency: Idempotency;
   /** Cron schedules for GET /monitor/flows; absent: none shown. */
   schedules?: Pick<FlowSchedules, "schedules"> | undefined;
   /** From createServices (fed by the run events); a bare one otherwise. */
@@ -135,6 +138,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         flows: deps.flows,
         tasks: deps.tasks,
         store: deps.store,
+        idempotency: deps.idempotency,
       });
       await dataflow.register(rerunRoutes, {
         flows: deps.flows,
@@ -162,7 +166,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
   );
   await app.register(
     async (script) => {
-      await script.register(scriptRoutes, { config, tasks: deps.tasks });
+      await script.register(scriptRoutes, {
+        config,
+        tasks: deps.tasks,
+        idempotency: deps.idempotency,
+      });
       await script.register(scriptVersionRoutes, { store: deps.store });
       await script.register(uploadRoutes, {
         config,

@@ -104,6 +104,8 @@ export interface Config {
     publicUrl: string;
     recoverWindowMs: number;
   };
+  /** How long an `Idempotency-Key` answers its first call's run (docs/idempotency.md). */
+  idempotencyWindowS: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -177,6 +179,7 @@ export function loadConfig(env: Env = process.env): Config {
         : undefined,
     },
     webhooks: webhooksConfigOf(env),
+    idempotencyWindowS: idempotencyWindow(env),
   };
 }
 
@@ -192,6 +195,17 @@ function webhooksConfigOf(env: Env): Config["webhooks"] {
     publicUrl: (env.WEBHOOK_PUBLIC_URL ?? "").replace(/\/+$/, ""),
     recoverWindowMs: int(env, "WEBHOOK_RECOVER_HOURS", 24) * 3_600_000,
   };
+}
+
+/** IDEMPOTENCY_WINDOW_SECONDS: whole seconds, at least 1 (docs/idempotency.md). */
+function idempotencyWindow(env: Env): number {
+  const s = int(env, "IDEMPOTENCY_WINDOW_SECONDS", 86_400);
+  if (!Number.isSafeInteger(s) || s < 1) {
+    throw new Error(
+      `config: IDEMPOTENCY_WINDOW_SECONDS must be a whole number of seconds, at least 1, got "${s}"`,
+    );
+  }
+  return s;
 }
 
 /** Python tasks and their sandbox (docs/script-service.md, docs/security.md). */

@@ -13,6 +13,7 @@ import {
 } from "./runs/error-handlers/index.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
+import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
@@ -23,6 +24,7 @@ import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
 import { createSecrets, type Secrets } from "./secrets/secrets.ts";
+import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
@@ -44,6 +46,7 @@ export interface Services {
   tasks: TaskService;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
+  idempotency: Idempotency;
   metrics: Metrics;
   schedules: FlowSchedules;
   errorHandlers: ErrorHandlers;
@@ -140,6 +143,14 @@ async function assemble(deps: {
     metrics,
     secrets,
   });
+  // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
+  const idempotency = createIdempotency({
+    keys: createIdempotencyKeys(store.db),
+    store,
+    clock,
+    logger,
+    config: { windowS: config.idempotencyWindowS },
+  });
   const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax, secrets });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
@@ -190,6 +201,7 @@ async function assemble(deps: {
     tasks,
     lifecycle,
     flows,
+    idempotency,
     metrics,
     schedules,
     errorHandlers,

@@ -2,6 +2,7 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import type { Config } from "../config.ts";
+import { IDEMPOTENCY_HEADER_DOC, IDEMPOTENT_OPERATIONS } from "./idempotency.ts";
 import { contextHeaders, errorCatalog, OPERATIONS, responseHeaders } from "./openapi-catalog.ts";
 import { documentBodies, documentedBody, documentedTextFields } from "./openapi-forms.ts";
 
@@ -138,7 +139,9 @@ function documented(
   const access = route.config?.access;
   const headers = contextHeaders(access, signature);
   if (headers) {
-    out.headers = headers.schema;
+    out.headers = IDEMPOTENT_OPERATIONS.has(key)
+      ? withProperty(headers.schema, "Idempotency-Key", IDEMPOTENCY_HEADER_DOC)
+      : headers.schema;
     if (headers.cookie)
       out.cookies = {
         type: "object",
@@ -167,4 +170,14 @@ function documented(
       },
     };
   return out as FastifySchema;
+}
+
+/** `schema` (an object schema) with one more optional property. */
+function withProperty(
+  schema: Record<string, unknown>,
+  name: string,
+  property: unknown,
+): Record<string, unknown> {
+  const properties = (schema.properties ?? {}) as Record<string, unknown>;
+  return { ...schema, properties: { ...properties, [name]: property } };
 }

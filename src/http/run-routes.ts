@@ -4,6 +4,7 @@ import { Type } from "typebox";
 import type { Locator } from "../elements/locator.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
+import type { Idempotency } from "../runs/idempotency.ts";
 import type { TaskService } from "../scripts/task-service.ts";
 import type { Run, Scope, Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
@@ -16,6 +17,7 @@ import {
   RunSyncBody,
   WaitQuery,
 } from "./flow-schemas.ts";
+import { awaitRetried, startedId, startOnce } from "./idempotency.ts";
 import type { TypedApp } from "./typed-app.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 
@@ -24,13 +26,11 @@ interface RunDeps {
   flows: FlowRuns;
   tasks: TaskService;
   store: Store;
+  idempotency: Idempotency;
 }
 
 /** Endpoints 1–5: start, result, run-sync, terminate, delete. */
-export async function runRoutes(
-  fastify: FastifyInstance,
-  opts: { flows: FlowRuns; tasks: TaskService; store: Store },
-): Promise<void> {
+export async function runRoutes(fastify: FastifyInstance, opts: RunDeps): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   registerStart(app, opts);
   registerResult(app, opts);
@@ -39,8 +39,11 @@ export async function runRoutes(
   registerDelete(app, opts);
 }
 
-/** POST /run: starts a flow run and answers its ID without waiting for its end. */
-function registerStart(app: TypedApp, { flows, store }: RunDeps): void {
+/**
+ * POST /run: starts a flow run and answers its ID without waiting for its end; a retry with the
+ * same `Idempotency-Key` answers the first call's ID (docs/idempotency.md).
+ */
+function registerStart(app: TypedApp, { flows, store, idempotency }: RunDeps): void {
   app.post(
     "/run",
     {
@@ -49,16 +52,21 @@ function registerStart(app: TypedApp, { flows, store }: RunDeps): void {
     },
     async (req, reply) => {
       const b = req.body;
-      const id = await flows.start({
+      const request = {
         scope: scopeOf(req),
         user: req.ctx.user,
         locator: locatorOf(b),
         parameter: b.parameter ?? {},
         inProcess: b.inProcess ?? false,
         parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
-        trigger: "ASYNC",
+        trigger: "ASYNC" as const,
         callback: callbackOf(b, "body"),
-      });
+      };
+      const id = startedId(
+        await startOnce(idempotency, req, "POST /run", request, (runId) =>
+          flows.start({ ...request, runId }),
+        ),
+      );
       reply.header("x-run-id", id);
       return ok(id);
     },
@@ -87,7 +95,8 @@ function registerResult(app: TypedApp, { flows }: RunDeps): void {
   );
 }
 
-function registerRunSync(app: TypedApp, { flows, store }: RunDeps): void {
+/** POST /run-sync; a retry with the same `Idempotency-Key` awaits the first call's run. */
+function registerRunSync(app: TypedApp, { flows, store, idempotency }: RunDeps): void {
   app.post(
     "/run-sync",
     {
@@ -96,17 +105,23 @@ function registerRunSync(app: TypedApp, { flows, store }: RunDeps): void {
     },
     async (req, reply) => {
       const b = req.body;
-      const run = await flows.runSync(
-        {
-          scope: scopeOf(req),
-          user: req.ctx.user,
-          locator: locatorOf(b),
-          parameter: b.parameter ?? {},
-          parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
-          callback: callbackOf(b, "body"),
-        },
-        b.timeout,
+      const request = {
+        scope: scopeOf(req),
+        user: req.ctx.user,
+        locator: locatorOf(b),
+        parameter: b.parameter ?? {},
+        parentRunId: await parentOf(store, req.ctx.scope, b.parentRunId),
+        callback: callbackOf(b, "body"),
+      };
+      const settled = await startOnce(idempotency, req, "POST /run-sync", request, (runId) =>
+        flows.runSync({ ...request, runId }, b.timeout),
       );
+      const run = settled.first
+        ? settled.value
+        : await awaitRetried(settled, flows.waitForEnd, req.ctx.scope, b.timeout, {
+            code: ErrorCode.RUN_NOT_FOUND,
+            header: "x-run-id",
+          });
       reply.header("x-run-id", run.id);
       if (run.status === "QUEUED" || run.status === "STARTED") {
         throw new SluiceError(ErrorCode.RUN_WAIT_ELAPSED, [run.id, run.status], {

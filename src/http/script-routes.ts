@@ -1,11 +1,14 @@
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { Config } from "../config.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
-import type { TaskService } from "../scripts/task-service.ts";
+import type { Idempotency } from "../runs/idempotency.ts";
+import type { SyncWait } from "../runs/lifecycle-types.ts";
+import type { SyncTask, TaskRequest, TaskService } from "../scripts/task-service.ts";
 import type { Run } from "../store/types.ts";
 import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
+import { awaitRetried, startedId, startOnce } from "./idempotency.ts";
 import { externalRequest, internalRequest } from "./script-requests.ts";
 import {
   ExternalParams,
@@ -24,13 +27,11 @@ import type { TypedApp } from "./typed-app.ts";
 interface ScriptDeps {
   config: Config;
   tasks: TaskService;
+  idempotency: Idempotency;
 }
 
 /** Script service endpoints 15–20: external and internal runs, result and lifespan lookups. */
-export async function scriptRoutes(
-  fastify: FastifyInstance,
-  opts: { config: Config; tasks: TaskService },
-): Promise<void> {
+export async function scriptRoutes(fastify: FastifyInstance, opts: ScriptDeps): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   registerExternalRunSync(app, opts);
   registerExternalRun(app, opts);
@@ -41,7 +42,7 @@ export async function scriptRoutes(
 }
 
 /** POST /external/:elementName/run-sync: the bare return value, not an envelope. */
-function registerExternalRunSync(app: TypedApp, { tasks, config }: ScriptDeps): void {
+function registerExternalRunSync(app: TypedApp, deps: ScriptDeps): void {
   app.post(
     "/external/:elementName/run-sync",
     {
@@ -57,11 +58,11 @@ function registerExternalRunSync(app: TypedApp, { tasks, config }: ScriptDeps): 
     },
     async (req, reply) => {
       const q = req.query;
-      const { run, killedOnTimeout } = await tasks.runSync(
-        {
-          ...externalRequest(req, config),
-          trigger: "SYNC",
-        },
+      const { run, killedOnTimeout } = await runSyncOnce(
+        deps,
+        req,
+        "POST /external/{elementName}/run-sync",
+        { ...externalRequest(req, deps.config), trigger: "SYNC" },
         { timeoutS: q.timeout, terminateOnTimeout: q.terminateOnTimeout ?? false },
       );
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
@@ -72,7 +73,7 @@ function registerExternalRunSync(app: TypedApp, { tasks, config }: ScriptDeps): 
   );
 }
 
-function registerExternalRun(app: TypedApp, { tasks, config }: ScriptDeps): void {
+function registerExternalRun(app: TypedApp, { tasks, config, idempotency }: ScriptDeps): void {
   app.post(
     "/external/:elementName/run",
     {
@@ -85,17 +86,19 @@ function registerExternalRun(app: TypedApp, { tasks, config }: ScriptDeps): void
       },
     },
     async (req, reply) => {
-      const id = await tasks.submit({
-        ...externalRequest(req, config),
-        trigger: "ASYNC",
-      });
+      const request: TaskRequest = { ...externalRequest(req, config), trigger: "ASYNC" };
+      const id = startedId(
+        await startOnce(idempotency, req, "POST /external/{elementName}/run", request, (runId) =>
+          tasks.submit({ ...request, runId }),
+        ),
+      );
       reply.header("x-task-id", id);
       return ok(id);
     },
   );
 }
 
-function registerInternalRunSync(app: TypedApp, { tasks }: ScriptDeps): void {
+function registerInternalRunSync(app: TypedApp, deps: ScriptDeps): void {
   app.post(
     "/script/run-sync",
     {
@@ -104,11 +107,11 @@ function registerInternalRunSync(app: TypedApp, { tasks }: ScriptDeps): void {
     },
     async (req, reply) => {
       const b = req.body;
-      const { run, killedOnTimeout } = await tasks.runSync(
-        {
-          ...internalRequest(req),
-          trigger: "SYNC",
-        },
+      const { run, killedOnTimeout } = await runSyncOnce(
+        deps,
+        req,
+        "POST /script/run-sync",
+        { ...internalRequest(req), trigger: "SYNC" },
         { timeoutS: b.timeout, terminateOnTimeout: b.terminateOnTimeout ?? false },
       );
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
@@ -118,7 +121,7 @@ function registerInternalRunSync(app: TypedApp, { tasks }: ScriptDeps): void {
   );
 }
 
-function registerInternalRun(app: TypedApp, { tasks }: ScriptDeps): void {
+function registerInternalRun(app: TypedApp, { tasks, idempotency }: ScriptDeps): void {
   app.post(
     "/script/run",
     {
@@ -126,14 +129,38 @@ function registerInternalRun(app: TypedApp, { tasks }: ScriptDeps): void {
       schema: { body: InternalRunBody, response: { 200: Envelope(Type.String()) } },
     },
     async (req, reply) => {
-      const id = await tasks.submit({
-        ...internalRequest(req),
-        trigger: "ASYNC",
-      });
+      const request: TaskRequest = { ...internalRequest(req), trigger: "ASYNC" };
+      const id = startedId(
+        await startOnce(idempotency, req, "POST /script/run", request, (runId) =>
+          tasks.submit({ ...request, runId }),
+        ),
+      );
       reply.header("x-task-id", id);
       return ok(id);
     },
   );
+}
+
+/**
+ * A script run-sync through its `Idempotency-Key` (docs/idempotency.md): a retry awaits the first
+ * call's task up to its own `timeout` and never kills it (only the call that started it does).
+ */
+async function runSyncOnce(
+  { tasks, idempotency }: ScriptDeps,
+  req: FastifyRequest,
+  endpoint: string,
+  request: TaskRequest,
+  wait: SyncWait,
+): Promise<SyncTask> {
+  const settled = await startOnce(idempotency, req, endpoint, request, (runId) =>
+    tasks.runSync({ ...request, runId }, wait),
+  );
+  if (settled.first) return settled.value;
+  const run = await awaitRetried(settled, tasks.waitForEnd, req.ctx.scope, wait.timeoutS, {
+    code: ErrorCode.TASK_NOT_FOUND,
+    header: "x-task-id",
+  });
+  return { run, killedOnTimeout: false };
 }
 
 function registerResult(app: TypedApp, { tasks }: ScriptDeps): void {

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
-import { ErrorCode, SluiceError } from "../errors.ts";
+import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { Secrets } from "../secrets/secrets.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
@@ -42,7 +42,12 @@ export async function secretRoutes(
         response: { 200: Envelope(SecretInfo) },
       },
     },
-    async (req) => ok(await secrets.put(scopeOf(req), req.params.name, req.body.value)),
+    async (req) => {
+      // Stored as UTF-8: a lone surrogate would silently come back as U+FFFD, another value.
+      if (!req.body.value.isWellFormed())
+        throw badRequest("body.value must be well-formed Unicode (a lone surrogate is not)");
+      return ok(await secrets.put(scopeOf(req), req.params.name, req.body.value));
+    },
   );
 
   app.delete(

@@ -5,7 +5,7 @@ import { SECRET_NAME_PATTERN } from "../secrets/refs.ts";
 
 const SecretName = Type.String({
   pattern: SECRET_NAME_PATTERN,
-  description: "Letters, digits and `_`, not starting with a digit, at most 128 characters",
+  description: "Letters, digits and `_`, not starting with a digit, at most 100 characters",
 });
 
 export const SecretParams = Type.Object({ name: SecretName });

@@ -27,6 +27,8 @@ export interface StartRequest {
   rerun?: { of: Run; kind: RerunKind } | undefined;
   /** The call's own completion webhook, after the flow's configured ones (docs/webhooks.md). */
   callback?: WebhookTarget | undefined;
+  /** The run's ID, chosen before it is prepared (an idempotent start claims its key with it). */
+  runId?: string | undefined;
 }
 
 export interface Release {
@@ -155,7 +157,7 @@ function flowRunRecord(
   at: { now: number; nodeId: string; timeZone: string },
 ): NewRun {
   const { now } = at;
-  const id = newId(now);
+  const id = req.runId ?? newId(now);
   const runName = renderRunName(rel.configure.runNameTemplate, {
     elementName: el.name,
     runId: id,

@@ -256,7 +256,16 @@ function flowDeps(
       onScript: deps.onScript,
       ...scripts,
     }),
-    runSubflow: (req) => subflow(deps, lifecycle, r, req.element, req.parameter, req.signal),
+    // A sub-flow is a run of its own whose parameter is recorded: it gets this run's values masked.
+    runSubflow: (req) =>
+      subflow(
+        deps,
+        lifecycle,
+        r,
+        req.element,
+        maskDeep(req.parameter, scripts.secrets?.handedOut() ?? []),
+        req.signal,
+      ),
     fetch: globalThis.fetch,
     responseBytes: config.limits.resultBytes,
     now: () => clock.now(),

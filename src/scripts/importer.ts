@@ -2,6 +2,7 @@ import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { checkElementName, joinPath } from "../elements/paths.ts";
 import type { Scope, Store } from "../store/types.ts";
+import { parseHeader } from "./script-header.ts";
 import type { CheckedFile, SyntaxChecker } from "./syntax-check.ts";
 import { inspectZip } from "./zip-inspect.ts";
 
@@ -92,8 +93,10 @@ export async function checkScriptBytes(
     return { status: 3, message: `file is larger than ${config.limits.uploadFileBytes} bytes` };
   // The bytes the task will load, and loaded the same way (docs/script-service.md, "Upload").
   let sources: CheckedFile[];
+  let entry: { name: string; bytes: Buffer };
   if (kind === "module") {
     sources = [{ name: base, bytes }];
+    entry = { name: base, bytes };
   } else {
     const verdict = await inspectZip(bytes, config.limits);
     if (!verdict.ok) return { status: verdict.status, message: verdict.message };
@@ -102,7 +105,12 @@ export async function checkScriptBytes(
       bytes: f.source,
       decode: f.name === verdict.entry,
     }));
+    const main = verdict.pyFiles.find((f) => f.name === verdict.entry);
+    entry = { name: verdict.entry, bytes: main?.source ?? Buffer.alloc(0) };
   }
+  // Declarations the service acts on are checked now, not when a task first runs.
+  const { problem } = parseHeader(entry.bytes.toString());
+  if (problem) return { status: 2, message: `${entry.name}: ${problem}` };
   const checked = await deps.syntax.check(sources);
   if (checked.ok) return null;
   const where = checked.file ?? base;

@@ -77,6 +77,9 @@ export class Capped {
   }
 }
 
+/** The note `Capped.text` ends a cut stream with: what comes before it was cut at the cap. */
+export const OUTPUT_CUT_NOTE = /\n\[output truncated: \d+ more bytes discarded\]\n$/;
+
 export type TaskError = { type: string; message: string; traceback?: string };
 
 export type ResultMessage =

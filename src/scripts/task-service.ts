@@ -17,6 +17,7 @@ import type { NewRun, RerunLink, Run, Scope, ScopeFilter, TriggerType } from "..
 import { runTargets } from "../webhooks/targets.ts";
 import type { WebhookTarget } from "../webhooks/types.ts";
 import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
+import { scriptHeader } from "./script-header.ts";
 
 export interface TaskRequest {
   scope: Scope;
@@ -33,6 +34,8 @@ export interface TaskRequest {
   version?: number | undefined;
   /** The call's own completion webhook (docs/webhooks.md). */
   callback?: WebhookTarget | undefined;
+  /** The task's ID, chosen before it is prepared (an idempotent start claims its key with it). */
+  runId?: string | undefined;
 }
 
 /** A run-sync's answer: the task as the store records it when the answer is made. */
@@ -104,9 +107,10 @@ async function prepare(
       : (await store.scriptVersion(el.id, req.version))?.version;
   if (version === undefined && req.version !== undefined)
     throw new SluiceError(ErrorCode.SCRIPT_VERSION_NOT_FOUND, [el.name, String(req.version)]);
+  const limit = await declaredLimit(store, req.scope, el.id, version);
   const now = deps.clock.now();
   return {
-    id: newId(now),
+    id: req.runId ?? newId(now),
     scope: req.scope,
     elementId: el.id,
     elementType: "PY",
@@ -125,7 +129,25 @@ async function prepare(
     createTime: now,
     startTime: status === "STARTED" ? now : null,
     webhooks: runTargets(undefined, req.callback),
+    runLimit: limit ?? null,
   };
+}
+
+/**
+ * The element's `# sluice-max-concurrent-runs` in the version the task will run (docs/run-limits.md):
+ * versions are immutable and cached in memory in both modes, and their header is parsed once.
+ */
+async function declaredLimit(
+  store: TaskServiceDeps["store"],
+  scope: Scope,
+  elementId: string,
+  version: number | undefined,
+): Promise<number | undefined> {
+  const source =
+    version === undefined
+      ? await store.scriptById(scope, elementId)
+      : await store.scriptVersion(elementId, version);
+  return source ? (await scriptHeader(source)).maxConcurrentRuns : undefined;
 }
 
 async function execute(

@@ -4,6 +4,7 @@
  * A safety net for values a script prints or a server echoes, not a boundary: a transformed value
  * (encoded, split) is not recognised.
  */
+import { OUTPUT_CUT_NOTE } from "../scripts/python-runner-output.ts";
 import type { TaskOutcome } from "../scripts/runner-types.ts";
 
 export const MASK = "***";
@@ -12,6 +13,37 @@ export function maskText(text: string, values: readonly string[]): string {
   let out = text;
   for (const v of values) if (v !== "" && out.includes(v)) out = out.split(v).join(MASK);
   return out;
+}
+
+/**
+ * A text cut at a limit (`values` in maskOrder's order): the values masked, and the start of a
+ * value the cut left at its end masked too, from the first character that could begin one (a
+ * character split by the cut, U+FFFD, counts with it). Masks more than needed, never less.
+ */
+export function maskCutText(text: string, values: readonly string[]): string {
+  const out = maskText(text, values);
+  const end = out.replace(/\uFFFD+$/, "");
+  let from = out.length;
+  for (const v of values) {
+    const first = v[0];
+    if (first === undefined) continue;
+    // The earliest position whose rest of text is a proper start of v: the longest such start.
+    for (let i = end.indexOf(first, Math.max(0, end.length - v.length + 1)); i >= 0; ) {
+      if (v.startsWith(end.slice(i))) {
+        from = Math.min(from, i);
+        break;
+      }
+      i = end.indexOf(first, i + 1);
+    }
+  }
+  return from < out.length ? out.slice(0, from) + MASK : out;
+}
+
+/** stdout or stderr as the runner keeps it: cut at the output cap, then noted (Capped). */
+function maskOutput(text: string, values: readonly string[]): string {
+  const note = OUTPUT_CUT_NOTE.exec(text);
+  if (!note) return maskText(text, values);
+  return maskCutText(text.slice(0, note.index), values) + note[0];
 }
 
 /** Longest first, so a value that contains another is masked whole. */
@@ -42,8 +74,8 @@ export function maskOutcome(o: TaskOutcome, values: readonly string[] | undefine
   const order = maskOrder(values);
   const out: TaskOutcome = {
     ...o,
-    stdout: maskText(o.stdout, order),
-    stderr: maskText(o.stderr, order),
+    stdout: maskOutput(o.stdout, order),
+    stderr: maskOutput(o.stderr, order),
   };
   if (o.value !== undefined) out.value = walk(o.value, order);
   if (o.error) out.error = walk(o.error, order) as TaskOutcome["error"];

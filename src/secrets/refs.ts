@@ -4,8 +4,11 @@
  */
 import type { JsonPath } from "../flows/schema-issues.ts";
 
-/** A secret's name: usable as an environment variable name as it is. */
-export const SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,127}$";
+/**
+ * A secret's name: usable as an environment variable name as it is, and at most 100 characters,
+ * the longest path parameter the HTTP server accepts (`/secret/{name}`).
+ */
+export const SECRET_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,99}$";
 const SECRET_NAME = new RegExp(SECRET_NAME_PATTERN);
 const REF = /\$\{secret\.([^}]*)\}/g;
 
@@ -67,16 +70,4 @@ export function secretNamesOfGraph(flow: unknown): Set<string> {
     for (const ref of secretRefsOfConfig(v.type, v.config)) names.add(ref.name);
   }
   return names;
-}
-
-/**
- * The names a Python element declares it reads: a comment line `# sluice-secrets: A, B` in its
- * module text (a package: in its main.py). Invalid names are kept so the task fails naming them.
- */
-export function declaredSecrets(source: string): string[] {
-  const names: string[] = [];
-  for (const m of source.matchAll(/^#\s*sluice-secrets:(.*)$/gm)) {
-    for (const n of (m[1] ?? "").split(/[,\s]+/)) if (n !== "") names.push(n);
-  }
-  return [...new Set(names)];
 }

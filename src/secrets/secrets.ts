@@ -137,10 +137,13 @@ async function open(
  * new key and then the check. Messages name the variables, never a key or a value.
  */
 async function checkKeys(store: SecretStore, ring: KeyRing, logger: Logger): Promise<void> {
-  const check = await store.keyCheck();
+  let check = await store.keyCheck();
   if (check === undefined) {
+    // Another process starting now may write its check first (the insert does nothing then):
+    // what is stored afterwards is checked like any check, so its key wins and ours is refused.
     await store.setKeyCheck(encryptValue(ring.current, CHECK_TEXT, CHECK_AAD), undefined);
-    return;
+    check = await store.keyCheck();
+    if (check === undefined) throw new Error("the secrets key check could not be stored");
   }
   let opened: { value: string; rotated: boolean } | undefined;
   try {

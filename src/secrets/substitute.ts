@@ -3,6 +3,8 @@ import { splitSecretRefs } from "./refs.ts";
 /** Where a node gets secret values at execution: the run's resolver (secrets.ts). */
 export interface SecretValues {
   values(names: readonly string[]): Promise<Map<string, string>>;
+  /** Every value handed out so far (a text cut before the run's masking is masked with them). */
+  handedOut(): string[];
 }
 
 /**

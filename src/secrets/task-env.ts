@@ -1,22 +1,7 @@
 import type { ScriptSource } from "../scripts/runner-types.ts";
-import { inspectZip } from "../scripts/zip-inspect.ts";
-import { declaredSecrets, isSecretName } from "./refs.ts";
+import { scriptHeader } from "../scripts/script-header.ts";
+import { isSecretName } from "./refs.ts";
 import type { SecretResolver } from "./secrets.ts";
-
-/**
- * The names a PY element declares it reads (docs/secrets.md): `# sluice-secrets: A, B` in the
- * module, or in a package's main.py (stored packages passed the upload's checks already).
- */
-export async function declaredSecretsOf(source: ScriptSource): Promise<string[]> {
-  if (source.kind === "module") return declaredSecrets(Buffer.from(source.content).toString());
-  const unbounded = {
-    zipEntries: Number.POSITIVE_INFINITY,
-    zipUncompressedBytes: Number.POSITIVE_INFINITY,
-  };
-  const zip = await inspectZip(Buffer.from(source.content), unbounded);
-  const main = zip.ok ? zip.pyFiles.find((f) => f.name === zip.entry) : undefined;
-  return main ? declaredSecrets(main.source.toString()) : [];
-}
 
 /**
  * What one Python task is given besides its parameter: its element's declared secrets as
@@ -28,7 +13,7 @@ export async function taskSecrets(
   resolver: SecretResolver | undefined,
   env: Record<string, string> | undefined,
 ): Promise<{ env?: Record<string, string>; mask?: readonly string[] }> {
-  const names = await declaredSecretsOf(source);
+  const names = (await scriptHeader(source)).secrets;
   const bad = names.find((n) => !isSecretName(n));
   if (bad !== undefined)
     throw new Error(`script ${source.name} declares an invalid secret name: ${bad}`);

@@ -127,6 +127,17 @@ async function deleteRuns(
       .returning(["id", "app", "space", "element_id", "trigger_type", "status"])
       .execute();
     await countFinished(tx, deleted, -1);
+    // Their finished webhook deliveries go too; a pending one is still made (docs/webhooks.md).
+    if (deleted.length > 0)
+      await tx
+        .deleteFrom("webhook_deliveries")
+        .where(
+          "run_id",
+          "in",
+          deleted.map((r) => r.id),
+        )
+        .where("status", "<>", "PENDING")
+        .execute();
     return deleted;
   });
   return new Set(rows.map((r) => r.id));

@@ -60,6 +60,11 @@ export interface WebhookStore {
   deliveriesOf(runId: string): Promise<WebhookDelivery[]>;
   /** Ended runs with webhooks, ended at or after `since`, that have no delivery at all. */
   endedWithoutDeliveries(since: number, limit: number): Promise<Run[]>;
+  /**
+   * Deletes finished deliveries whose run was deleted while they were pending (a run's delete
+   * takes its finished ones with it); answers how many.
+   */
+  pruneOrphans(): Promise<number>;
   /** The scope's signing secret; `make` supplies one on first use (two racing callers agree). */
   secret(scope: Scope, make: () => string, now: number): Promise<string>;
   /** Replaces the scope's signing secret. */
@@ -156,6 +161,22 @@ export function createWebhookStore(db: Kysely<Database>, dialect: Dialect): Webh
         .limit(limit)
         .execute();
       return rows.map(toRun);
+    },
+    async pruneOrphans() {
+      const r = await db
+        .deleteFrom("webhook_deliveries")
+        .where("status", "<>", "PENDING")
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom("runs")
+                .select("runs.id")
+                .whereRef("runs.id", "=", "webhook_deliveries.run_id"),
+            ),
+          ),
+        )
+        .executeTakeFirst();
+      return Number(r.numDeletedRows);
     },
     async secret(scope, make, now) {
       const read = () =>

@@ -8,6 +8,7 @@ import * as m006 from "./migrations/006-monitor-counters.ts";
 import * as m007 from "./migrations/007-monitor-trigram.ts";
 import * as m008 from "./migrations/008-revisions.ts";
 import * as m009 from "./migrations/009-rerun-link.ts";
+import * as m010 from "./migrations/010-idempotency.ts";
 import * as m011 from "./migrations/011-secrets.ts";
 import * as m012 from "./migrations/012-webhooks.ts";
 import * as m013 from "./migrations/013-run-limits.ts";
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "007-monitor-trigram": m007,
   "008-revisions": m008,
   "009-rerun-link": m009,
+  "010-idempotency": m010,
   "011-secrets": m011,
   "012-webhooks": m012,
   "013-run-limits": m013,

@@ -14,6 +14,22 @@ export interface Database {
   error_handler_results: ErrorHandlerResultTable;
   webhook_deliveries: WebhookDeliveryTable;
   webhook_secrets: WebhookSecretTable;
+  idempotency_keys: IdempotencyKeyTable;
+}
+
+/** One `Idempotency-Key` of a scope and endpoint (docs/idempotency.md). */
+export interface IdempotencyKeyTable {
+  app: string;
+  space: string;
+  endpoint: string;
+  idem_key: string;
+  /** sha256 (hex) of the canonical request the key was first used with. */
+  fingerprint: string;
+  run_id: string;
+  created_at: number;
+  expires_at: number;
+  /** 1 once the run was recorded. */
+  committed: number;
 }
 
 export interface ScheduleStateTable {

@@ -25,10 +25,13 @@ export interface DelivererConfig {
 export interface Deliverer {
   /** Looks for due deliveries now (something was created or became due). */
   kick(): void;
-  /** Attempts deliveries this node created already claimed, without a claim query. */
-  deliverClaimed(rows: readonly ClaimedDelivery[]): void;
-  /** Room for attempts created claimed (the rest are left for the claim loop). */
-  room(): number;
+  /**
+   * Takes room for up to `wanted` attempts of deliveries this node is creating claimed (the rest
+   * are left for the claim loop). Taken at once, so that runs ending together share the room.
+   */
+  reserve(wanted: number): number;
+  /** Attempts deliveries created claimed, without a claim query, and gives back `reserved`. */
+  deliverClaimed(rows: readonly ClaimedDelivery[], reserved: number): void;
   leaseMs(): number;
   start(): void;
   /** Stops looking, waits for the attempts under way, frees this node's claims. */
@@ -44,6 +47,8 @@ interface State {
   config: DelivererConfig;
   logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
   inFlight: Set<Promise<void>>;
+  /** Room reserved by deliveries being created claimed, not yet in `inFlight`. */
+  reserved: number;
   draining: Promise<void> | null;
   again: boolean;
   /** The last claim filled the room: more may be due as soon as an attempt ends. */
@@ -61,6 +66,7 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   const s: State = {
     ...deps,
     inFlight: new Set(),
+    reserved: 0,
     draining: null,
     again: false,
     backlog: false,
@@ -69,10 +75,15 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   };
   return {
     kick: () => kick(s),
-    deliverClaimed: (rows) => {
+    reserve(wanted) {
+      const taken = s.stopped ? 0 : Math.max(0, Math.min(wanted, room(s)));
+      s.reserved += taken;
+      return taken;
+    },
+    deliverClaimed: (rows, reserved) => {
+      s.reserved -= reserved;
       for (const d of rows) track(s, d);
     },
-    room: () => (s.stopped ? 0 : Math.max(0, s.config.concurrency - s.inFlight.size)),
     leaseMs: () => leaseMs(s),
     start() {
       poll(s);
@@ -92,9 +103,14 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   };
 }
 
-type Mutable = Pick<State, "inFlight" | "draining" | "again" | "backlog" | "timers" | "stopped">;
+type Mutable = Pick<
+  State,
+  "inFlight" | "reserved" | "draining" | "again" | "backlog" | "timers" | "stopped"
+>;
 
 const leaseMs = (s: State): number => s.config.timeoutMs + 5000;
+
+const room = (s: State): number => s.config.concurrency - s.inFlight.size - s.reserved;
 
 function later(s: State, ms: number, fn: () => void): void {
   if (s.stopped) return;
@@ -132,10 +148,12 @@ function kick(s: State): void {
 
 async function drain(s: State): Promise<void> {
   for (;;) {
-    const room = s.config.concurrency - s.inFlight.size;
-    if (s.stopped || room <= 0) return;
-    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), room);
-    s.backlog = batch.length === room;
+    const free = room(s);
+    // No room: look again as soon as an attempt ends.
+    s.backlog = free <= 0;
+    if (s.stopped || free <= 0) return;
+    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), free);
+    s.backlog = batch.length === free;
     for (const d of batch) track(s, d);
     if (!s.backlog) return;
   }
@@ -151,16 +169,31 @@ function track(s: State, d: ClaimedDelivery): void {
   s.inFlight.add(p);
 }
 
-/** One POST and its record; a receiver that hangs is cut off by the timeout, nothing is thrown. */
+/** Settles as `work`, or rejects once `signal` aborts (a DNS lookup cannot be aborted itself). */
+function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const stop = () => reject(signal.reason);
+    if (signal.aborted) return stop();
+    signal.addEventListener("abort", stop, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", stop));
+  });
+}
+
+/**
+ * One POST and its record; nothing is thrown. The whole attempt — the signing secret's read, the
+ * address check's DNS lookup, the POST and reading its answer — fits in one timeout, so it ends
+ * within the claim's lease and no other node can claim the delivery while it may still be sent.
+ */
 async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
   const { clock, config } = s;
   const at = clock.now();
   const out: DeliveryAttempt = { at, ms: 0 };
   let permanent = false;
+  const deadline = AbortSignal.timeout(config.timeoutMs);
   try {
-    const secret = await s.store.secret(d.scope, newSecret, at);
+    const secret = await beforeDeadline(s.store.secret(d.scope, newSecret, at), deadline);
     const url = new URL(d.url);
-    if (!config.allowPrivate) await checkAddress(url, "en");
+    if (!config.allowPrivate) await beforeDeadline(checkAddress(url, "en"), deadline);
     const res = await fetch(url, {
       method: "POST",
       headers: {
@@ -171,7 +204,7 @@ async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
         "sluice-attempt": String(d.attempts + 1),
       },
       body: d.body,
-      signal: AbortSignal.timeout(config.timeoutMs),
+      signal: deadline,
       redirect: "error",
     });
     // Read (a little of) the answer so the connection is reused; its content is not used.

@@ -68,6 +68,8 @@ export function createWebhooks(deps: WebhooksDeps): Webhooks {
   return {
     async start() {
       if (deps.ownsDatabase) await outbox.releaseClaims(null);
+      // Once per start: the finished deliveries of runs deleted while they were pending.
+      await outbox.pruneOrphans();
       await recoverMissing(deps, deliverer);
       deliverer.start();
     },
@@ -113,14 +115,21 @@ async function create(deps: WebhooksDeps, deliverer: Deliverer, run: Run): Promi
     rows.push({ id, runId: run.id, scope: run.scope, url: t.url, event: run.status, body, now });
   });
   if (rows.length === 0) return;
-  const room = deliverer.room();
+  const room = deliverer.reserve(rows.length);
   const claimed = rows.slice(0, room);
-  const until = now + deliverer.leaseMs();
-  const made = new Set(await deps.outbox.addDeliveries(claimed, { nodeId: deps.nodeId, until }));
-  if (rows.length > room) await deps.outbox.addDeliveries(rows.slice(room));
-  deliverer.deliverClaimed(
-    claimed.filter((r) => made.has(r.id)).map((r) => ({ ...r, attempts: 0, log: [] })),
-  );
+  let made = new Set<string>();
+  try {
+    const until = now + deliverer.leaseMs();
+    made = new Set(await deps.outbox.addDeliveries(claimed, { nodeId: deps.nodeId, until }));
+    if (rows.length > room) await deps.outbox.addDeliveries(rows.slice(room));
+  } finally {
+    // The room goes back whatever happened; the rows made claimed are attempted now.
+    const mine = claimed.filter((r) => made.has(r.id));
+    deliverer.deliverClaimed(
+      mine.map((r) => ({ ...r, attempts: 0, log: [] })),
+      room,
+    );
+  }
   if (rows.length > room) deliverer.kick();
 }
 

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { buildApp } from "../../src/app.ts";
+import type { Clock } from "../../src/clock.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import { createServices, type Services } from "../../src/services.ts";
 import { startPostgres } from "./pg.ts";
@@ -51,7 +52,7 @@ export const OTHER_SCOPE = { app: "app1", space: "space2", user: "bob" } as cons
 export async function startServer(
   env: Record<string, string> = {},
   /** `logger`: where the service logs (default: silent, or TEST_LOG_LEVEL). */
-  opts: { dataDir?: string; keepData?: boolean; logger?: pino.Logger } = {},
+  opts: { dataDir?: string; keepData?: boolean; logger?: pino.Logger; clock?: Clock } = {},
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-test-"));
   const config = loadConfig({
@@ -61,7 +62,7 @@ export async function startServer(
     ...env,
   });
   const logger = opts.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
-  const services = await createServices({ config, logger });
+  const services = await createServices({ config, logger, clock: opts.clock });
   const app = await buildApp(services);
   await app.listen({ port: 0, host: "127.0.0.1" });
   const { port } = app.server.address() as AddressInfo;

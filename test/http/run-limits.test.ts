@@ -10,6 +10,7 @@ import {
   startServer,
   TEST_MODE,
   type TestServer,
+  upload,
 } from "../helpers/server.ts";
 import { type Condition, condition, onRunEvents } from "../helpers/wait.ts";
 
@@ -202,6 +203,87 @@ describe("concurrency limits", () => {
       found.some((r) => /maxConcurrentRuns must be a positive integer/.test(r.errorMessage)),
       d.text,
     );
+  });
+});
+
+describe("a Python element's limit (# sluice-max-concurrent-runs)", () => {
+  let server: TestServer;
+  let holder: Holder;
+  before(async () => {
+    // Tasks reach the holder on loopback: the host's network, for this test only.
+    server = await startServer({ SCRIPT_NETWORK: "true" });
+    holder = await startHolder();
+  });
+  after(async () => {
+    await server.close();
+    await holder.close();
+  });
+
+  const held = [
+    "# sluice-max-concurrent-runs: 2",
+    "import urllib.request",
+    "def main(p):",
+    "    return urllib.request.urlopen(p['url'], data=b'{}', timeout=60).read().decode()",
+    "",
+  ].join("\n");
+
+  it("a bad declaration refuses the upload, naming it", async () => {
+    const r = await upload(
+      server,
+      [
+        {
+          name: "badlimit.py",
+          content: "# sluice-max-concurrent-runs: two\ndef main(p): return 1\n",
+        },
+      ],
+      { path: "/s" },
+    );
+    const item = (r.body.data as { status: number; message: string }[])[0];
+    assert.equal(item?.status, 2, r.text);
+    assert.match(item?.message ?? "", /sluice-max-concurrent-runs must be a whole number/);
+  });
+
+  it("8 tasks of an element limited to 2: never 3 executing, all 8 end", async () => {
+    const up = await upload(server, [{ name: "held.py", content: held }], { path: "/s" });
+    assert.equal((up.body.data as { status: number }[])[0]?.status, 0, up.text);
+    const watch = watchStarted([server]);
+    const ids = await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const r = await server.call("POST", "/script/script/run", {
+          headers: scopeHeaders(),
+          body: { elementName: "held", parameter: { url: `${holder.url}/hold` } },
+        });
+        assert.equal(r.body.status, true, r.text);
+        return r.body.data as string;
+      }),
+    );
+    // Starting a task takes a process and an import: the state is checked once it settled, with
+    // exactly 2 executing and the rest waiting QUEUED (without the limit they would all start).
+    server.services.events.subscribe(() => holder.changes.changed());
+    const state = async () => {
+      const queued = await server.services.store.unfinishedRuns(["QUEUED"]);
+      return { held: holder.held.length, queued: queued.filter((r) => ids.includes(r.id)).length };
+    };
+    for (let released = 0; released < 8; released++) {
+      const held = Math.min(2, 8 - released);
+      const queued = 8 - released - held;
+      await holder.changes.readUntil(
+        state,
+        (v) => v.held === held && v.queued === queued,
+        `${held} executing, ${queued} waiting`,
+        30_000,
+      );
+      holder.releaseOne();
+    }
+    for (const id of ids) {
+      const r = await server.call("GET", `/script/script/result/${id}?timeout=30`, {
+        headers: scopeHeaders(),
+      });
+      assert.equal(r.body.status, true, r.text);
+    }
+    assert.equal(holder.arrived, 8);
+    assert.equal(holder.maxHeld, 2);
+    assert.ok(watch.max <= 2, `${watch.max} tasks STARTED at once`);
   });
 });
 

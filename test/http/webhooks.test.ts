@@ -279,3 +279,63 @@ describe("completion webhooks across a restart", () => {
     }
   });
 });
+
+describe("completion webhooks of deleted runs", () => {
+  it("deletes a deleted run's finished deliveries with it: the outbox does not grow without bound", async () => {
+    const rx = await startReceiver();
+    const server = await startServer({});
+    try {
+      await deployAndActivate(server, "orders", NO_SCRIPT_FLOW);
+      const r = await server.call("POST", `${DF}/run-sync`, {
+        headers: H,
+        body: { elementName: "orders", parameter: ORDERS, callbackUrl: `${rx.url}/gone` },
+      });
+      const runId = r.headers.get("x-run-id") ?? "";
+      await rx.cond.until(() => rx.received.length === 1, "the delivery");
+      await server.services.webhooks.idle();
+      assert.equal((await server.services.webhooks.deliveriesOf(runId)).length, 1);
+      const del = await server.call("POST", `${DF}/run/delete`, {
+        headers: H,
+        body: { runIds: [runId] },
+      });
+      assert.deepEqual(del.body.data, { [runId]: true }, del.text);
+      assert.deepEqual(await server.services.webhooks.deliveriesOf(runId), []);
+    } finally {
+      await server.close();
+      await rx.close();
+    }
+  });
+
+  it("still delivers a pending delivery of a deleted run, and prunes it at the next start", async () => {
+    const rx = await startReceiver();
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-hooks-"));
+    const env = { ...(await modeEnv()), WEBHOOK_BACKOFF_MS: "30", WEBHOOK_MAX_BACKOFF_MS: "60" };
+    let deleted = false;
+    rx.answer = () => (deleted ? 200 : 500);
+    const first = await startServer(env, { dataDir, keepData: true });
+    let runId = "";
+    try {
+      await deployAndActivate(first, "orders", NO_SCRIPT_FLOW);
+      const r = await first.call("POST", `${DF}/run-sync`, {
+        headers: H,
+        body: { elementName: "orders", parameter: ORDERS, callbackUrl: `${rx.url}/later` },
+      });
+      runId = r.headers.get("x-run-id") ?? "";
+      await rx.cond.until(() => rx.received.length >= 1, "a failed attempt");
+      await first.call("POST", `${DF}/run/delete`, { headers: H, body: { runIds: [runId] } });
+      deleted = true;
+      await rx.cond.until(() => rx.received.some((x) => x.answered === 200), "the delivery");
+      await first.services.webhooks.idle();
+      assert.equal((await first.services.webhooks.deliveriesOf(runId))[0]?.status, "DELIVERED");
+    } finally {
+      await first.close();
+    }
+    const second = await startServer(env, { dataDir });
+    try {
+      assert.deepEqual(await second.services.webhooks.deliveriesOf(runId), []);
+    } finally {
+      await second.close();
+      await rx.close();
+    }
+  });
+});

@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { maskDeep, maskOutcome, maskText } from "../../src/secrets/mask.ts";
-import {
-  declaredSecrets,
-  secretNamesOfGraph,
-  secretRefsOfConfig,
-  splitSecretRefs,
-} from "../../src/secrets/refs.ts";
+import { parseHeader } from "../../src/scripts/script-header.ts";
+import { maskCutText, maskDeep, maskOrder, maskOutcome, maskText } from "../../src/secrets/mask.ts";
+import { secretNamesOfGraph, secretRefsOfConfig, splitSecretRefs } from "../../src/secrets/refs.ts";
 import { substituteSecrets } from "../../src/secrets/substitute.ts";
 
 const values = (m: Record<string, string>) => ({
@@ -19,6 +15,7 @@ const values = (m: Record<string, string>) => ({
     }
     return out;
   },
+  handedOut: () => Object.values(m),
 });
 
 describe("secret references", () => {
@@ -64,8 +61,8 @@ describe("secret references", () => {
   it("declared by a PY element in a sluice-secrets comment", () => {
     const src =
       "# sluice-secrets: API_TOKEN, DB_PASS\n#sluice-secrets: API_TOKEN X\ndef main(p):\n  pass\n";
-    assert.deepEqual(declaredSecrets(src), ["API_TOKEN", "DB_PASS", "X"]);
-    assert.deepEqual(declaredSecrets("def main(p): pass\n"), []);
+    assert.deepEqual(parseHeader(src).secrets, ["API_TOKEN", "DB_PASS", "X"]);
+    assert.deepEqual(parseHeader("def main(p): pass\n").secrets, []);
   });
 });
 
@@ -75,6 +72,32 @@ describe("masking", () => {
     const v = maskDeep({ out: ["xx s3cret yy"], s3cret: 1, n: 5, ok: true }, ["s3", "s3cret"]);
     assert.deepEqual(v, { out: ["xx *** yy"], "***": 1, n: 5, ok: true });
     assert.equal(maskDeep("s3", []), "s3");
+  });
+
+  it("masks values with regex metacharacters, and short ones everywhere", () => {
+    assert.equal(maskText("a.*b a(+)?$b", maskOrder(["a.*b", "(+)?$"])), "*** a***b");
+    assert.equal(maskText("abcab", ["a"]), "***bc***b");
+  });
+
+  it("masks the start of a value a cut left at a text's end", () => {
+    const order = maskOrder(["secret-1", "xyz"]);
+    assert.equal(maskCutText("log: secr", order), "log: ***");
+    assert.equal(maskCutText("log: s", order), "log: ***");
+    assert.equal(maskCutText("log: secret-1 and secret-", order), "log: *** and ***");
+    assert.equal(maskCutText("log: nothing", order), "log: nothing");
+    // A character the cut split in two decodes as U+FFFD: counted with the start before it.
+    assert.equal(maskCutText("log: pä\uFFFD", ["päss"]), "log: ***");
+    assert.equal(maskCutText("log: \uFFFD", ["äb"]), "log: \uFFFD");
+  });
+
+  it("masks the start of a value at the output cap of a task's stdout", () => {
+    const cut = "\n[output truncated: 9 more bytes discarded]\n";
+    const o = maskOutcome(
+      { status: "SUCCESS", value: 1, stdout: `ok tok${cut}`, stderr: "tok", durationMs: 1 },
+      ["token"],
+    );
+    assert.equal(o.stdout, `ok ***${cut}`);
+    assert.equal(o.stderr, "tok", "an uncut stream keeps a mere start");
   });
 
   it("masks a task's outcome where a script can put a value", () => {

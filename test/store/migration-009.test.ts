@@ -26,6 +26,7 @@ const ALL = [
   "007-monitor-trigram",
   "008-revisions",
   "009-rerun-link",
+  "010-idempotency",
   "011-secrets",
   "012-webhooks",
   "013-run-limits",

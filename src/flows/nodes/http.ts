@@ -7,10 +7,12 @@
  */
 import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
+import { maskCutText, maskOrder, maskText } from "../../secrets/mask.ts";
 import { substituteSecrets } from "../../secrets/substitute.ts";
 import { renderDeep, renderTemplate } from "../expr.ts";
-import type { ConfigExpression, NodeDef } from "./types.ts";
+import type { ConfigExpression, NodeContext, NodeDef } from "./types.ts";
 
+const DETAIL_CHARS = 500;
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] as const;
 
 /** Paths of every string inside a JSON-like value, for template validation. */
@@ -23,6 +25,61 @@ function stringsIn(value: unknown, path: (string | number)[]): ConfigExpression[
   return [];
 }
 
+const SECRET_REF = /\$\{secret\./;
+
+function usesSecrets(url: unknown, headers: unknown): boolean {
+  const texts = [url, ...Object.values((headers ?? {}) as Record<string, unknown>)];
+  return texts.some((t) => typeof t === "string" && SECRET_REF.test(t));
+}
+
+const MAX_REDIRECTS = 5;
+
+/**
+ * A request that carries secrets follows redirects only within its own origin: the fetch client
+ * drops `authorization` on a redirect elsewhere but forwards every other header, and a server
+ * must not be able to send a secret on to a host of its choice (docs/secrets.md).
+ */
+async function sendFollowing(
+  fetchFn: typeof fetch,
+  url: string,
+  init: { method: string; headers: Record<string, string>; signal: AbortSignal },
+  body: string | undefined,
+  withSecrets: boolean,
+): Promise<Response> {
+  const send = (to: string, b: string | undefined, method: string) =>
+    fetchFn(to, {
+      ...init,
+      method,
+      ...(b !== undefined ? { body: b } : {}),
+      ...(withSecrets ? { redirect: "manual" as const } : {}),
+    });
+  let res = await send(url, body, init.method);
+  let at = url;
+  let method = init.method;
+  for (let hops = 0; withSecrets && res.status >= 300 && res.status < 400; hops++) {
+    const location = res.headers.get("location");
+    if (location === null) return res;
+    const next = new URL(location, at);
+    if (next.origin !== new URL(at).origin || hops >= MAX_REDIRECTS) {
+      await res.body?.cancel();
+      throw new Error(
+        `${init.method} ${url}: redirect to ${next.origin} not followed: the request carries secrets`,
+      );
+    }
+    await res.body?.cancel();
+    // As fetch does: 303, and 301/302 after a POST, continue as a GET without the body.
+    const toGet =
+      res.status === 303 || ((res.status === 301 || res.status === 302) && method === "POST");
+    if (toGet) {
+      method = "GET";
+      body = undefined;
+    }
+    at = next.href;
+    res = await send(at, body, method);
+  }
+  return res;
+}
+
 function parseBody(text: string): unknown {
   if (text === "") return null;
   try {
@@ -30,6 +87,17 @@ function parseBody(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+/**
+ * The start of a failing answer's body. An echoing server may answer a secret value: it is masked
+ * here, before the cut, so the cut never leaves the start of one for the run's masking to miss.
+ */
+function errorDetail(parsed: unknown, ctx: NodeContext): string {
+  const text = typeof parsed === "string" ? parsed : JSON.stringify(parsed);
+  if (text.length <= DETAIL_CHARS) return text;
+  const values = maskOrder(ctx.deps.secrets?.handedOut() ?? []);
+  return maskCutText(maskText(text, values).slice(0, DETAIL_CHARS), values);
 }
 
 export const httpNode: NodeDef = {
@@ -75,12 +143,9 @@ export const httpNode: NodeDef = {
       signals.push(AbortSignal.timeout(config.timeoutSeconds * 1000));
     }
     const method = (config.method as string | undefined) ?? "GET";
-    const res = await ctx.deps.fetch(url, {
-      method,
-      headers,
-      ...(body !== undefined ? { body } : {}),
-      signal: AbortSignal.any(signals),
-    });
+    const init = { method, headers, signal: AbortSignal.any(signals) };
+    const withSecrets = usesSecrets(config.url, config.headers);
+    const res = await sendFollowing(ctx.deps.fetch, url, init, body, withSecrets);
     let text: string;
     try {
       text = await readBody(res, ctx.deps.responseBytes);
@@ -90,8 +155,7 @@ export const httpNode: NodeDef = {
     }
     const parsed = parseBody(text);
     if (!res.ok) {
-      const detail = typeof parsed === "string" ? parsed : JSON.stringify(parsed);
-      throw new Error(`HTTP ${res.status} from ${method} ${url}: ${detail.slice(0, 500)}`);
+      throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
     }
     return parsed;
   },

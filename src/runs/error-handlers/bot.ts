@@ -2,6 +2,7 @@ import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import type { Language } from "../../errors.ts";
 import { readBody } from "../../fetch-body.ts";
+import { isPrivateAddress } from "../../private-address.ts";
 import { describe, t, title } from "./messages.ts";
 import { type FailureEvent, type Handler, PermanentHandlerError } from "./types.ts";
 
@@ -25,31 +26,6 @@ export function botPayload(kind: BotKind, event: FailureEvent, language: Languag
     default:
       return event;
   }
-}
-
-/** Loopback, private, link-local and unique-local addresses (IPv4 and IPv6). */
-export function isPrivateAddress(ip: string): boolean {
-  const v4 = ip.startsWith("::ffff:") ? ip.slice(7) : ip;
-  if (isIP(v4) === 4) {
-    const [a = 0, b = 0] = v4.split(".").map(Number);
-    return (
-      a === 10 ||
-      a === 127 ||
-      a === 0 ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) ||
-      (a === 192 && b === 168) ||
-      (a === 100 && b >= 64 && b <= 127)
-    );
-  }
-  const low = ip.toLowerCase();
-  return (
-    low === "::1" ||
-    low === "::" ||
-    low.startsWith("fc") ||
-    low.startsWith("fd") ||
-    low.startsWith("fe80")
-  );
 }
 
 export async function checkAddress(url: URL, language: Language): Promise<void> {

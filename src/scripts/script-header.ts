@@ -1,0 +1,68 @@
+import type { ScriptSource } from "./runner-types.ts";
+import { inspectZip } from "./zip-inspect.ts";
+
+/**
+ * What a PY element declares about itself in comment lines of its module (a package: of its
+ * entry module), docs/script-service.md, "Declarations":
+ *   # sluice-secrets: A, B               the secrets it reads (docs/secrets.md)
+ *   # sluice-max-concurrent-runs: 2      its tasks executing at once (docs/run-limits.md)
+ */
+export interface ScriptHeader {
+  /** Declared secret names as written (invalid ones kept, so the task fails naming them). */
+  secrets: string[];
+  /** Absent: no limit. */
+  maxConcurrentRuns?: number;
+  /** A declaration that cannot be honoured: the upload is refused with it. */
+  problem?: string;
+}
+
+const SECRETS = /^#\s*sluice-secrets:(.*)$/gm;
+const LIMIT = /^#\s*sluice-max-concurrent-runs:(.*)$/gm;
+
+/** The declarations of one module's text. */
+export function parseHeader(text: string): ScriptHeader {
+  const secrets: string[] = [];
+  for (const m of text.matchAll(SECRETS)) {
+    for (const n of (m[1] ?? "").split(/[,\s]+/)) if (n !== "") secrets.push(n);
+  }
+  const header: ScriptHeader = { secrets: [...new Set(secrets)] };
+  const limits = [...text.matchAll(LIMIT)].map((m) => (m[1] ?? "").trim());
+  if (limits.length > 1) header.problem = "sluice-max-concurrent-runs is declared more than once";
+  else if (limits.length === 1) {
+    const value = limits[0] as string;
+    const n = /^[1-9][0-9]{0,5}$/.test(value) ? Number(value) : Number.NaN;
+    if (Number.isNaN(n))
+      header.problem = `sluice-max-concurrent-runs must be a whole number from 1 to 999999, got "${value}"`;
+    else header.maxConcurrentRuns = n;
+  }
+  return header;
+}
+
+/**
+ * A stored version's bytes never change, and the version caches (src/store/script-cache.ts) hand
+ * out the same buffer for it, so each is read once however many tasks it runs.
+ */
+const parsed = new WeakMap<Uint8Array, Promise<ScriptHeader>>();
+
+/** The declarations of a module, or of a package's entry module. */
+export function scriptHeader(
+  source: Pick<ScriptSource, "kind" | "content">,
+): Promise<ScriptHeader> {
+  const hit = parsed.get(source.content);
+  if (hit) return hit;
+  const header = readHeader(source);
+  parsed.set(source.content, header);
+  return header;
+}
+
+async function readHeader(source: Pick<ScriptSource, "kind" | "content">): Promise<ScriptHeader> {
+  if (source.kind === "module") return parseHeader(Buffer.from(source.content).toString());
+  // Stored packages passed the upload's zip limits already.
+  const unbounded = {
+    zipEntries: Number.POSITIVE_INFINITY,
+    zipUncompressedBytes: Number.POSITIVE_INFINITY,
+  };
+  const zip = await inspectZip(Buffer.from(source.content), unbounded);
+  const main = zip.ok ? zip.pyFiles.find((f) => f.name === zip.entry) : undefined;
+  return main ? parseHeader(main.source.toString()) : { secrets: [] };
+}
