@@ -253,10 +253,16 @@ async function errorHandlerIssues(
   return elementIssue(custom.element as FlowLocator, [...at, "custom", "element"], ctx);
 }
 
-/** `configure.maxConcurrentRuns` (docs/run-limits.md): absent, or a positive integer. */
+/**
+ * `configure.maxConcurrentRuns` (docs/run-limits.md): absent, or a positive integer that each run
+ * can record (`runs.run_limit` is a 32-bit integer in PostgreSQL).
+ */
+const MAX_RUNS_LIMIT = 2 ** 31 - 1;
+
 function maxRunsIssues(value: unknown, path: JsonPath): ValidationResult[] {
   if (value === undefined || value === null) return [];
-  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 1) return [];
-  const message = "maxConcurrentRuns must be a positive integer";
+  if (Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_RUNS_LIMIT)
+    return [];
+  const message = `maxConcurrentRuns must be a positive integer (at most ${MAX_RUNS_LIMIT})`;
   return [issue(ValidationCode.INVALID_CONFIGURE, path, message)];
 }

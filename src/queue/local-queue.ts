@@ -14,6 +14,8 @@ interface LocalQueueOptions {
 interface LocalQueue {
   opts: LocalQueueOptions;
   lanes: Record<Kind, { pending: FairFifo<RunJob>; active: number }>;
+  /** Jobs not yet handed to the handler, per run: a run with one needs no other (run-limits.ts). */
+  pendingRuns: Map<string, number>;
   handler: ((job: RunJob) => Promise<void>) | null;
   stopped: boolean;
   idle: (() => void)[];
@@ -32,12 +34,15 @@ export function createLocalQueue(opts: LocalQueueOptions): RunQueue {
       flow: { pending: createFairFifo(), active: 0 },
       script: { pending: createFairFifo(), active: 0 },
     },
+    pendingRuns: new Map(),
     handler: null,
     stopped: false,
     idle: [],
   };
   return {
     enqueue: async (job, enqueueOpts) => enqueue(q, job, enqueueOpts?.ignoreBound ?? false),
+    // Only a job not yet handed out: one being handled may already have failed its claim.
+    liveJobs: async (runIds) => new Set(runIds.filter((id) => q.pendingRuns.has(id))),
     async submit(run, job, store) {
       if (q.stopped) throw stopping();
       await store.insertRun(run);
@@ -70,6 +75,7 @@ function enqueue(q: LocalQueue, job: RunJob, ignoreBound: boolean): void {
   if (!ignoreBound && size(q) >= bound)
     throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${bound} runs`]);
   q.lanes[job.kind].pending.push(spaceKey(job.scope), job);
+  q.pendingRuns.set(job.runId, (q.pendingRuns.get(job.runId) ?? 0) + 1);
   pump(q, job.kind);
 }
 
@@ -88,6 +94,9 @@ function pump(q: LocalQueue, kind: Kind): void {
     lane.pending.size > 0
   ) {
     const job = lane.pending.shift() as RunJob;
+    const left = (q.pendingRuns.get(job.runId) ?? 1) - 1;
+    if (left > 0) q.pendingRuns.set(job.runId, left);
+    else q.pendingRuns.delete(job.runId);
     lane.active++;
     // A handler records its own failures on the run; one that throws must not stall the lane.
     q.handler(job)

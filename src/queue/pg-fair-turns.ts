@@ -31,21 +31,59 @@ export async function installFairTurns(db: SqlExecutor): Promise<void> {
     COMMIT;`);
 }
 
-export function createFairTurns(lane: string, jobTable: string): FairTurns {
-  // The first waiting job's turn (pg-boss's fetch index answers it), else the last turn given.
-  const currentSql = `SELECT COALESCE(
+/**
+ * Turns only grow, and pg-boss priorities are int4: past this turn the lane's turns are moved back
+ * to start at 1 (see `rebaseSql`), long before a priority could overflow (2^31 − 1).
+ */
+export const REBASE_AT = 2 ** 30;
+
+/** The first waiting job's turn (pg-boss's fetch index answers it), else the last turn given. */
+const currentOf = (jobTable: string, lane: string) => `COALESCE(
       (SELECT -max(priority) FROM pgboss.${jobTable}
-        WHERE name = $1 AND state < 'active' AND NOT blocked),
-      (SELECT max(turn) FROM sluice_fair_turns WHERE lane = $1), 0)::bigint AS v`;
+        WHERE name = ${lane} AND state < 'active' AND NOT blocked),
+      (SELECT max(turn) FROM sluice_fair_turns WHERE lane = ${lane}), 0)::bigint`;
+
+/**
+ * Moves a lane's turns back by (current turn − 1), in one statement under the lane's lock: the
+ * waiting jobs' priorities and the spaces' last turns alike, so the order is unchanged. A space
+ * whose last turn is before the current one is as good as absent (a new job of it takes the
+ * current turn): its row goes, which also keeps the table to the spaces that are busy.
+ */
+function rebaseSql(jobTable: string, lane: string): string {
+  const name = `'${lane.replaceAll("'", "''")}'`;
+  return `DO $rebase$ DECLARE cur bigint; BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('sluice-fair-turns'), hashtext(${name}));
+    cur := ${currentOf(jobTable, name)};
+    IF cur > ${REBASE_AT} THEN
+      DELETE FROM sluice_fair_turns WHERE lane = ${name} AND turn < cur;
+      UPDATE sluice_fair_turns SET turn = turn - (cur - 1) WHERE lane = ${name};
+      UPDATE pgboss.${jobTable} SET priority = priority + (cur - 1)
+        WHERE name = ${name} AND state < 'active';
+    END IF;
+  END $rebase$`;
+}
+
+/**
+ * `pool` runs the rare rebase on a connection of its own: the caller's may be a submit's
+ * transaction, which must not commit early.
+ */
+export function createFairTurns(lane: string, jobTable: string, pool: SqlExecutor): FairTurns {
+  const currentSql = `SELECT ${currentOf(jobTable, "$1")} AS v`;
   // One row per space, locked in key order so two submitters never wait on each other crosswise.
   const takeSql = `INSERT INTO sluice_fair_turns (lane, space_key, turn)
       SELECT $1, k, $2::bigint + n FROM unnest($3::text[], $4::int[]) AS t(k, n) ORDER BY k
       ON CONFLICT (lane, space_key)
         DO UPDATE SET turn = GREATEST(sluice_fair_turns.turn, $2::bigint) + excluded.turn - $2::bigint
       RETURNING space_key, turn`;
-  const current = async (db: SqlExecutor): Promise<number> => {
+  const read = async (db: SqlExecutor): Promise<number> => {
     const { rows } = await db.executeSql(currentSql, [lane]);
     return Number((rows[0] as { v: string | number }).v);
+  };
+  const current = async (db: SqlExecutor): Promise<number> => {
+    const turn = await read(db);
+    if (turn <= REBASE_AT) return turn;
+    await pool.executeSql(rebaseSql(jobTable, lane));
+    return read(db);
   };
   return {
     current,

@@ -104,8 +104,8 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     started: false,
     lanes: [],
     turns: {
-      flow: createFairTurns(queueOf("flow"), tableOf("flow")),
-      script: createFairTurns(queueOf("script"), tableOf("script")),
+      flow: createFairTurns(queueOf("flow"), tableOf("flow"), boss.getDb()),
+      script: createFairTurns(queueOf("script"), tableOf("script"), boss.getDb()),
     },
   };
   armRecount(q, opts.recountMs ?? 500);

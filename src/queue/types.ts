@@ -34,8 +34,8 @@ export interface RunQueue {
   ): Promise<void>;
   /**
    * Of these runs, the ones with a job that will still reach a worker: waiting, or claimed within
-   * the last `claimedWithinMs` (a live worker starts what it claims at once). Absent when the
-   * queue's jobs cannot outlive the process that sent them (nothing to look for).
+   * the last `claimedWithinMs` (a live worker starts what it claims at once; 0: only waiting
+   * jobs). The local queue answers its waiting jobs (its jobs die with the process anyway).
    */
   liveJobs?(runIds: readonly string[], claimedWithinMs: number): Promise<Set<string>>;
   /** Starts delivering jobs to `handler`, at most `concurrency` at once. */

@@ -6,8 +6,9 @@ import type { RunEvents } from "./run-events.ts";
 /**
  * Wake-ups of runs waiting for a slot of their element (docs/run-limits.md). A limited run whose
  * claim finds no free slot stays QUEUED and its job is done; when a run of its element ends here,
- * the runs that now fit get a job again, oldest first. A job too many is harmless: the claim
- * starts a run once, and only while a slot is free.
+ * the runs that now fit get a job again, oldest first. A job too many is harmless to the limit
+ * (the claim starts a run once, and only while a slot is free), but costs a claim and a place in
+ * the queue's bound: a run whose job still waits in the queue gets no second one.
  */
 export interface LimitWakeups {
   /**
@@ -41,7 +42,10 @@ export function createLimitWakeups(deps: WakeupDeps): LimitWakeups {
       return;
     }
     running.add(elementId);
-    enqueueStartable(deps, elementId)
+    deps.store
+      .startableRuns(elementId)
+      // Only a job not yet fetched counts: a fetched one may have lost its claim to this end.
+      .then((runs) => giveJobs(deps, runs, 0))
       .catch((err: unknown) => logger.error({ err, elementId }, "could not wake waiting runs"))
       .finally(() => {
         running.delete(elementId);
@@ -55,36 +59,34 @@ export function createLimitWakeups(deps: WakeupDeps): LimitWakeups {
   return { sweep: () => sweep(deps) };
 }
 
-async function enqueueStartable(deps: WakeupDeps, elementId: string): Promise<void> {
-  for (const run of await deps.store.startableRuns(elementId)) {
-    await deps.queue.enqueue(
-      { runId: run.id, kind: kindOf(run), scope: run.scope },
-      {
-        ignoreBound: true,
-      },
-    );
-  }
-}
-
-async function sweep(deps: WakeupDeps): Promise<number> {
-  const { store, queue } = deps;
-  const runs = await store.startableRuns();
+/** Sends a job for each run that has none on its way; answers how many were sent. */
+async function giveJobs(
+  deps: WakeupDeps,
+  runs: readonly StartableRun[],
+  claimedWithinMs: number,
+): Promise<number> {
+  const { queue } = deps;
   if (runs.length === 0) return 0;
   const live = queue.liveJobs
     ? await queue.liveJobs(
         runs.map((r) => r.id),
-        deps.heartbeatTimeoutMs,
+        claimedWithinMs,
       )
     : new Set<string>();
-  let woken = 0;
+  let sent = 0;
   for (const run of runs) {
     if (live.has(run.id)) continue;
     await queue.enqueue(
       { runId: run.id, kind: kindOf(run), scope: run.scope },
       { ignoreBound: true },
     );
-    woken++;
+    sent++;
   }
+  return sent;
+}
+
+async function sweep(deps: WakeupDeps): Promise<number> {
+  const woken = await giveJobs(deps, await deps.store.startableRuns(), deps.heartbeatTimeoutMs);
   if (woken > 0) deps.logger.warn({ woken }, "gave a job again to runs waiting for a free slot");
   return woken;
 }

@@ -1,8 +1,14 @@
-import { type Kysely, sql, type Transaction } from "kysely";
+import { type Kysely, type SqlBool, sql, type Transaction } from "kysely";
 import { toRun } from "./rows.ts";
 import type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect, Run } from "./types.ts";
+
+// The condition of the partial indexes of unfinished runs (migrations 001 and 013), repeated in
+// every read: SQLite uses a partial index only for a query that states its condition, and does not
+// infer it from `status = 'STARTED'` (without it, each claim scans every run ever recorded). The
+// values are literals: a bound parameter does not match the index's condition either.
+const UNFINISHED = sql<SqlBool>`status IN ('QUEUED', 'STARTED')`;
 
 export function runLimitMethods(db: Kysely<Database>, dialect: Dialect): RunLimitStore {
   return {
@@ -39,6 +45,7 @@ async function claim(
     .selectFrom("runs")
     .select((eb) => eb.fn.countAll<string | number>().as("n"))
     .where("element_id", "=", element)
+    .where(UNFINISHED)
     .where("status", "=", "STARTED")
     .executeTakeFirstOrThrow();
   // Runs created before this one go first; counting at most `limit` of them is enough to decide.
@@ -48,6 +55,7 @@ async function claim(
         .selectFrom("runs")
         .select("id")
         .where("element_id", "=", element)
+        .where(UNFINISHED)
         .where("status", "=", "QUEUED")
         .where("id", "<", id)
         .limit(run.run_limit ?? 0)
@@ -79,12 +87,14 @@ async function startable(
       SELECT id, element_id, element_type, app, space, run_limit,
         row_number() OVER (PARTITION BY element_id ORDER BY id) AS pos
       FROM runs
-      WHERE status = 'QUEUED' ${only} AND element_id IN (
-        SELECT element_id FROM runs WHERE status = 'QUEUED' AND run_limit IS NOT NULL ${only})
+      WHERE ${UNFINISHED} AND status = 'QUEUED' ${only} AND element_id IN (
+        SELECT element_id FROM runs
+        WHERE ${UNFINISHED} AND status = 'QUEUED' AND run_limit IS NOT NULL ${only})
     ) q
     WHERE q.run_limit IS NOT NULL
       AND q.pos + (SELECT count(*) FROM runs s
-                   WHERE s.element_id = q.element_id AND s.status = 'STARTED') <= q.run_limit
+                   WHERE s.element_id = q.element_id AND s.status IN ('QUEUED', 'STARTED')
+                     AND s.status = 'STARTED') <= q.run_limit
     ORDER BY q.id
     LIMIT ${limit}`.execute(db);
   return rows.map((r) => ({

@@ -157,6 +157,36 @@ describe("concurrency limits", () => {
     assert.equal(r.body.status, true, r.text);
   });
 
+  it("maxConcurrentRuns is at most 2147483647 (the column holding it); that limit runs", async () => {
+    const deploy = (elementName: string, maxConcurrentRuns: number) =>
+      server.call("POST", `${DF}/flow/deploy`, {
+        headers: scopeHeaders(),
+        body: {
+          elementName,
+          revisionName: "r1",
+          path: "/flows",
+          flow: NO_SCRIPT_FLOW,
+          configure: { maxConcurrentRuns },
+        },
+      });
+    const d = await deploy("too-many", 2 ** 31);
+    const found = (d.body.data ?? []) as { errorMessage: string }[];
+    assert.ok(
+      found.some((r) => /maxConcurrentRuns must be a positive integer/.test(r.errorMessage)),
+      d.text,
+    );
+    await deployAndActivate(server, "many", NO_SCRIPT_FLOW, { maxConcurrentRuns: 2 ** 31 - 1 });
+    const run = await server.call("POST", `${DF}/run`, {
+      headers: scopeHeaders(),
+      body: { elementName: "many", parameter: { orders: [] } },
+    });
+    assert.equal(run.body.status, true, run.text);
+    const r = await server.call("GET", `${DF}/run/${run.body.data}/result?timeout=30`, {
+      headers: scopeHeaders(),
+    });
+    assert.equal(r.body.status, true, r.text);
+  });
+
   it("maxConcurrentRuns must be a positive integer", async () => {
     const d = await server.call("POST", `${DF}/flow/deploy`, {
       headers: scopeHeaders(),
@@ -314,8 +344,13 @@ if (TEST_MODE === "cluster")
     let nodes: TestServer[] = [];
     let holder: Holder;
     before(async () => {
-      const first = await startServer();
-      const second = await startServer({ DATABASE_URL: first.config.databaseUrl ?? "" });
+      // One flow slot each: the two runs the limit lets execute at once are on both nodes (with
+      // more slots, which node fetches a job is chance, and one node may take them all).
+      const first = await startServer({ FLOW_CONCURRENCY: "1" });
+      const second = await startServer({
+        DATABASE_URL: first.config.databaseUrl ?? "",
+        FLOW_CONCURRENCY: "1",
+      });
       nodes = [first, second];
       holder = await startHolder();
     });

@@ -3,6 +3,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { CompiledQuery, createQueryId, type KyselyPlugin, type RootOperationNode } from "kysely";
+import { runLimitMethods } from "../../src/store/kysely-run-limits.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { newRun } from "../helpers/runs.ts";
@@ -62,3 +64,46 @@ for (const [dialect, open] of Object.entries(DIALECTS)) {
     });
   });
 }
+
+describe("run limits (sqlite plans)", () => {
+  it("the claim, the wake-up and the sweep read runs through the partial indexes, never a scan", async () => {
+    const store = await DIALECTS.sqlite();
+    try {
+      const seen: RootOperationNode[] = [];
+      const capture: KyselyPlugin = {
+        transformQuery: (args) => {
+          seen.push(args.node);
+          return args.node;
+        },
+        transformResult: async (args) => args.result,
+      };
+      const limits = runLimitMethods(store.db.withPlugin(capture), "sqlite");
+      const run = newRun({ elementId: "9", runLimit: 1 });
+      await store.insertRun(run);
+      await limits.claimLimited(run.id, 1, "n");
+      await limits.startableRuns("9");
+      await limits.startableRuns();
+      const plans: string[] = [];
+      for (const node of seen) {
+        const q = store.db.getExecutor().compileQuery(node, createQueryId());
+        if (!/^\s*select/i.test(q.sql)) continue;
+        const { rows } = await store.db.executeQuery<{ detail: string }>(
+          CompiledQuery.raw(`EXPLAIN QUERY PLAN ${q.sql}`, [...q.parameters]),
+        );
+        plans.push(...rows.map((r) => r.detail));
+      }
+      const onRuns = plans.filter((d) => /\bruns\b/.test(d));
+      assert.ok(onRuns.length >= 4, plans.join("\n"));
+      // The one read by primary key (the claimed run itself) is fine; every count and list goes
+      // through an index of unfinished runs, whatever the number of finished ones.
+      for (const d of onRuns)
+        assert.match(
+          d,
+          /USING (COVERING )?INDEX (runs_element_unfinished|runs_unfinished)|sqlite_autoindex_runs_1 \(id=\?\)/,
+          d,
+        );
+    } finally {
+      await store.close();
+    }
+  });
+});

@@ -1,0 +1,147 @@
+import type { Clock } from "../clock.ts";
+import { ErrorCode, errorText, SluiceError } from "../errors.ts";
+import { type NewRun, type Run, type RunEnd, type Store, TERMINAL } from "../store/types.ts";
+import type { ExecRun, LifecycleDeps, RunExecutor, RunRequest } from "./lifecycle-types.ts";
+import { type Execution, limitMessage, RunStop, toEnd } from "./outcome.ts";
+import type { RunEvents } from "./run-events.ts";
+import { type PendingRecord, recordEnd } from "./write-behind.ts";
+
+// The parts of the run lifecycle (lifecycle.ts) that starting, run-sync (lifecycle-sync.ts) and
+// the queue's worker side share.
+
+/** The state one lifecycle keeps: its dependencies, its executor and the runs it holds. */
+export interface Lifecycle<Req extends RunRequest> {
+  deps: LifecycleDeps;
+  store: Store;
+  clock: Clock;
+  events: RunEvents;
+  limits: LifecycleDeps["limits"];
+  executor: RunExecutor<Req>;
+  /** Runs executing here, to stop them (terminate, timeout, limit). */
+  active: Map<string, AbortController>;
+  /** Runs this process queued and has not yet started: their record and parameter, in memory. */
+  queuedHere: Map<string, { rec: NewRun; parameter: unknown }>;
+}
+
+/** Executes under the system limit; never throws. */
+async function executeLimited<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: ExecRun,
+  parameter: unknown,
+): Promise<Execution & { end: RunEnd }> {
+  const { clock, limits, executor, active } = c;
+  const ctl = new AbortController();
+  active.set(rec.id, ctl);
+  const message = limitMessage(limits.maxRunS);
+  let limitHit = false;
+  const limit = clock.setTimeout(() => {
+    limitHit = true;
+    ctl.abort(new RunStop("limit", message));
+  }, limits.maxRunS * 1000);
+  let ex: Execution;
+  try {
+    ex = await executor.execute(rec, parameter, ctl.signal);
+  } catch (err) {
+    ex = {
+      outcome: { status: "FAILURE", error: errorText(err) },
+    };
+  } finally {
+    clock.clearTimeout(limit);
+    active.delete(rec.id);
+  }
+  let end = toEnd(ex.outcome, clock.now(), limits.resultBytes);
+  // The system limit ends the run FAILURE whatever the executor made of its stop.
+  if (limitHit && end.status !== "SUCCESS")
+    end = { ...end, status: "FAILURE", summary: message, error: message };
+  return { ...ex, end };
+}
+
+/**
+ * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
+ * in the store yet (run-sync within its write-behind grace), see write-behind.ts.
+ */
+export async function run<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: ExecRun,
+  parameter: unknown,
+  pending?: PendingRecord,
+) {
+  const { store, events, deps } = c;
+  const { end, configure, afterEnd } = await executeLimited(c, rec, parameter);
+  let recorded = false;
+  try {
+    recorded = await recordEnd(store, pending, rec.id, end);
+  } catch (err) {
+    // The store failed (its database went away): the run keeps its last recorded status. Not
+    // thrown: an in-process run has nobody awaiting it, and an unhandled rejection ends the
+    // process (docs/errors.md, "Bad input"). A run-sync still sees the failed insert it awaits.
+    deps.logger.error({ err, runId: rec.id, status: end.status }, "could not record a run's end");
+  }
+  if (recorded) {
+    if (pending?.wroteEnded) events.publish({ type: "created", run: rec });
+    events.publish({ type: "ended", runId: rec.id, end, run: rec, configure });
+  } else events.notify(rec.id);
+  afterEnd?.();
+  return { end, recorded };
+}
+
+/** The record of a run that was prepared to start at once but has to wait for its turn. */
+export function asQueued(rec: NewRun): NewRun {
+  return { ...rec, status: "QUEUED", nodeId: null, startTime: null };
+}
+
+/** Commits a QUEUED run with its job and tells the subscribers. */
+export async function commitQueued<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: NewRun,
+  parameter: unknown,
+): Promise<void> {
+  const { deps, queuedHere, events, executor } = c;
+  // Only a queue that runs its jobs here guarantees this process takes the job (else the map would leak).
+  if (deps.queueIsLocal) queuedHere.set(rec.id, { rec, parameter });
+  try {
+    await deps.commitQueued(rec, { runId: rec.id, kind: executor.kind, scope: rec.scope });
+  } catch (err) {
+    queuedHere.delete(rec.id);
+    throw err;
+  }
+  events.publish({ type: "created", run: rec });
+}
+
+/** Refuses a run that would wait when the queue holds its bound (429). */
+export function checkBound<Req extends RunRequest>(c: Lifecycle<Req>): void {
+  const { deps, limits } = c;
+  if (deps.queue.depth() >= limits.queuedRuns)
+    throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
+}
+
+export async function readBack<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: NewRun,
+): Promise<Run> {
+  const { store, deps } = c;
+  const r = await store.getRun(rec.scope, rec.id);
+  if (!r) throw new SluiceError(deps.notFound, [rec.id]);
+  return r;
+}
+
+export async function terminate<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  r: Run,
+): Promise<boolean> {
+  const { store, clock, events, active } = c;
+  if (TERMINAL.has(r.status)) return false;
+  const end: RunEnd = {
+    status: "CANCELED",
+    endTime: clock.now(),
+    summary: "terminated",
+    error: "terminated by request",
+  };
+  if (!(await store.endRun(r.id, end))) return false;
+  // A run that waited for a slot has no job that would drop its queued record.
+  c.queuedHere.delete(r.id);
+  active.get(r.id)?.abort(new RunStop("terminate", "terminated"));
+  events.publish({ type: "ended", runId: r.id, end, run: r });
+  for (const child of await store.childRuns(r.id)) await terminate(c, child);
+  return true;
+}
