@@ -96,6 +96,7 @@ async function runSyncLimited<Req extends RunRequest>(
   const now = ran ?? (await readBack(c, rec));
   if (TERMINAL.has(now.status) || !wait.terminateOnTimeout)
     return { run: now, killedOnTimeout: false };
-  await terminate(c, now);
-  return { run: await readBack(c, rec), killedOnTimeout: true };
+  // It may have ended on its own since it was read: then the answer is its own end.
+  const killed = await terminate(c, now);
+  return { run: await readBack(c, rec), killedOnTimeout: killed };
 }
