@@ -95,7 +95,11 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
       s.timers.clear();
       await s.draining;
       while (s.inFlight.size > 0) await Promise.all(s.inFlight);
-      await s.store.releaseClaims(s.nodeId);
+      // Only a courtesy to the other nodes: a claim left behind (the database is gone) expires
+      // after its lease, so a failure here must not fail the shutdown's other steps.
+      await s.store.releaseClaims(s.nodeId).catch((err: unknown) => {
+        s.logger.warn({ err }, "could not free this node's webhook claims at stop");
+      });
     },
     async idle() {
       while (s.inFlight.size > 0 || s.draining) await Promise.all([...s.inFlight, s.draining]);
