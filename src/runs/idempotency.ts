@@ -129,7 +129,9 @@ async function awaitRun(
     if (run) return run;
     const now = await deps.keys.get(call);
     if (now?.runId !== held.runId) return "gone";
-    if (now.committed) return undefined;
+    // The first call commits its key after its run's record: read once more, after seeing the
+    // commit, or a commit landing between the two reads above looks like a deleted run.
+    if (now.committed) return await deps.store.getRun(call.scope, held.runId);
     if (deps.clock.now() - now.createdAt >= CLAIM_TAKEOVER_MS) {
       await deps.keys.release(call, held.runId);
       return "gone";
