@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { createAuditStore } from "./audit/audit-store.ts";
+import { type AuditTrail, createAuditTrail } from "./audit/audit-trail.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
@@ -53,6 +55,8 @@ export interface Services {
   fileSweeper: FileSweeper;
   secrets: Secrets;
   webhooks: Webhooks;
+  /** Who changed what (docs/audit.md); its retention purge runs on a timer. */
+  audit: AuditTrail;
   close(): Promise<void>;
 }
 
@@ -173,9 +177,16 @@ async function assemble(deps: {
     config: webhooksConfig(config),
     ownsDatabase: topology.ownsDatabase,
   });
+  const audit = createAuditTrail({
+    store: createAuditStore(store.db),
+    clock,
+    logger,
+    config: config.audit,
+  });
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
+  audit.start();
 
   const { schedules, fileSweeper } = await startWork({
     config,
@@ -208,6 +219,7 @@ async function assemble(deps: {
     fileSweeper,
     secrets,
     webhooks,
+    audit,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -216,6 +228,7 @@ async function assemble(deps: {
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),
+        () => audit.stop(),
         () => bridge?.close(),
         () => runner.close(),
         () => store.close(),
