@@ -36,6 +36,7 @@ const ENVELOPE = /^\{"status":(true|false),"code":(-?\d+|null)/;
 /** Actions whose target is read partly from the answer's data. */
 const FROM_ANSWER = new Set([
   "upload",
+  "deploy",
   "import",
   "terminate",
   "delete",
@@ -173,8 +174,7 @@ async function changeEntry(
     route: req.routeOptions.url ?? "",
     action,
     target,
-    outcome: answer.ok ? "success" : "failure",
-    code: answer.code,
+    ...outcomeOf(action, answer, data),
     httpStatus: reply.statusCode,
     durationMs: Math.round(reply.elapsedTime),
     requestId: req.id,
@@ -189,4 +189,22 @@ function dataOf(payload: unknown): unknown {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A deploy whose graph has errors answers success with the errors as data and deploys nothing
+ * (docs/flow-graph.md): the trail records it as the failure it is, with the first error's code.
+ */
+function outcomeOf(
+  action: string,
+  answer: Answer,
+  data: unknown,
+): Pick<AuditEntry, "outcome" | "code"> {
+  if (action === "deploy" && Array.isArray(data)) {
+    const error = data.find((r: { severity?: unknown }) => r?.severity === 2) as
+      | { errorCode?: unknown }
+      | undefined;
+    if (error) return { outcome: "failure", code: Number(error.errorCode) || null };
+  }
+  return { outcome: answer.ok ? "success" : "failure", code: answer.code };
 }
