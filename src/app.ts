@@ -1,9 +1,12 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
+import type { AuditTrail } from "./audit/audit-trail.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { auditHook } from "./http/audit-hook.ts";
+import { auditRoutes } from "./http/audit-routes.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
@@ -52,13 +55,15 @@ export interface AppDeps {
   /** `Idempotency-Key` on the start endpoints (docs/idempotency.md). */
   idempotency: Idempotency;
   /** Cron schedules for GET /monitor/flows; absent: none shown. */
-  schedules?: Pick<FlowSchedules, "schedules"> | undefined;
+  schedules?: Pick<FlowSchedules, "schedules" | "settled"> | undefined;
   /** From createServices (fed by the run events); a bare one otherwise. */
   metrics?: Metrics;
   /** Where this process stands (services.ts): what /health shows, whether the API is served. */
   topology: Pick<Topology, "mode" | "servesApi">;
   /** Completion webhooks (docs/webhooks.md): deliveries in the run detail, the signing secret. */
   webhooks?: Pick<Webhooks, "deliveriesOf" | "secret" | "rotateSecret"> | undefined;
+  /** The audit trail (docs/audit.md); absent: nothing is recorded, no /audit endpoint. */
+  audit?: Pick<AuditTrail, "record" | "list"> | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -109,6 +114,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       throw badRequest("the Host header is required in HTTP/1.1");
   });
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
+  // Before every route, so that every change is recorded in this one place.
+  if (deps.audit && deps.topology.servesApi) {
+    await app.register(auditHook, {
+      audit: deps.audit,
+      config,
+      clock: deps.clock,
+      schedules: deps.schedules && { store: deps.store, schedules: deps.schedules },
+    });
+  }
   // Before every route: swagger collects routes as they register; ops hooks must see them all.
   await registerOpenApi(app, config);
   await app.register(opsPlugin, {
@@ -161,6 +175,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         deliveries: deps.webhooks && ((runId: string) => deps.webhooks?.deliveriesOf(runId) ?? []),
       });
       if (deps.webhooks) await dataflow.register(webhookRoutes, { webhooks: deps.webhooks });
+      if (deps.audit) await dataflow.register(auditRoutes, { audit: deps.audit });
     },
     { prefix: config.dataflowPrefix },
   );

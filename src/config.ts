@@ -106,6 +106,8 @@ export interface Config {
   };
   /** How long an `Idempotency-Key` answers its first call's run (docs/idempotency.md). */
   idempotencyWindowS: number;
+  /** The audit trail (docs/audit.md): AUDIT_RETENTION_DAYS (0: kept for good), AUDIT_PURGE_MS. */
+  audit: { retentionDays: number; purgeMs: number };
 }
 
 type Env = Record<string, string | undefined>;
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     webhooks: webhooksConfigOf(env),
     idempotencyWindowS: idempotencyWindow(env),
+    audit: auditConfigOf(env),
   };
 }
 
@@ -295,4 +298,15 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
     fileSweepMs: int(env, "FILE_SWEEP_MS", 3_600_000),
     scheduleSyncMs: int(env, "SCHEDULE_SYNC_MS", 30_000),
   };
+}
+
+/** AUDIT_RETENTION_DAYS and AUDIT_PURGE_MS (docs/audit.md, "Retention"). */
+function auditConfigOf(env: Env): Config["audit"] {
+  const retentionDays = int(env, "AUDIT_RETENTION_DAYS", 365);
+  if (!Number.isSafeInteger(retentionDays) || retentionDays < 0) {
+    throw new Error(
+      `config: AUDIT_RETENTION_DAYS must be a whole number of days (0: keep), got "${retentionDays}"`,
+    );
+  }
+  return { retentionDays, purgeMs: int(env, "AUDIT_PURGE_MS", 3_600_000) };
 }

@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { createAuditStore } from "./audit/audit-store.ts";
+import { type AuditTrail, createAuditTrail } from "./audit/audit-trail.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
@@ -54,6 +56,8 @@ export interface Services {
   fileSweeper: FileSweeper;
   secrets: Secrets;
   webhooks: Webhooks;
+  /** Who changed what (docs/audit.md); its retention purge runs on a timer. */
+  audit: AuditTrail;
   close(): Promise<void>;
 }
 
@@ -174,9 +178,17 @@ async function assemble(deps: {
     config: webhooksConfig(config),
     ownsDatabase: topology.ownsDatabase,
   });
+  const audit = createAuditTrail({
+    store: createAuditStore(store.db),
+    clock,
+    logger,
+    config: config.audit,
+  });
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
+  audit.start();
+
   // A later part that fails to start stops what started here (createServices closes the rest).
   const { schedules, fileSweeper } = await startWork({
     config,
@@ -187,7 +199,9 @@ async function assemble(deps: {
     flows,
     lifecycle,
   }).catch(async (err: unknown) => {
-    await closeAll([() => recovery.stop(), () => webhooks.stop()]).catch(() => undefined);
+    await closeAll([() => recovery.stop(), () => webhooks.stop(), () => audit.stop()]).catch(
+      () => undefined,
+    );
     throw err;
   });
 
@@ -212,6 +226,7 @@ async function assemble(deps: {
     fileSweeper,
     secrets,
     webhooks,
+    audit,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -220,6 +235,7 @@ async function assemble(deps: {
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),
+        () => audit.stop(),
         () => bridge?.close(),
         () => runner.close(),
         () => store.close(),

@@ -196,3 +196,24 @@ export interface RevisionDiff {
   edges: { added: EdgeRef[]; removed: EdgeRef[]; changed: (EdgeRef & Changed)[] };
   configure: { changed: string[] };
 }
+
+/** GET /audit (docs/audit.md). */
+export interface AuditEntry {
+  id: string;
+  at: number;
+  user: string | null;
+  address: string | null;
+  method: string;
+  route: string;
+  action: string;
+  target: Record<string, unknown>;
+  outcome: string;
+  code: number | null;
+  durationMs: number;
+}
+
+export interface AuditPage {
+  totalCount: number;
+  totalPage: number;
+  entries: AuditEntry[];
+}

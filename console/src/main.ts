@@ -1,5 +1,6 @@
 import "./style.css";
 import { ApiError, loadScope, saveScope } from "./api.ts";
+import { auditView } from "./audit.ts";
 import { h } from "./dom.ts";
 import { diffView } from "./diff.ts";
 import { flowsView } from "./flows.ts";
@@ -9,7 +10,7 @@ import { runsView, scriptsView } from "./runs.ts";
 
 /**
  * Hash router (#/flows, #/runs/TYPE/NAME?filters, #/run/ID?node=N, #/revisions/NAME?path=,
- * #/diff/NAME?path=&from=&to=) with live updates by polling: the flows and runs pages every 2 s,
+ * #/diff/NAME?path=&from=&to=, #/audit?user=&action=&outcome=&from=&to=) with live updates by polling: the flows and runs pages every 2 s,
  * a run page every second until the run ends. Revisions and diffs are drawn once (they change
  * only by the user's own actions, which redraw them).
  */
@@ -45,6 +46,8 @@ async function render(): Promise<void> {
       await revisionsView(view, parts[1], query, notify);
     } else if (parts[0] === "diff" && parts[1]) {
       await diffView(view, parts[1], query);
+    } else if (parts[0] === "audit") {
+      await auditView(view, query);
     } else if (parts[0] === "scripts") {
       scriptsView(view);
     } else {

@@ -112,6 +112,11 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "flows",
     summary: "25. Import an export: all or nothing, idempotent, `dryRun` reports the plan",
   },
+  "GET /audit": {
+    tag: "audit",
+    summary: "The scope's audit trail: who changed what, when, from where, with what outcome",
+    description: "Newest first, filtered and paged; entries cannot be changed (docs/audit.md).",
+  },
   "GET /secret": { tag: "secrets", summary: "Secrets of the scope: names and times, never values" },
   "GET /secret/{name}": {
     tag: "secrets",
