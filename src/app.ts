@@ -4,6 +4,7 @@ import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { artifactRoutes } from "./http/artifact-routes.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
@@ -32,6 +33,7 @@ import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
+import type { ArtifactStore } from "./store/kysely-artifacts.ts";
 import type { Store } from "./store/types.ts";
 import type { Topology } from "./topology.ts";
 import type { Webhooks } from "./webhooks/index.ts";
@@ -59,6 +61,8 @@ export interface AppDeps {
   topology: Pick<Topology, "mode" | "servesApi">;
   /** Completion webhooks (docs/webhooks.md): deliveries in the run detail, the signing secret. */
   webhooks?: Pick<Webhooks, "deliveriesOf" | "secret" | "rotateSecret"> | undefined;
+  /** Files runs kept (docs/artifacts.md); absent: no artifact endpoints. */
+  artifacts?: { store: ArtifactStore } | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -161,6 +165,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         deliveries: deps.webhooks && ((runId: string) => deps.webhooks?.deliveriesOf(runId) ?? []),
       });
       if (deps.webhooks) await dataflow.register(webhookRoutes, { webhooks: deps.webhooks });
+      if (deps.artifacts)
+        await dataflow.register(artifactRoutes, {
+          store: deps.store,
+          artifacts: deps.artifacts.store,
+        });
     },
     { prefix: config.dataflowPrefix },
   );

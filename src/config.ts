@@ -106,6 +106,8 @@ export interface Config {
   };
   /** How long an `Idempotency-Key` answers its first call's run (docs/idempotency.md). */
   idempotencyWindowS: number;
+  /** Limits of the files a run keeps as artifacts (docs/artifacts.md). */
+  artifacts: { maxFileBytes: number; maxRunBytes: number; maxFiles: number };
 }
 
 type Env = Record<string, string | undefined>;
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     webhooks: webhooksConfigOf(env),
     idempotencyWindowS: idempotencyWindow(env),
+    artifacts: artifactsConfigOf(env),
   };
 }
 
@@ -294,5 +297,20 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
     fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),
     fileSweepMs: int(env, "FILE_SWEEP_MS", 3_600_000),
     scheduleSyncMs: int(env, "SCHEDULE_SYNC_MS", 30_000),
+  };
+}
+
+/** ARTIFACT_MAX_FILE_BYTES, ARTIFACT_MAX_RUN_BYTES, ARTIFACT_MAX_FILES (docs/artifacts.md). */
+function artifactsConfigOf(env: Env): Config["artifacts"] {
+  const whole = (key: string, fallback: number) => {
+    const n = int(env, key, fallback);
+    if (!Number.isSafeInteger(n) || n < 0)
+      throw new Error(`config: ${key} must be a whole number, 0 or more, got "${env[key]}"`);
+    return n;
+  };
+  return {
+    maxFileBytes: whole("ARTIFACT_MAX_FILE_BYTES", 16 * MiB),
+    maxRunBytes: whole("ARTIFACT_MAX_RUN_BYTES", 64 * MiB),
+    maxFiles: whole("ARTIFACT_MAX_FILES", 1000),
   };
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { type ArtifactKeeper, createArtifactKeeper } from "./artifacts/keeper.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
@@ -25,6 +26,7 @@ import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
 import { createSecrets, type Secrets } from "./secrets/secrets.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
+import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import type { NewRun } from "./store/types.ts";
@@ -53,6 +55,8 @@ export interface Services {
   fileSweeper: FileSweeper;
   secrets: Secrets;
   webhooks: Webhooks;
+  /** Files runs kept (docs/artifacts.md): collected where a run executes, read by the API. */
+  artifacts: { store: ArtifactStore; keeper: ArtifactKeeper };
   close(): Promise<void>;
 }
 
@@ -132,7 +136,16 @@ async function assemble(deps: {
   metrics.observe(events, store);
   metrics.watch(queue, runner);
 
+  const artifactStore = createArtifactStore(store.db);
+  const keeper = createArtifactKeeper({
+    store: artifactStore,
+    runs: store,
+    clock,
+    logger,
+    limits: config.artifacts,
+  });
   const { tasks, flows } = createRuns({
+    artifacts: keeper,
     config,
     topology,
     events,
@@ -208,6 +221,7 @@ async function assemble(deps: {
     fileSweeper,
     secrets,
     webhooks,
+    artifacts: { store: artifactStore, keeper },
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -272,6 +286,7 @@ function createRuns(deps: {
   runner: ScriptRunner;
   metrics: Metrics;
   secrets: Secrets;
+  artifacts: ArtifactKeeper;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;
