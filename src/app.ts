@@ -5,6 +5,7 @@ import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { artifactRoutes } from "./http/artifact-routes.ts";
 import { auditHook } from "./http/audit-hook.ts";
 import { auditRoutes } from "./http/audit-routes.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
@@ -35,6 +36,7 @@ import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
+import type { ArtifactStore } from "./store/kysely-artifacts.ts";
 import type { Store } from "./store/types.ts";
 import type { Topology } from "./topology.ts";
 import type { Webhooks } from "./webhooks/index.ts";
@@ -64,6 +66,8 @@ export interface AppDeps {
   webhooks?: Pick<Webhooks, "deliveriesOf" | "secret" | "rotateSecret"> | undefined;
   /** The audit trail (docs/audit.md); absent: nothing is recorded, no /audit endpoint. */
   audit?: Pick<AuditTrail, "record" | "list"> | undefined;
+  /** Files runs kept (docs/artifacts.md); absent: no artifact endpoints. */
+  artifacts?: { store: ArtifactStore } | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -176,6 +180,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
       });
       if (deps.webhooks) await dataflow.register(webhookRoutes, { webhooks: deps.webhooks });
       if (deps.audit) await dataflow.register(auditRoutes, { audit: deps.audit });
+      if (deps.artifacts)
+        await dataflow.register(artifactRoutes, {
+          store: deps.store,
+          artifacts: deps.artifacts.store,
+        });
     },
     { prefix: config.dataflowPrefix },
   );

@@ -108,6 +108,8 @@ export interface Config {
   idempotencyWindowS: number;
   /** The audit trail (docs/audit.md): AUDIT_RETENTION_DAYS (0: kept for good), AUDIT_PURGE_MS. */
   audit: { retentionDays: number; purgeMs: number };
+  /** Limits of the files a run keeps as artifacts (docs/artifacts.md). */
+  artifacts: { maxFileBytes: number; maxRunBytes: number; maxFiles: number };
 }
 
 type Env = Record<string, string | undefined>;
@@ -183,6 +185,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: webhooksConfigOf(env),
     idempotencyWindowS: idempotencyWindow(env),
     audit: auditConfigOf(env),
+    artifacts: artifactsConfigOf(env),
   };
 }
 
@@ -309,4 +312,19 @@ function auditConfigOf(env: Env): Config["audit"] {
     );
   }
   return { retentionDays, purgeMs: int(env, "AUDIT_PURGE_MS", 3_600_000) };
+}
+
+/** ARTIFACT_MAX_FILE_BYTES, ARTIFACT_MAX_RUN_BYTES, ARTIFACT_MAX_FILES (docs/artifacts.md). */
+function artifactsConfigOf(env: Env): Config["artifacts"] {
+  const whole = (key: string, fallback: number) => {
+    const n = int(env, key, fallback);
+    if (!Number.isSafeInteger(n) || n < 0)
+      throw new Error(`config: ${key} must be a whole number, 0 or more, got "${env[key]}"`);
+    return n;
+  };
+  return {
+    maxFileBytes: whole("ARTIFACT_MAX_FILE_BYTES", 16 * MiB),
+    maxRunBytes: whole("ARTIFACT_MAX_RUN_BYTES", 64 * MiB),
+    maxFiles: whole("ARTIFACT_MAX_FILES", 1000),
+  };
 }

@@ -32,6 +32,7 @@ export const ErrorCode = {
   SECRET_NOT_FOUND: 28060001,
   SECRET_IN_USE: 28060002,
   SECRETS_UNAVAILABLE: 28060003,
+  ARTIFACT_NOT_FOUND: 28090001,
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -99,6 +100,7 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     en: "secrets are not available: SECRETS_KEY is not set",
     "zh-cn": "密钥功能不可用：未设置 SECRETS_KEY",
   },
+  28090001: { en: "the run kept no file named {0}", "zh-cn": "该运行没有保留名为 {0} 的文件" },
 };
 
 export class SluiceError extends Error {

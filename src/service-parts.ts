@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { ArtifactKeeper } from "./artifacts/keeper.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
@@ -72,6 +73,7 @@ export function createRuns(deps: {
   runner: ScriptRunner;
   metrics: Metrics;
   secrets: Secrets;
+  artifacts: ArtifactKeeper;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;

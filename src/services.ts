@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { type ArtifactKeeper, createArtifactKeeper } from "./artifacts/keeper.ts";
 import { createAuditStore } from "./audit/audit-store.ts";
 import { type AuditTrail, createAuditTrail } from "./audit/audit-trail.ts";
 import { type Clock, systemClock } from "./clock.ts";
@@ -29,6 +30,7 @@ import {
   webhooksConfig,
 } from "./service-parts.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
+import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import { createTopology, type Topology } from "./topology.ts";
@@ -58,6 +60,8 @@ export interface Services {
   webhooks: Webhooks;
   /** Who changed what (docs/audit.md); its retention purge runs on a timer. */
   audit: AuditTrail;
+  /** Files runs kept (docs/artifacts.md): collected where a run executes, read by the API. */
+  artifacts: { store: ArtifactStore; keeper: ArtifactKeeper };
   close(): Promise<void>;
 }
 
@@ -137,7 +141,16 @@ async function assemble(deps: {
   metrics.observe(events, store);
   metrics.watch(queue, runner);
 
+  const artifactStore = createArtifactStore(store.db);
+  const keeper = createArtifactKeeper({
+    store: artifactStore,
+    runs: store,
+    clock,
+    logger,
+    limits: config.artifacts,
+  });
   const { tasks, flows } = createRuns({
+    artifacts: keeper,
     config,
     topology,
     events,
@@ -227,6 +240,7 @@ async function assemble(deps: {
     secrets,
     webhooks,
     audit,
+    artifacts: { store: artifactStore, keeper },
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([

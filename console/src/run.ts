@@ -1,5 +1,6 @@
 import { ApiError, DF, type RunDetail, type WebhookDelivery, api } from "./api.ts";
 import { TERMINAL, badge, dur, h, json, time } from "./dom.ts";
+import { artifactsSection } from "./artifacts.ts";
 import { drawGraph } from "./graph.ts";
 
 /** One run: header, graph with per-node status, the selected node's times, input, output and logs. */
@@ -7,6 +8,7 @@ export async function runView(root: HTMLElement, runId: string, selected: string
   const d = await api<RunDetail>("GET", `${DF}/monitor/run-detail?runId=${encodeURIComponent(runId)}`);
   const hooks = (await api<{ webhookDeliveries?: WebhookDelivery[] }>("GET", `${DF}/monitor/run?runId=${encodeURIComponent(runId)}`)).webhookDeliveries ?? [];
   const r = d.run;
+  const kept = d.elementType === "DPL" && TERMINAL.has(r.runStatus) ? await artifactsSection(runId) : "";
   const act = (label: string, path: string) =>
     h("button", { onclick: async () => {
       try {
@@ -81,6 +83,7 @@ export async function runView(root: HTMLElement, runId: string, selected: string
           h("h2", {}, "stderr"), h("pre", { class: "log err" }, d.stderr || "—"))
       : "",
     hooks.length > 0 ? webhooksTable(hooks) : "",
+    kept,
     h("section", {}, h("h2", {}, "Parameter"), h("pre", {}, r.runParam ?? "—"), d.result !== undefined ? h("h2", {}, "Result") : null, d.result !== undefined ? json(d.result) : null),
   );
   return TERMINAL.has(r.runStatus);

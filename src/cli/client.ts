@@ -38,7 +38,8 @@ export class CliError extends Error {
 export function exitFor(code: number): ExitCode {
   if (code === 401 || code === 403) return Exit.UNAUTHORIZED;
   if (code === 400) return Exit.USAGE;
-  if ([404, 28010001, 28010002, 28010003, 28020002, 28030003].includes(code)) return Exit.NOT_FOUND;
+  if ([404, 28010001, 28010002, 28010003, 28020002, 28030003, 28090001].includes(code))
+    return Exit.NOT_FOUND;
   if ([28020003, 28020006, 28030002, 28030004].includes(code)) return Exit.NOT_FINISHED;
   if (code === 28020005 || code === 28030005) return Exit.CANCELED;
   return Exit.FAILED;

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { activate, deactivate } from "./activate.ts";
+import { artifacts } from "./artifacts.ts";
 import { exportCmd, importCmd } from "./bundle.ts";
 import { CliError, CONNECTION_OPTIONS, connect, Exit } from "./client.ts";
 import type { Command } from "./command.ts";
@@ -12,9 +13,20 @@ import { createUi } from "./ui.ts";
 import { upload } from "./upload.ts";
 
 export const CLIENT_COMMANDS: Record<string, Command> = Object.fromEntries(
-  [deploy, activate, deactivate, run, rerun, resume, upload, runs, logs, exportCmd, importCmd].map(
-    (c) => [c.name, c],
-  ),
+  [
+    deploy,
+    activate,
+    deactivate,
+    run,
+    rerun,
+    resume,
+    upload,
+    runs,
+    logs,
+    artifacts,
+    exportCmd,
+    importCmd,
+  ].map((c) => [c.name, c]),
 );
 
 export const CLIENT_USAGE = `${Object.values(CLIENT_COMMANDS)

@@ -32,6 +32,17 @@ export const OPERATIONS: Record<string, OperationDoc> = {
   },
   "POST /run/terminate": { tag: "runs", summary: "4. Terminate runs (flows and script tasks)" },
   "POST /run/delete": { tag: "runs", summary: "5. Delete finished runs with their logs" },
+  "GET /run/{runId}/artifacts": {
+    tag: "runs",
+    summary: "Files the run kept (`fileCleanup: keep`), per node, and those skipped",
+    description: "`collected` is false until the run's files are kept, shortly after its end.",
+  },
+  "GET /run/{runId}/artifacts/{name}": {
+    tag: "runs",
+    summary: "Download one file the run kept (an attachment, never an envelope on success)",
+    description:
+      "The body is the file's bytes with its content type (guessed from the extension), `content-length`, `content-disposition: attachment` and `x-content-type-options: nosniff`. Failures are envelopes: 28020002 (no such run in this scope), 28090001 (no such file), code 400 (a name with `..`, an absolute path, …).",
+  },
   "GET /monitor/flows": {
     tag: "monitor",
     summary: "6. Every flow of the scope with status, schedule, last run",
@@ -262,6 +273,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28060001: "secret does not exist in this scope",
   28060002: "secret is referenced by flows whose release is live: deactivate or change them first",
   28060003: "secrets are not available: the service runs without SECRETS_KEY",
+  28090001: "the run kept no file of that name (docs/artifacts.md)",
 };
 
 /** The `code` field's catalog, built from src/errors.ts so the two cannot drift apart. */

@@ -1,4 +1,6 @@
 import type { Logger } from "pino";
+import type { ArtifactKeeper } from "../artifacts/keeper.ts";
+import type { NodeFiles } from "../artifacts/node-files.ts";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { Locator } from "../elements/locator.ts";
 import { ErrorCode, errorText } from "../errors.ts";
@@ -8,7 +10,7 @@ import { maskDeep, maskOrder, maskText } from "../secrets/mask.ts";
 import type { SecretResolver, Secrets } from "../secrets/secrets.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
 import type { Run, ScopeFilter } from "../store/types.ts";
-import { cleanupAtRunEnd } from "./file-cleanup.ts";
+import { cleanupAtRunEnd, workDirOf } from "./file-cleanup.ts";
 import { createRunPreparer, type Release, type StartRequest } from "./flow-run-prepare.ts";
 import {
   createRunLifecycle,
@@ -50,6 +52,8 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   onScript?: ((o: TaskOutcome) => void) | undefined;
   /** `${secret.NAME}` references of the run's scope (docs/secrets.md); absent: none resolve. */
   secrets?: Secrets | undefined;
+  /** Collects the files of runs whose flow keeps them (docs/artifacts.md); absent: none. */
+  artifacts?: ArtifactKeeper | undefined;
 };
 
 /**
@@ -75,14 +79,23 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper:
     // file-cleanup.ts). After the end is recorded, once the runner handed the directory back, and
     // off the answer's path: the directory syscalls wait on the file system.
+    // A kept directory becomes the run's artifacts (docs/artifacts.md) before the clean-up,
+    // which for `keep` only removes it when empty.
+    let nodeFiles: NodeFiles | undefined;
     const afterEnd = () => {
       if (rel && !rel.usesWorkDir) return;
       const policy = rel?.configure.fileCleanup ?? { type: "afterRun" as const };
-      setImmediate(() => void cleanupAtRunEnd(config.dataDir, r.id, policy));
+      setImmediate(async () => {
+        if (nodeFiles)
+          await deps.artifacts?.collect(r.id, workDirOf(config.dataDir, r.id), nodeFiles);
+        await cleanupAtRunEnd(config.dataDir, r.id, policy);
+      });
     };
     try {
       rel = await release(r.elementId, Number(r.version));
       const { configure } = rel;
+      if (configure.fileCleanup.type === "keep" && rel.usesWorkDir)
+        nodeFiles = deps.artifacts?.track(workDirOf(config.dataDir, r.id));
       const original = await originalRun(store, r);
       // Pins change when the revision is released again, so they are read per run, not cached.
       let pins = rel.usesScriptElements
@@ -103,7 +116,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         configure,
         parameter,
         signal,
-        deps: flowDeps(deps, lifecycle, r, { pins, used, secrets }),
+        deps: flowDeps(deps, lifecycle, r, { pins, used, secrets, nodeFiles }),
         clock,
         reuse: resumed(r, original),
       });
@@ -244,7 +257,12 @@ function flowDeps(
   deps: FlowRunsDeps,
   lifecycle: Pick<RunLifecycle<StartRequest>, "start" | "terminate">,
   r: ExecRun,
-  scripts: { pins: readonly ScriptPin[]; used: ScriptUse[]; secrets: SecretResolver | undefined },
+  scripts: {
+    pins: readonly ScriptPin[];
+    used: ScriptUse[];
+    secrets: SecretResolver | undefined;
+    nodeFiles: NodeFiles | undefined;
+  },
 ): FlowDeps {
   const { store, clock, config } = deps;
   return {

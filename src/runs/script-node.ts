@@ -1,3 +1,4 @@
+import type { NodeFiles } from "../artifacts/node-files.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
@@ -29,6 +30,8 @@ export function scriptNodeRunner(deps: {
   used: ScriptUse[];
   /** The run's secrets: an element's declared ones, and masking (docs/secrets.md). */
   secrets?: SecretResolver | undefined;
+  /** A run that keeps its files: which node wrote which (docs/artifacts.md). */
+  nodeFiles?: NodeFiles | undefined;
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
@@ -51,6 +54,7 @@ export function scriptNodeRunner(deps: {
         ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
       });
       deps.onScript?.(o);
+      await deps.nodeFiles?.afterNode(req.nodeId);
       const result: ScriptResult =
         o.status === "SUCCESS"
           ? { ok: true, value: o.value, stdout: o.stdout, stderr: o.stderr }

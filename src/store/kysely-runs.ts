@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely } from "kysely";
 import { createBatcher } from "./batch.ts";
+import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished, countRun } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
 import { createRunWrites, runRow } from "./run-writes.ts";
@@ -138,6 +139,11 @@ async function deleteRuns(
         )
         .where("status", "<>", "PENDING")
         .execute();
+    // Their kept files go with them (docs/artifacts.md).
+    await deleteArtifactsOf(
+      tx,
+      deleted.map((r) => r.id),
+    );
     return deleted;
   });
   return new Set(rows.map((r) => r.id));

@@ -30,6 +30,8 @@ const ALL = [
   "011-secrets",
   "012-webhooks",
   "013-run-limits",
+  "016-audit",
+  "017-artifacts",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {
