@@ -106,6 +106,17 @@ export interface Config {
   };
   /** How long an `Idempotency-Key` answers its first call's run (docs/idempotency.md). */
   idempotencyWindowS: number;
+  /** Run retention (docs/retention.md). */
+  retention: RetentionConfig;
+}
+
+export interface RetentionConfig {
+  /** RUN_RETENTION_DAYS: days a finished run is kept after its end; 0: for good. */
+  days: number;
+  /** RUN_RETENTION_BATCH: runs deleted per transaction. */
+  batch: number;
+  /** RUN_RETENTION_SWEEP_MS: time between purge passes; 0: no timer. */
+  sweepMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -180,6 +191,22 @@ export function loadConfig(env: Env = process.env): Config {
     },
     webhooks: webhooksConfigOf(env),
     idempotencyWindowS: idempotencyWindow(env),
+    retention: retentionConfigOf(env),
+  };
+}
+
+/** Run retention (docs/retention.md): whole numbers, refused at start otherwise. */
+function retentionConfigOf(env: Env): RetentionConfig {
+  const whole = (key: string, fallback: number, min: number, max: number) => {
+    const n = int(env, key, fallback);
+    if (!Number.isSafeInteger(n) || n < min || n > max)
+      throw new Error(`config: ${key} must be a whole number from ${min} to ${max}, got "${n}"`);
+    return n;
+  };
+  return {
+    days: whole("RUN_RETENTION_DAYS", 0, 0, 36_500),
+    batch: whole("RUN_RETENTION_BATCH", 1000, 1, 10_000),
+    sweepMs: whole("RUN_RETENTION_SWEEP_MS", 900_000, 0, 86_400_000),
   };
 }
 

@@ -15,6 +15,7 @@ import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
+import { createRetention, type Retention } from "./runs/retention.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
@@ -27,6 +28,7 @@ import { createSecrets, type Secrets } from "./secrets/secrets.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
+import { createRetentionStore } from "./store/retention-store.ts";
 import type { NewRun } from "./store/types.ts";
 import { createTopology, type Topology } from "./topology.ts";
 import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/index.ts";
@@ -53,6 +55,8 @@ export interface Services {
   fileSweeper: FileSweeper;
   secrets: Secrets;
   webhooks: Webhooks;
+  /** Run retention (docs/retention.md). */
+  retention: Retention;
   close(): Promise<void>;
 }
 
@@ -186,6 +190,14 @@ async function assemble(deps: {
     flows,
     lifecycle,
   });
+  // Every node purges: batches take disjoint rows, so nodes share the work (docs/retention.md).
+  const retention = createRetention({
+    store: createRetentionStore(store.db, store.dialect),
+    clock,
+    logger,
+    config: { ...config.retention, dataDir: config.dataDir },
+  });
+  retention.start();
 
   return {
     config,
@@ -208,11 +220,13 @@ async function assemble(deps: {
     fileSweeper,
     secrets,
     webhooks,
+    retention,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
         () => schedules.stop(),
         () => fileSweeper.stop(),
+        () => retention.stop(),
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),
