@@ -113,8 +113,11 @@ export interface Config {
 export interface RetentionConfig {
   /** RUN_RETENTION_DAYS: days a finished run is kept after its end; 0: for good. */
   days: number;
-  /** RUN_RETENTION_BATCH: runs deleted per transaction. */
-  batch: number;
+  /**
+   * RUN_RETENTION_BATCH: runs deleted per transaction; unset: the wiring picks one for the store
+   * (docs/retention.md, "Batches").
+   */
+  batch: number | undefined;
   /** RUN_RETENTION_SWEEP_MS: time between purge passes; 0: no timer. */
   sweepMs: number;
 }
@@ -205,7 +208,7 @@ function retentionConfigOf(env: Env): RetentionConfig {
   };
   return {
     days: whole("RUN_RETENTION_DAYS", 0, 0, 36_500),
-    batch: whole("RUN_RETENTION_BATCH", 1000, 1, 10_000),
+    batch: env.RUN_RETENTION_BATCH ? whole("RUN_RETENTION_BATCH", 0, 1, 10_000) : undefined,
     sweepMs: whole("RUN_RETENTION_SWEEP_MS", 900_000, 0, 86_400_000),
   };
 }

@@ -195,7 +195,13 @@ async function assemble(deps: {
     store: createRetentionStore(store.db, store.dialect),
     clock,
     logger,
-    config: { ...config.retention, dataDir: config.dataDir },
+    config: {
+      ...config.retention,
+      // SQLite's driver is synchronous: a batch holds the event loop while it deletes (about
+      // 25 µs a run), so its batches are smaller; PostgreSQL's only hold row locks.
+      batch: config.retention.batch ?? (store.dialect === "sqlite" ? 200 : 1000),
+      dataDir: config.dataDir,
+    },
   });
   retention.start();
 

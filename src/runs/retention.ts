@@ -51,7 +51,7 @@ export interface RetentionDeps {
   store: RetentionStore;
   clock: Clock;
   logger: { info(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
-  config: RetentionConfig & { dataDir: string };
+  config: Omit<RetentionConfig, "batch"> & { batch: number; dataDir: string };
 }
 
 interface State extends RetentionDeps {
