@@ -97,8 +97,10 @@ for (let i = 0; i < 20; i++) await monitorRuns(); // warm-up
 const before: number[] = [];
 for (let i = 0; i < Number(values.baseline); i++) before.push(await monitorRuns());
 
+const previewStart = performance.now();
 const preview = await services.retention.preview(null);
 const expected = preview.reduce((n, p) => n + p.runs, 0);
+const previewMs = performance.now() - previewStart;
 const loop = monitorEventLoopDelay({ resolution: 5 });
 loop.enable();
 const during: number[] = [];
@@ -115,6 +117,7 @@ const seconds = (performance.now() - started) / 1000;
 console.log(
   `purged ${result.runs.toLocaleString("en")} of ${expected.toLocaleString("en")} expired runs in ${seconds.toFixed(1)} s: ${Math.round(result.runs / seconds).toLocaleString("en")} runs/s (batch ${values.batch ?? "default"})`,
 );
+console.log(`dry run of every scope (${preview.length} elements): ${previewMs.toFixed(0)} ms`);
 console.log(`POST /monitor/runs before the purge  ${figures(before)}`);
 console.log(`POST /monitor/runs during the purge  ${figures(during)}`);
 console.log(
