@@ -15,7 +15,7 @@ import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
-import { createRetention, type Retention } from "./runs/retention.ts";
+import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
@@ -197,9 +197,7 @@ async function assemble(deps: {
     logger,
     config: {
       ...config.retention,
-      // SQLite's driver is synchronous: a batch holds the event loop while it deletes (about
-      // 25 µs a run), so its batches are smaller; PostgreSQL's only hold row locks.
-      batch: config.retention.batch ?? (store.dialect === "sqlite" ? 200 : 1000),
+      batch: batchFor(config.retention.batch, store.dialect),
       dataDir: config.dataDir,
     },
   });

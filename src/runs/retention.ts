@@ -63,6 +63,14 @@ interface State extends RetentionDeps {
   stopped: boolean;
 }
 
+/**
+ * RUN_RETENTION_BATCH, or the store's default: SQLite's driver is synchronous, so a batch holds
+ * the event loop while it deletes (tens of µs a run); PostgreSQL's only holds row locks.
+ */
+export function batchFor(configured: number | undefined, dialect: "sqlite" | "postgres"): number {
+  return configured ?? (dialect === "sqlite" ? 200 : 1000);
+}
+
 export function createRetention(deps: RetentionDeps): Retention {
   const s: State = {
     ...deps,
