@@ -23,6 +23,7 @@ import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
 import { installRequestForms } from "./http/request-forms.ts";
 import { rerunRoutes } from "./http/rerun-routes.ts";
+import { retentionRoutes } from "./http/retention-routes.ts";
 import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
@@ -31,6 +32,7 @@ import { uploadRoutes } from "./http/upload-routes.ts";
 import { webhookRoutes } from "./http/webhook-routes.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { Idempotency } from "./runs/idempotency.ts";
+import type { Retention } from "./runs/retention.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
@@ -68,6 +70,8 @@ export interface AppDeps {
   audit?: Pick<AuditTrail, "record" | "list"> | undefined;
   /** Files runs kept (docs/artifacts.md); absent: no artifact endpoints. */
   artifacts?: { store: ArtifactStore } | undefined;
+  /** Run retention (docs/retention.md): its dry run; absent: no endpoint. */
+  retention?: Pick<Retention, "preview"> | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -184,6 +188,11 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         await dataflow.register(artifactRoutes, {
           store: deps.store,
           artifacts: deps.artifacts.store,
+        });
+      if (deps.retention)
+        await dataflow.register(retentionRoutes, {
+          retention: deps.retention,
+          globalDays: config.retention.days,
         });
     },
     { prefix: config.dataflowPrefix },

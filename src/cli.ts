@@ -8,6 +8,8 @@ const USAGE = `usage: sluice <command>
   worker                                  execute queued runs only (cluster mode); answers /health
   token --app A --space S --user U [--internal] [--ttl SECONDS]
                                           mint a token header and a session cookie from the configured secrets
+  retention [--purge]                     every scope's runs that run retention deletes (docs/retention.md);
+                                          --purge deletes them now (reads the store of DATA_DIR / DATABASE_URL)
 client commands (talk to a running server; docs/cli.md):
 ${CLIENT_USAGE}`;
 
@@ -28,6 +30,11 @@ export async function runCli(argv: string[]): Promise<void> {
     case "token":
       process.stdout.write(mintToken(rest, process.env));
       return;
+    case "retention": {
+      const { retentionCommand } = await import("./cli/retention.ts");
+      process.stdout.write(await retentionCommand(rest, process.env));
+      return;
+    }
     default: {
       const client = CLIENT_COMMANDS[command];
       if (client) {

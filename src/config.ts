@@ -110,6 +110,20 @@ export interface Config {
   audit: { retentionDays: number; purgeMs: number };
   /** Limits of the files a run keeps as artifacts (docs/artifacts.md). */
   artifacts: { maxFileBytes: number; maxRunBytes: number; maxFiles: number };
+  /** Run retention (docs/retention.md). */
+  retention: RetentionConfig;
+}
+
+export interface RetentionConfig {
+  /** RUN_RETENTION_DAYS: days a finished run is kept after its end; 0: for good. */
+  days: number;
+  /**
+   * RUN_RETENTION_BATCH: runs deleted per transaction; unset: the wiring picks one for the store
+   * (docs/retention.md, "Batches").
+   */
+  batch: number | undefined;
+  /** RUN_RETENTION_SWEEP_MS: time between purge passes; 0: no timer. */
+  sweepMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -186,6 +200,22 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyWindowS: idempotencyWindow(env),
     audit: auditConfigOf(env),
     artifacts: artifactsConfigOf(env),
+    retention: retentionConfigOf(env),
+  };
+}
+
+/** Run retention (docs/retention.md): whole numbers, refused at start otherwise. */
+function retentionConfigOf(env: Env): RetentionConfig {
+  const whole = (key: string, fallback: number, min: number, max: number) => {
+    const n = int(env, key, fallback);
+    if (!Number.isSafeInteger(n) || n < min || n > max)
+      throw new Error(`config: ${key} must be a whole number from ${min} to ${max}, got "${n}"`);
+    return n;
+  };
+  return {
+    days: whole("RUN_RETENTION_DAYS", 0, 0, 36_500),
+    batch: env.RUN_RETENTION_BATCH ? whole("RUN_RETENTION_BATCH", 0, 1, 10_000) : undefined,
+    sweepMs: whole("RUN_RETENTION_SWEEP_MS", 900_000, 0, 86_400_000),
   };
 }
 

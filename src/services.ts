@@ -13,6 +13,7 @@ import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/i
 import type { FileSweeper } from "./runs/file-cleanup.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
+import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.ts";
@@ -33,6 +34,7 @@ import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
+import { createRetentionStore } from "./store/retention-store.ts";
 import { createTopology, type Topology } from "./topology.ts";
 import { createWebhooks, type Webhooks } from "./webhooks/index.ts";
 
@@ -62,6 +64,8 @@ export interface Services {
   audit: AuditTrail;
   /** Files runs kept (docs/artifacts.md): collected where a run executes, read by the API. */
   artifacts: { store: ArtifactStore; keeper: ArtifactKeeper };
+  /** Run retention (docs/retention.md). */
+  retention: Retention;
   close(): Promise<void>;
 }
 
@@ -217,6 +221,18 @@ async function assemble(deps: {
     );
     throw err;
   });
+  // Every node purges: batches take disjoint rows, so nodes share the work (docs/retention.md).
+  const retention = createRetention({
+    store: createRetentionStore(store.db, store.dialect),
+    clock,
+    logger,
+    config: {
+      ...config.retention,
+      batch: batchFor(config.retention.batch, store.dialect),
+      dataDir: config.dataDir,
+    },
+  });
+  retention.start();
 
   return {
     config,
@@ -241,11 +257,13 @@ async function assemble(deps: {
     webhooks,
     audit,
     artifacts: { store: artifactStore, keeper },
+    retention,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
         () => schedules.stop(),
         () => fileSweeper.stop(),
+        () => retention.stop(),
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),

@@ -164,6 +164,8 @@ export interface Configure {
   fileCleanup: FileCleanup;
   /** Runs of this flow executing at once, across the cluster; absent: no limit (docs/run-limits.md). */
   maxConcurrentRuns?: number | undefined;
+  /** Days its finished runs are kept; 0: for good; absent: RUN_RETENTION_DAYS (docs/retention.md). */
+  retentionDays?: number | undefined;
   /** Completion webhooks (docs/webhooks.md); `on` filled in (ANY when absent). */
   webhooks: WebhookTarget[];
 }
@@ -201,6 +203,7 @@ export function normalizeConfigure(raw: unknown): Configure {
     logContent: c.logContent === "CONCISE" ? "CONCISE" : "DETAILED",
     fileCleanup: isRecord(c.fileCleanup) ? (c.fileCleanup as FileCleanup) : { type: "default" },
     ...(typeof c.maxConcurrentRuns === "number" ? { maxConcurrentRuns: c.maxConcurrentRuns } : {}),
+    ...(typeof c.retentionDays === "number" ? { retentionDays: c.retentionDays } : {}),
     webhooks: Array.isArray(c.webhooks)
       ? (c.webhooks as Static<typeof WebhooksSchema>).map((w) => ({
           url: w.url,

@@ -3,6 +3,7 @@ import { Cron } from "croner";
 import type { TSchema } from "typebox";
 import type { Locator } from "../elements/locator.ts";
 import { errorText } from "../errors.ts";
+import { MAX_RETENTION_DAYS } from "../runs/retention-rules.ts";
 import { webhookUrlProblem } from "../webhooks/targets.ts";
 import {
   ErrorHandlers,
@@ -153,6 +154,7 @@ export async function validateConfigure(
     out.push(...variantIssues(FILE_CLEANUP_VARIANTS, fileCleanup, [...base, "fileCleanup"]));
   }
   out.push(...maxRunsIssues(configure.maxConcurrentRuns, [...base, "maxConcurrentRuns"]));
+  out.push(...retentionIssues(configure.retentionDays, [...base, "retentionDays"]));
   if (configure.webhooks !== undefined && configure.webhooks !== null)
     out.push(...webhookIssues(configure.webhooks, [...base, "webhooks"]));
   return out;
@@ -264,5 +266,19 @@ function maxRunsIssues(value: unknown, path: JsonPath): ValidationResult[] {
   if (Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_RUNS_LIMIT)
     return [];
   const message = `maxConcurrentRuns must be a positive integer (at most ${MAX_RUNS_LIMIT})`;
+  return [issue(ValidationCode.INVALID_CONFIGURE, path, message)];
+}
+
+/** `configure.retentionDays` (docs/retention.md): absent, or whole days, 0 meaning for good. */
+function retentionIssues(value: unknown, path: JsonPath): ValidationResult[] {
+  if (value === undefined || value === null) return [];
+  if (
+    typeof value === "number" &&
+    Number.isSafeInteger(value) &&
+    value >= 0 &&
+    value <= MAX_RETENTION_DAYS
+  )
+    return [];
+  const message = `retentionDays must be a whole number from 0 to ${MAX_RETENTION_DAYS}`;
   return [issue(ValidationCode.INVALID_CONFIGURE, path, message)];
 }

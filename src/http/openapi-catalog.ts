@@ -151,6 +151,12 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "webhooks",
     summary: "Replace the space's webhook signing secret; answers the new one",
   },
+  "GET /retention/preview": {
+    tag: "operations",
+    summary:
+      "Dry run of run retention: per element of the scope, the finished runs a purge would delete",
+    description: "Deletes nothing (docs/retention.md).",
+  },
   "GET /health": { tag: "operations", summary: "Liveness: the process answers" },
   "GET /ready": {
     tag: "operations",

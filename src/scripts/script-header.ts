@@ -1,3 +1,4 @@
+import { MAX_RETENTION_DAYS } from "../runs/retention-rules.ts";
 import type { ScriptSource } from "./runner-types.ts";
 import { inspectZip } from "./zip-inspect.ts";
 
@@ -6,18 +7,22 @@ import { inspectZip } from "./zip-inspect.ts";
  * entry module), docs/script-service.md, "Declarations":
  *   # sluice-secrets: A, B               the secrets it reads (docs/secrets.md)
  *   # sluice-max-concurrent-runs: 2      its tasks executing at once (docs/run-limits.md)
+ *   # sluice-retention-days: 30          how long its task records are kept (docs/retention.md)
  */
 export interface ScriptHeader {
   /** Declared secret names as written (invalid ones kept, so the task fails naming them). */
   secrets: string[];
   /** Absent: no limit. */
   maxConcurrentRuns?: number;
+  /** Days its finished tasks are kept; 0: for good; absent: RUN_RETENTION_DAYS. */
+  retentionDays?: number;
   /** A declaration that cannot be honoured: the upload is refused with it. */
   problem?: string;
 }
 
 const SECRETS = /^#\s*sluice-secrets:(.*)$/gm;
 const LIMIT = /^#\s*sluice-max-concurrent-runs:(.*)$/gm;
+const RETENTION = /^#\s*sluice-retention-days:(.*)$/gm;
 
 /** The declarations of one module's text. */
 export function parseHeader(text: string): ScriptHeader {
@@ -26,16 +31,31 @@ export function parseHeader(text: string): ScriptHeader {
     for (const n of (m[1] ?? "").split(/[,\s]+/)) if (n !== "") secrets.push(n);
   }
   const header: ScriptHeader = { secrets: [...new Set(secrets)] };
-  const limits = [...text.matchAll(LIMIT)].map((m) => (m[1] ?? "").trim());
-  if (limits.length > 1) header.problem = "sluice-max-concurrent-runs is declared more than once";
-  else if (limits.length === 1) {
-    const value = limits[0] as string;
-    const n = /^[1-9][0-9]{0,5}$/.test(value) ? Number(value) : Number.NaN;
-    if (Number.isNaN(n))
-      header.problem = `sluice-max-concurrent-runs must be a whole number from 1 to 999999, got "${value}"`;
-    else header.maxConcurrentRuns = n;
-  }
+  const limit = declaredNumber(text, LIMIT, "sluice-max-concurrent-runs", 1, 999_999);
+  if (typeof limit === "number") header.maxConcurrentRuns = limit;
+  const days = declaredNumber(text, RETENTION, "sluice-retention-days", 0, MAX_RETENTION_DAYS);
+  if (typeof days === "number") header.retentionDays = days;
+  const problem = [limit, days].find((v) => typeof v === "string");
+  if (problem !== undefined) header.problem = problem;
   return header;
+}
+
+/** A whole-number declaration: absent, its value, or the problem with it (a string). */
+function declaredNumber(
+  text: string,
+  pattern: RegExp,
+  name: string,
+  min: number,
+  max: number,
+): number | string | undefined {
+  const values = [...text.matchAll(pattern)].map((m) => (m[1] ?? "").trim());
+  if (values.length === 0) return undefined;
+  if (values.length > 1) return `${name} is declared more than once`;
+  const value = values[0] as string;
+  const n = /^(0|[1-9][0-9]{0,8})$/.test(value) ? Number(value) : Number.NaN;
+  if (Number.isNaN(n) || n < min || n > max)
+    return `${name} must be a whole number from ${min} to ${max}, got "${value}"`;
+  return n;
 }
 
 /**

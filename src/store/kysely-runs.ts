@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely } from "kysely";
+import { CompiledQuery, type Kysely, type Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished, countRun } from "./kysely-monitor.ts";
@@ -116,37 +116,44 @@ async function deleteRuns(
   ids: readonly string[],
 ): Promise<Set<string>> {
   if (ids.length === 0) return new Set<string>();
-  // The rows and their status counters (docs/monitoring.md) go together.
-  const rows = await db.transaction().execute(async (tx) => {
-    const deleted = await tx
-      .deleteFrom("runs")
-      .where("id", "in", ids)
-      .where("status", "in", [...FINISHED])
-      .$if(scope !== null, (q) =>
-        q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
-      )
-      .returning(["id", "app", "space", "element_id", "trigger_type", "status"])
-      .execute();
-    await countFinished(tx, deleted, -1);
-    // Their finished webhook deliveries go too; a pending one is still made (docs/webhooks.md).
-    if (deleted.length > 0)
-      await tx
-        .deleteFrom("webhook_deliveries")
-        .where(
-          "run_id",
-          "in",
-          deleted.map((r) => r.id),
-        )
-        .where("status", "<>", "PENDING")
-        .execute();
-    // Their kept files go with them (docs/artifacts.md).
-    await deleteArtifactsOf(
-      tx,
-      deleted.map((r) => r.id),
-    );
-    return deleted;
-  });
-  return new Set(rows.map((r) => r.id));
+  const rows = await db.transaction().execute((tx) => deleteRunsIn(tx, scope, ids));
+  return new Set(rows);
+}
+
+/**
+ * Deletes the finished runs among `ids` in the caller's transaction, with what belongs to them:
+ * their status counters (docs/monitoring.md), their finished webhook deliveries (a pending one is
+ * still made, docs/webhooks.md) and their error-handler results. `totalRuns` is cumulative and
+ * stays. Unfinished runs are left. Answers the ids deleted, which in PostgreSQL are only the rows
+ * this transaction removed: a concurrent delete of the same run counts it once.
+ */
+export async function deleteRunsIn(
+  tx: Transaction<Database>,
+  scope: ScopeFilter,
+  ids: readonly string[],
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const deleted = await tx
+    .deleteFrom("runs")
+    .where("id", "in", ids)
+    .where("status", "in", [...FINISHED])
+    .$if(scope !== null, (q) =>
+      q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
+    )
+    .returning(["id", "app", "space", "element_id", "trigger_type", "status"])
+    .execute();
+  await countFinished(tx, deleted, -1);
+  if (deleted.length === 0) return [];
+  const gone = deleted.map((r) => r.id);
+  await tx
+    .deleteFrom("webhook_deliveries")
+    .where("run_id", "in", gone)
+    .where("status", "<>", "PENDING")
+    .execute();
+  await tx.deleteFrom("error_handler_results").where("run_id", "in", gone).execute();
+  // Their kept files go with them (docs/artifacts.md).
+  await deleteArtifactsOf(tx, gone);
+  return gone;
 }
 
 async function unfinishedRuns(
