@@ -1,7 +1,6 @@
 import type { Clock, TimerHandle } from "../clock.ts";
 import { errorText } from "../errors.ts";
-import { readBody } from "../fetch-body.ts";
-import { checkAddress } from "../runs/error-handlers/bot.ts";
+import { postGuarded } from "../guarded-post.ts";
 import { PermanentHandlerError } from "../runs/error-handlers/types.ts";
 import type { ClaimedDelivery, WebhookStore } from "../store/kysely-webhooks.ts";
 import { newSecret, sign } from "./signature.ts";
@@ -185,7 +184,7 @@ function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 
 /**
  * One POST and its record; nothing is thrown. The whole attempt — the signing secret's read, the
- * address check's DNS lookup, the POST and reading its answer — fits in one timeout, so it ends
+ * name's resolution (checked where it connects), the POST and reading its answer — fits in one timeout, so it ends
  * within the claim's lease and no other node can claim the delivery while it may still be sent.
  */
 async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
@@ -196,10 +195,8 @@ async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
   const deadline = AbortSignal.timeout(config.timeoutMs);
   try {
     const secret = await beforeDeadline(s.store.secret(d.scope, newSecret, at), deadline);
-    const url = new URL(d.url);
-    if (!config.allowPrivate) await beforeDeadline(checkAddress(url, "en"), deadline);
-    const res = await fetch(url, {
-      method: "POST",
+    const answer = await postGuarded({
+      url: new URL(d.url),
       headers: {
         "content-type": "application/json; charset=utf-8",
         "user-agent": "sluice-webhooks",
@@ -209,11 +206,12 @@ async function attempt(s: State, d: ClaimedDelivery): Promise<void> {
       },
       body: d.body,
       signal: deadline,
-      redirect: "error",
+      allowPrivate: config.allowPrivate,
+      // Read (a little of) the answer; its content is not used. A redirect is not followed.
+      maxAnswerBytes: 1024,
+      refuse: (host) => new PermanentHandlerError(`the address of ${host} is private`),
     });
-    // Read (a little of) the answer so the connection is reused; its content is not used.
-    await readBody(res, 1024, { truncate: true });
-    out.httpStatus = res.status;
+    out.httpStatus = answer.status;
   } catch (err) {
     out.error = errorText(err);
     // A private address refused by configuration does not become public by retrying.

@@ -1,8 +1,5 @@
-import { lookup } from "node:dns/promises";
-import { isIP } from "node:net";
 import type { Language } from "../../errors.ts";
-import { readBody } from "../../fetch-body.ts";
-import { isPrivateAddress } from "../../private-address.ts";
+import { postGuarded } from "../../guarded-post.ts";
 import { describe, t, title } from "./messages.ts";
 import { type FailureEvent, type Handler, PermanentHandlerError } from "./types.ts";
 
@@ -28,13 +25,6 @@ export function botPayload(kind: BotKind, event: FailureEvent, language: Languag
   }
 }
 
-export async function checkAddress(url: URL, language: Language): Promise<void> {
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  const addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((a) => a.address);
-  if (addresses.some(isPrivateAddress))
-    throw new PermanentHandlerError(t(language, "privateAddress", { host }));
-}
-
 /**
  * POSTs the event to a chat bot or any HTTP receiver. DingTalk and Feishu answer HTTP 200 with an
  * error code in the body when they refuse a message, so that body is checked too.
@@ -47,25 +37,28 @@ export function botHandler(
   return {
     kind: "bot",
     async deliver({ event, language }) {
-      const url = new URL(cfg.webhookUrl);
-      if (!opts.allowPrivate) await checkAddress(url, language);
-      let res: Response;
+      let status: number;
       let body: string;
       try {
-        res = await fetch(url, {
-          method: "POST",
+        const answer = await postGuarded({
+          url: new URL(cfg.webhookUrl),
           headers: { "content-type": "application/json; charset=utf-8" },
           body: JSON.stringify(botPayload(kind, event, language)),
           signal: AbortSignal.timeout(opts.timeoutMs),
-          redirect: "error",
+          allowPrivate: opts.allowPrivate,
+          // Only the head is ever shown; an endless answer must not be buffered whole.
+          maxAnswerBytes: 64 * 1024,
+          refuse: (host) => new PermanentHandlerError(t(language, "privateAddress", { host })),
         });
-        // Only the head is ever shown; an endless answer must not be buffered whole.
-        body = (await readBody(res, 64 * 1024, { truncate: true })).slice(0, 500);
+        status = answer.status;
+        body = answer.body.slice(0, 500);
       } catch (err) {
+        if (err instanceof PermanentHandlerError) throw err;
         const reason = err instanceof Error ? err.message : String(err);
         throw new Error(t(language, "unreachable", { reason }));
       }
-      if (!res.ok) throw new Error(t(language, "httpStatus", { status: res.status, body }));
+      if (status < 200 || status >= 300)
+        throw new Error(t(language, "httpStatus", { status, body }));
       if ((kind === "dingtalk" || kind === "feishu") && refused(body)) {
         throw new Error(t(language, "refused", { body }));
       }
