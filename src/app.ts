@@ -29,6 +29,7 @@ import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { Idempotency } from "./runs/idempotency.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
+import type { ScriptEnvs } from "./scripts/script-envs.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
@@ -45,6 +46,8 @@ export interface AppDeps {
   runner: ScriptRunner;
   /** The sandboxed syntax check of uploads (the runner's). */
   syntax: SyntaxChecker;
+  /** Builds the environments of uploads' declared dependencies (the runner's). */
+  envs?: ScriptEnvs | undefined;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
   /** Secrets of a scope (docs/secrets.md); absent: no secret endpoints. */
@@ -177,6 +180,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         store: deps.store,
         clock: deps.clock,
         syntax: deps.syntax,
+        envs: deps.envs,
       });
     },
     { prefix: config.scriptPrefix },

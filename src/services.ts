@@ -20,6 +20,8 @@ import { createLimitWakeups } from "./runs/run-limits.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
+import { startEnvCollector } from "./scripts/env-collector.ts";
+import type { ScriptEnvs } from "./scripts/script-envs.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
@@ -41,6 +43,8 @@ export interface Services {
   runner: ScriptRunner;
   /** Syntax check of uploads and inline code, in the runner's sandbox. */
   syntax: SyntaxChecker;
+  /** Environments of elements' dependencies (docs/script-dependencies.md). */
+  envs?: ScriptEnvs;
   events: RunEvents;
   queue: RunQueue;
   tasks: TaskService;
@@ -128,6 +132,13 @@ async function assemble(deps: {
 }): Promise<Services> {
   const { config, logger, clock, nodeId, events, topology, runner, secrets } = deps;
   const { store, queue, bridge } = topology;
+  const envCollector = startEnvCollector({
+    envs: runner.envs,
+    store,
+    clock,
+    everyMs: config.python.envs.gcMs,
+    logger,
+  });
   const metrics = createMetrics();
   metrics.observe(events, store);
   metrics.watch(queue, runner);
@@ -196,6 +207,7 @@ async function assemble(deps: {
     store,
     runner,
     syntax: runner.syntax,
+    envs: runner.envs,
     events,
     queue,
     tasks,
@@ -213,6 +225,7 @@ async function assemble(deps: {
       closeAll([
         () => schedules.stop(),
         () => fileSweeper.stop(),
+        () => envCollector.stop(),
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),

@@ -5,6 +5,7 @@ import { flowMethods } from "./kysely-flows.ts";
 import { monitorMethods } from "./kysely-monitor.ts";
 import { revisionReads } from "./kysely-revisions.ts";
 import { runLimitMethods } from "./kysely-run-limits.ts";
+import { scriptEnvMethods } from "./kysely-script-envs.ts";
 import { runMethods } from "./kysely-runs.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
 import { scriptMethods } from "./kysely-scripts.ts";
@@ -27,6 +28,7 @@ export function createKyselyStore(
     ...elementMethods(db),
     ...runMethods(db),
     ...runLimitMethods(db, dialect),
+    ...scriptEnvMethods(db),
     db,
     dialect,
     close: onClose,
