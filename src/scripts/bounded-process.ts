@@ -20,7 +20,13 @@ export interface Finished {
 export function runBounded(
   command: string,
   args: string[],
-  o: { env: Record<string, string>; cwd: string; timeoutMs: number; outputBytes: number; clock: Clock },
+  o: {
+    env: Record<string, string>;
+    cwd: string;
+    timeoutMs: number;
+    outputBytes: number;
+    clock: Clock;
+  },
 ): Promise<Finished> {
   return new Promise((resolve) => {
     const proc = spawn(command, args, {

@@ -133,7 +133,10 @@ async function step(
 
 /** pip's ERROR lines when it wrote some, else its first lines; at most 1000 characters. */
 export function firstLines(text: string): string {
-  const lines = text.split("\n").map((l) => l.trimEnd()).filter((l) => l !== "");
+  const lines = text
+    .split("\n")
+    .map((l) => l.trimEnd())
+    .filter((l) => l !== "");
   const errors = lines.filter((l) => l.startsWith("ERROR:"));
   const chosen = (errors.length > 0 ? errors : lines).slice(0, 6).join("\n");
   return chosen.length > 1000 ? `${chosen.slice(0, 1000)}…` : chosen || "no message";

@@ -52,7 +52,11 @@ export async function preloadModules(
 
 async function topLevel(distInfo: string): Promise<string[]> {
   const top = await readFile(path.join(distInfo, "top_level.txt"), "utf8").catch(() => undefined);
-  if (top !== undefined) return top.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  if (top !== undefined)
+    return top
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l !== "");
   const record = await readFile(path.join(distInfo, "RECORD"), "utf8").catch(() => "");
   const names = new Set<string>();
   for (const line of record.split("\n")) {

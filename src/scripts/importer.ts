@@ -1,11 +1,16 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { checkElementName, joinPath } from "../elements/paths.ts";
-import type { Scope, Store } from "../store/types.ts";
-import { parseHeader } from "./script-header.ts";
 import type { ScriptEnv } from "../store/revision-types.ts";
-import { type Declared, parseInlineMetadata, parseRequirementsTxt, requirementName } from "./requirements.ts";
+import type { Scope, Store } from "../store/types.ts";
+import {
+  type Declared,
+  parseInlineMetadata,
+  parseRequirementsTxt,
+  requirementName,
+} from "./requirements.ts";
 import type { ScriptEnvs } from "./script-envs.ts";
+import { parseHeader } from "./script-header.ts";
 import type { CheckedFile, SyntaxChecker } from "./syntax-check.ts";
 import { inspectZip } from "./zip-inspect.ts";
 
@@ -119,7 +124,6 @@ async function installDependencies(
   }
   return { env: built.env, release: built.release };
 }
-
 
 /**
  * The checks every script's bytes pass before they are stored, whether uploaded or imported

@@ -73,14 +73,19 @@ export class EnvPools {
 
   /** Stops idle zygotes, least recently used first, until at most `keep` remain. */
   #evict(keep: number): void {
-    const idle = [...this.#entries].filter(([, e]) => e.busy === 0).sort((a, b) => a[1].used - b[1].used);
+    const idle = [...this.#entries]
+      .filter(([, e]) => e.busy === 0)
+      .sort((a, b) => a[1].used - b[1].used);
     let over = this.#entries.size - keep;
     for (const [hash, e] of idle) {
       if (over <= 0) break;
       this.#entries.delete(hash);
       over--;
       void e.pool.then((p) => p.close()).catch(() => {});
-      this.#o.logger.info({ env: hash }, "stopped the zygote of an environment (least recently used)");
+      this.#o.logger.info(
+        { env: hash },
+        "stopped the zygote of an environment (least recently used)",
+      );
     }
   }
 

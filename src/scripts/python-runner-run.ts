@@ -1,11 +1,11 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import type { ScriptEnv } from "../store/revision-types.ts";
+import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import type { WorkDirs } from "./python-runner-workdir.ts";
-import type { ScriptEnv } from "../store/revision-types.ts";
-import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import type { Child, ZygotePool } from "./python-runner-zygote.ts";
 import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
 import type { ScriptEnvs } from "./script-envs.ts";

@@ -4,6 +4,7 @@ import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { maskOutcome } from "../secrets/mask.ts";
 import { chooseCgroups } from "./cgroup-choice.ts";
+import { EnvPools } from "./python-runner-envs.ts";
 import { refusingRunner } from "./python-runner-outcomes.ts";
 import {
   endTasks,
@@ -20,7 +21,6 @@ import {
   type SandboxKind,
   zygoteArgs,
 } from "./python-runner-sandbox.ts";
-import { EnvPools } from "./python-runner-envs.ts";
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { PythonRunner } from "./runner-types.ts";
@@ -58,7 +58,13 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   }
   const choice = detectSandbox(python, logger);
   const cgroup = chooseCgroups(python, logger);
-  const envs = createScriptEnvs({ python: python.executable, envs: python.envs, dataDir, clock, logger });
+  const envs = createScriptEnvs({
+    python: python.executable,
+    envs: python.envs,
+    dataDir,
+    clock,
+    logger,
+  });
   if (choice.kind === "refused" || cgroup.kind === "refused") {
     const refusal = [choice.refusal, cgroup.refusal].filter(Boolean).join("; ");
     return refusingRunner(refusal || "script tasks are refused", choice.kind, cgroup.kind, envs);

@@ -34,7 +34,8 @@ export function requirementName(req: string): string {
 }
 
 function checkRequirement(text: string, where: string): string | undefined {
-  if (text.length > MAX_LENGTH) return `${where}: a requirement is longer than ${MAX_LENGTH} characters`;
+  if (text.length > MAX_LENGTH)
+    return `${where}: a requirement is longer than ${MAX_LENGTH} characters`;
   if (!REQUIREMENT.test(text))
     return `${where}: "${text}" is not a requirement this service accepts (a project name with optional [extras], version clauses such as ==1.2 or >=1,<2, and a ; marker; no URLs, paths or pip options)`;
   return undefined;
@@ -104,7 +105,9 @@ export function parseInlineMetadata(text: string, file: string): Declared {
       body.push(l.slice(2));
     }
     if (end < 0)
-      return { problem: `${file} line ${i + 1}: the "# /// script" block is not closed by "# ///"` };
+      return {
+        problem: `${file} line ${i + 1}: the "# /// script" block is not closed by "# ///"`,
+      };
     block = { start: i + 2, body };
     i = end;
   }

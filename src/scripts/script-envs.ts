@@ -7,7 +7,9 @@ import type { ScriptEnv } from "../store/revision-types.ts";
 import { type Built, buildEnv, type EnvManifest, listEnvs, readManifest } from "./env-build.ts";
 import type { Logger } from "./python-runner-sandbox.ts";
 
-export type Ready = { ok: true; dir: string; manifest: EnvManifest } | { ok: false; message: string };
+export type Ready =
+  | { ok: true; dir: string; manifest: EnvManifest }
+  | { ok: false; message: string };
 
 /**
  * Environments of elements' dependencies on this node (docs/script-dependencies.md): built at
@@ -71,8 +73,11 @@ export function createScriptEnvs(deps: {
     let manifest = await readManifest(dir);
     if (!manifest) {
       deps.logger.info({ env: env.hash }, "building a missing environment from its resolved set");
-      const built = await once(`hash:${env.hash}`, () => buildEnv(build, env.packages, env.declared));
-      if (!built.ok) return { ok: false, message: `its environment could not be built here: ${built.message}` };
+      const built = await once(`hash:${env.hash}`, () =>
+        buildEnv(build, env.packages, env.declared),
+      );
+      if (!built.ok)
+        return { ok: false, message: `its environment could not be built here: ${built.message}` };
       if (built.env.hash !== env.hash)
         return {
           ok: false,

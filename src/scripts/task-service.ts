@@ -185,10 +185,7 @@ async function execute(
 }
 
 /** The bytes a task runs: the version it recorded (a script stored before versions: its element's). */
-async function taskSource(
-  store: TaskServiceDeps["store"],
-  r: ExecRun,
-): Promise<ScriptSource> {
+async function taskSource(store: TaskServiceDeps["store"], r: ExecRun): Promise<ScriptSource> {
   if (r.version === null) {
     const script = await store.scriptById(r.scope, r.elementId);
     if (!script) throw new Error("the script element was deleted before the task started");

@@ -54,7 +54,9 @@ export function scriptEnvMethods(db: Kysely<Database>): ScriptEnvStore {
   };
 }
 
-async function pinnedVersions(db: Kysely<Database>): Promise<{ elementId: number; version: number }[]> {
+async function pinnedVersions(
+  db: Kysely<Database>,
+): Promise<{ elementId: number; version: number }[]> {
   const rows = await db
     .selectFrom("flow_revisions")
     .select("script_pins")
@@ -64,7 +66,8 @@ async function pinnedVersions(db: Kysely<Database>): Promise<{ elementId: number
   for (const r of rows) {
     for (const p of JSON.parse(r.script_pins ?? "[]") as ScriptPin[]) {
       const elementId = Number(p.elementId);
-      if (Number.isSafeInteger(elementId)) seen.set(`${elementId}:${p.version}`, { elementId, version: p.version });
+      if (Number.isSafeInteger(elementId))
+        seen.set(`${elementId}:${p.version}`, { elementId, version: p.version });
     }
   }
   return [...seen.values()];

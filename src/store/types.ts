@@ -1,6 +1,7 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
 import type { ImportWrites } from "./import-types.ts";
+import type { ScriptEnvStore } from "./kysely-script-envs.ts";
 import type { FlowListRow, FlowOverviewRow, RunPage, RunQuery } from "./monitor-types.ts";
 import type {
   FlowRevision,
@@ -13,7 +14,6 @@ import type {
   ScriptVersion,
   ScriptVersionInfo,
 } from "./revision-types.ts";
-import type { ScriptEnvStore } from "./kysely-script-envs.ts";
 import type { RunLimitStore } from "./run-limit-types.ts";
 
 export type { ImportFlow, ImportWrites } from "./import-types.ts";

@@ -132,6 +132,30 @@ def die_with_parent():
         _prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
+def import_system_module(name):
+    """Imports `name` as the system interpreter would. The zygote of an environment runs that
+    environment's venv python, which does not see the system's packages (Debian's dist-packages,
+    where python3-seccomp is), so they are searched too, for this import only."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if sys.prefix == sys.base_prefix:
+            raise
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    extra = [os.path.join(sys.base_prefix, "lib", "python3", "dist-packages"),
+             os.path.join(sys.base_prefix, "local", "lib", ver, "dist-packages"),
+             os.path.join(sys.base_prefix, "lib", ver, "site-packages")]
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in extra if os.path.isdir(p)]
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path[:] = saved
+        importlib.invalidate_caches()
+
+
 def deny_user_namespaces():
     """Loads a seccomp filter into the zygote, which every child (and so every task) inherits.
 
@@ -144,7 +168,7 @@ def deny_user_namespaces():
     """
     import errno
 
-    import seccomp  # Debian's python3-seccomp; dropped again below, tasks need not see it warm
+    seccomp = import_system_module("seccomp")  # Debian's python3-seccomp; dropped again below
 
     f = seccomp.SyscallFilter(seccomp.ALLOW)
     eperm = seccomp.ERRNO(errno.EPERM)
