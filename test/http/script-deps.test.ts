@@ -3,7 +3,14 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+import {
+  modeEnv,
+  scopeHeaders,
+  startServer,
+  TEST_MODE,
+  type TestServer,
+  upload,
+} from "../helpers/server.ts";
 import { writeWheel } from "../helpers/wheels.ts";
 import { makeZip } from "../helpers/zip.ts";
 
@@ -173,5 +180,48 @@ describe("script dependencies", () => {
     assert.equal((await versionOf(server, "helper_only")).env, null);
     assert.deepEqual(envDirs(server), [shared]);
     assert.deepEqual(await runSync(server, "helper_only"), { status: "SUCCESS", body: 3 });
+  });
+});
+
+describe("a node that lacks an environment", () => {
+  it("builds it from the version's stored set before running the task", async () => {
+    const wheels = wheelFolder();
+    const pip = { PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels };
+    const firstDir = mkdtempSync(path.join(os.tmpdir(), "sluice-deps-a-"));
+    // A data directory of its own (kept for the embedded restart), on this mode's database.
+    const first = await startServer(
+      { ...(await modeEnv()), ...pip },
+      { dataDir: firstDir, keepData: true },
+    );
+    const closing: TestServer[] = [first];
+    try {
+      const r = await upload(first, [{ name: "deps_py.py", content: MODULE }], { path: "/n" });
+      assert.equal(r.body.data[0].status, 0, r.text);
+      const hash = (await versionOf(first, "deps_py")).env.hash as string;
+      let second: TestServer;
+      if (TEST_MODE === "cluster") {
+        // Another node of the cluster: the same database, a data directory of its own.
+        const dataDir = mkdtempSync(path.join(os.tmpdir(), "sluice-deps-b-"));
+        second = await startServer(
+          { ...pip, DATABASE_URL: first.config.databaseUrl ?? "" },
+          { dataDir },
+        );
+      } else {
+        // Embedded: the same node after its environments were lost.
+        await first.close();
+        closing.pop();
+        rmSync(path.join(firstDir, "envs"), { recursive: true, force: true });
+        second = await startServer(pip, { dataDir: firstDir, keepData: true });
+      }
+      closing.push(second);
+      assert.deepEqual(envDirs(second), []);
+      const run = await runSync(second, "deps_py");
+      assert.deepEqual(run, { status: "SUCCESS", body: { help: "helped", warm: true } });
+      assert.deepEqual(envDirs(second), [hash]);
+    } finally {
+      for (const s of closing) await s.close();
+      rmSync(firstDir, { recursive: true, force: true });
+      rmSync(wheels, { recursive: true, force: true });
+    }
   });
 });
