@@ -3,7 +3,8 @@
 # Run by npm itself: `postinstall` (mode `install`) and `pretest` (mode `test`).
 #
 #   runtime:  python3 (the task interpreter), bubblewrap (the script sandbox), python3-seccomp
-#             (libseccomp's Python binding: the zygote's filter that denies tasks user namespaces)
+#             (libseccomp's Python binding: the zygote's filter that denies tasks user namespaces),
+#             python3-venv and python3-pip (elements' own dependencies, built at upload)
 #   tests:    postgresql (server binaries for the throwaway test clusters), chromium (console tests),
 #             default-jdk-headless, libjackson2-databind-java and python3-requests (the Java and
 #             Python client tests, docs/errors.md "Clients as business systems write them")
@@ -90,6 +91,18 @@ check() {
       missing_what+=("libseccomp's Python binding (import seccomp)")
     elif [ -x "$python" ]; then
       say "PYTHON=$python cannot import seccomp; Debian's python3-seccomp serves /usr/bin/python3 only: install libseccomp's Python binding for it"
+    fi
+  fi
+  # Element dependencies (docs/script-dependencies.md): environments are built with the task
+  # interpreter's own venv and pip, Debian's python3-venv and python3-pip.
+  if [ -x "$python" ] && [ "$python" = /usr/bin/python3 ]; then
+    if ! "$python" -I -c "import ensurepip, venv" >/dev/null 2>&1; then
+      missing_pkgs+=(python3-venv)
+      missing_what+=("the interpreter's venv (import venv, ensurepip)")
+    fi
+    if ! "$python" -I -m pip --version >/dev/null 2>&1; then
+      missing_pkgs+=(python3-pip)
+      missing_what+=("the interpreter's pip (python3 -m pip)")
     fi
   fi
   if [ ! -x "$bwrap" ]; then

@@ -35,6 +35,7 @@ import type { Idempotency } from "./runs/idempotency.ts";
 import type { Retention } from "./runs/retention.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
+import type { ScriptEnvs } from "./scripts/script-envs.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
@@ -52,6 +53,8 @@ export interface AppDeps {
   runner: ScriptRunner;
   /** The sandboxed syntax check of uploads (the runner's). */
   syntax: SyntaxChecker;
+  /** Builds the environments of uploads' declared dependencies (the runner's). */
+  envs?: ScriptEnvs | undefined;
   lifecycle: FlowLifecycle;
   flows: FlowRuns;
   /** Secrets of a scope (docs/secrets.md); absent: no secret endpoints. */
@@ -210,6 +213,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         store: deps.store,
         clock: deps.clock,
         syntax: deps.syntax,
+        envs: deps.envs,
       });
     },
     { prefix: config.scriptPrefix },

@@ -59,6 +59,8 @@ export interface Config {
     cgroupRoot: string;
     uidBase: number;
     uidCount: number;
+    /** Elements' own dependencies (docs/script-dependencies.md). */
+    envs: EnvsConfig;
     /** The syntax check of uploaded and inline Python (docs/script-service.md, "Upload"). */
     check: {
       /** Largest .py file (or inline code) checked; larger is refused unread. */
@@ -126,7 +128,46 @@ export interface RetentionConfig {
   sweepMs: number;
 }
 
+/** Where pip finds packages, and how environments are built and kept (docs/script-dependencies.md). */
+export interface EnvsConfig {
+  /** PIP_INDEX_URL; absent: pip's default (PyPI) unless `noIndex`. */
+  indexUrl: string | undefined;
+  extraIndexUrls: string[];
+  findLinks: string[];
+  trustedHosts: string[];
+  /** PIP_NO_INDEX: only `findLinks` folders or pages, no index at all. */
+  noIndex: boolean;
+  /** One environment's build (venv, install, listing) is killed after this. */
+  buildTimeoutMs: number;
+  /** Zygotes of environments running at once on a node; the least recently used stops first. */
+  zygotes: number;
+  /** How often unused environments are removed (also after every upload). */
+  gcMs: number;
+  /**
+   * SCRIPT_ENV_PRELOAD: an environment's zygote imports the declared packages before it forks
+   * (inside bubblewrap only), running their import-time code as the zygote (docs/security.md).
+   */
+  preload: boolean;
+}
+
 type Env = Record<string, string | undefined>;
+
+const list = (raw: string | undefined): string[] =>
+  (raw ?? "").split(/[\s,]+/).filter((s) => s !== "");
+
+function envsConfigOf(env: Env): EnvsConfig {
+  return {
+    indexUrl: env.PIP_INDEX_URL || undefined,
+    extraIndexUrls: list(env.PIP_EXTRA_INDEX_URL),
+    findLinks: list(env.PIP_FIND_LINKS),
+    trustedHosts: list(env.PIP_TRUSTED_HOST),
+    noIndex: bool(env, "PIP_NO_INDEX", false),
+    buildTimeoutMs: int(env, "SCRIPT_ENV_BUILD_TIMEOUT_MS", 300_000),
+    zygotes: Math.max(1, int(env, "SCRIPT_ENV_ZYGOTES", 4)),
+    gcMs: Math.max(1000, int(env, "SCRIPT_ENV_GC_MS", 3_600_000)),
+    preload: bool(env, "SCRIPT_ENV_PRELOAD", true),
+  };
+}
 
 function int(env: Env, key: string, fallback: number): number {
   const raw = env[key];
@@ -291,6 +332,7 @@ function pythonConfig(env: Env): Config["python"] {
     cgroupRoot,
     uidBase: int(env, "SCRIPT_UID_BASE", 200000),
     uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
+    envs: envsConfigOf(env),
     check: {
       fileBytes: int(env, "LIMIT_PY_FILE_BYTES", MiB),
       timeoutMs: int(env, "SCRIPT_CHECK_TIMEOUT_MS", 10_000),

@@ -16,8 +16,10 @@ import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
 import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
+import { startEnvCollector } from "./scripts/env-collector.ts";
 import { createPythonRunner, type PythonRunner } from "./scripts/python-runner.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
+import type { ScriptEnvs } from "./scripts/script-envs.ts";
 import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
@@ -48,6 +50,8 @@ export interface Services {
   runner: ScriptRunner;
   /** Syntax check of uploads and inline code, in the runner's sandbox. */
   syntax: SyntaxChecker;
+  /** Environments of elements' dependencies (docs/script-dependencies.md). */
+  envs?: ScriptEnvs;
   events: RunEvents;
   queue: RunQueue;
   tasks: TaskService;
@@ -141,6 +145,13 @@ async function assemble(deps: {
 }): Promise<Services> {
   const { config, logger, clock, nodeId, events, topology, runner, secrets } = deps;
   const { store, queue, bridge } = topology;
+  const envCollector = startEnvCollector({
+    envs: runner.envs,
+    store,
+    clock,
+    everyMs: config.python.envs.gcMs,
+    logger,
+  });
   const metrics = createMetrics();
   metrics.observe(events, store);
   metrics.watch(queue, runner);
@@ -243,6 +254,7 @@ async function assemble(deps: {
     store,
     runner,
     syntax: runner.syntax,
+    envs: runner.envs,
     events,
     queue,
     tasks,
@@ -264,6 +276,7 @@ async function assemble(deps: {
         () => schedules.stop(),
         () => fileSweeper.stop(),
         () => retention.stop(),
+        () => envCollector.stop(),
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),

@@ -152,6 +152,20 @@ export const ScriptVersionInfo = Type.Object({
   size: Type.Integer({ description: "bytes of the .py file or the .zip" }),
   uploadedBy: Type.Union([Str, Type.Null()]),
   uploadedAt: Type.Integer({ description: "epoch ms" }),
+  env: Type.Union(
+    [
+      Type.Object({
+        hash: Type.String({ description: "its directory DATA_DIR/envs/<hash>" }),
+        packages: Type.Array(Type.String(), { description: "name==version, sorted" }),
+        declared: Type.Array(Type.String(), { description: "the projects the element declared" }),
+      }),
+      Type.Null(),
+    ],
+    {
+      description:
+        "the environment of its dependencies; null: none declared (docs/script-dependencies.md)",
+    },
+  ),
 });
 
 export const ScriptVersionsPage = Type.Object({

@@ -6,6 +6,7 @@ import type { Config } from "../config.ts";
 import { targetFolder } from "../elements/locator.ts";
 import { badRequest, SluiceError } from "../errors.ts";
 import { importScripts, type UploadFile } from "../scripts/importer.ts";
+import type { ScriptEnvs } from "../scripts/script-envs.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Store } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
@@ -16,7 +17,13 @@ import { UploadItem } from "./script-schemas.ts";
 /** POST /file/batch-upload (endpoint 21): .py and .zip files become PY elements. */
 export async function uploadRoutes(
   app: FastifyInstance,
-  opts: { config: Config; store: Store; clock: Clock; syntax: SyntaxChecker },
+  opts: {
+    config: Config;
+    store: Store;
+    clock: Clock;
+    syntax: SyntaxChecker;
+    envs?: ScriptEnvs | undefined;
+  },
 ): Promise<void> {
   await app.register(multipart, {
     // An oversize file is one item with status 3, not a failed request: keep reading, mark it truncated.

@@ -104,5 +104,5 @@ async function byElement(
   if (!version)
     throw new Error(`version ${use.version} of script ${use.elementName} no longer exists`);
   if (!deps.used.some((u) => u.nodeId === nodeId)) deps.used.push(use);
-  return { name, kind: version.kind, content: version.content };
+  return { name, kind: version.kind, content: version.content, env: version.env };
 }

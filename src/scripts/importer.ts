@@ -1,7 +1,15 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { checkElementName, joinPath } from "../elements/paths.ts";
+import type { ScriptEnv } from "../store/revision-types.ts";
 import type { Scope, Store } from "../store/types.ts";
+import {
+  type Declared,
+  parseInlineMetadata,
+  parseRequirementsTxt,
+  requirementName,
+} from "./requirements.ts";
+import type { ScriptEnvs } from "./script-envs.ts";
 import { parseHeader } from "./script-header.ts";
 import type { CheckedFile, SyntaxChecker } from "./syntax-check.ts";
 import { inspectZip } from "./zip-inspect.ts";
@@ -23,8 +31,17 @@ export interface UploadResult {
  * Imports `.py` modules and `.zip` packages as PY elements (docs/script-service.md). Each item is checked
  * completely before one transaction stores it, so an item is all or nothing.
  */
+type ImportDeps = {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  syntax: SyntaxChecker;
+  /** Builds environments of declared dependencies; absent: an element that declares some is refused. */
+  envs?: ScriptEnvs | undefined;
+};
+
 export async function importScripts(
-  deps: { store: Store; config: Config; clock: Clock; syntax: SyntaxChecker },
+  deps: ImportDeps,
   scope: Scope,
   folder: { id: string; path: string },
   files: UploadFile[],
@@ -36,11 +53,15 @@ export async function importScripts(
   for (const file of files) {
     results.push(await importOne(deps, scope, folder, file, overwrite, userId));
   }
+  // An overwrite may have left an environment unused (docs/script-dependencies.md, "Caching").
+  // Best effort: a failure here changes nothing of the upload, and the periodic pass retries.
+  if (deps.envs && results.some((r) => r.status === 0))
+    await deps.envs.collect(deps.store).catch(() => []);
   return results;
 }
 
 async function importOne(
-  deps: { store: Store; config: Config; clock: Clock; syntax: SyntaxChecker },
+  deps: ImportDeps,
   scope: Scope,
   folder: { id: string; path: string },
   file: UploadFile,
@@ -64,17 +85,44 @@ async function importOne(
       message: `file is larger than ${config.limits.uploadFileBytes} bytes`,
     };
   }
-  const kind = match[2]?.toLowerCase() === "zip" ? "package" : "module";
+  const kind: "module" | "package" = match[2]?.toLowerCase() === "zip" ? "package" : "module";
   const refused = await checkScriptBytes(deps, base, kind, file.bytes);
   if (refused) return { filePath, ...refused };
+  // Its dependencies are installed before the item is stored: imported means ready to run.
+  const env = await installDependencies(deps, base, kind, file.bytes);
+  if ("message" in env) return { filePath, status: 2, message: env.message };
+  try {
+    const el = { scope, folderId: folder.id, name, kind, content: file.bytes, userId };
+    const outcome = await deps.store.putScript(
+      { ...el, now: deps.clock.now(), env: env.env },
+      overwrite,
+    );
+    if (outcome === "exists")
+      return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
+    return { filePath, status: 0, message: outcome };
+  } finally {
+    env.release();
+  }
+}
 
-  const outcome = await deps.store.putScript(
-    { scope, folderId: folder.id, name, kind, content: file.bytes, now: deps.clock.now(), userId },
-    overwrite,
-  );
-  if (outcome === "exists")
-    return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
-  return { filePath, status: 0, message: outcome };
+/** The environment of the item's declared dependencies (docs/script-dependencies.md). */
+async function installDependencies(
+  deps: ImportDeps,
+  base: string,
+  kind: "module" | "package",
+  bytes: Buffer,
+): Promise<{ env: ScriptEnv | null; release(): void } | { message: string }> {
+  const declared = await declaredDependencies(base, kind, bytes);
+  if ("problem" in declared) return { message: declared.problem };
+  const reqs = declared.requirements;
+  if (reqs.length === 0) return { env: null, release: () => {} };
+  if (!deps.envs) return { message: "dependencies cannot be installed by this service" };
+  const built = await deps.envs.build(reqs, [...new Set(reqs.map(requirementName))]);
+  if (!built.ok) {
+    built.release();
+    return { message: `dependencies could not be installed: ${built.message}` };
+  }
+  return { env: built.env, release: built.release };
 }
 
 /**
@@ -111,6 +159,8 @@ export async function checkScriptBytes(
   // Declarations the service acts on are checked now, not when a task first runs.
   const { problem } = parseHeader(entry.bytes.toString());
   if (problem) return { status: 2, message: `${entry.name}: ${problem}` };
+  const declared = await declaredDependencies(base, kind, bytes);
+  if ("problem" in declared) return { status: 2, message: declared.problem };
   const checked = await deps.syntax.check(sources);
   if (checked.ok) return null;
   const where = checked.file ?? base;
@@ -124,4 +174,30 @@ export async function checkScriptBytes(
     };
   if (checked.reason === "limit") return { status: 3, message: `${where}: ${checked.message}` };
   return { status: 2, message: `${where} could not be checked: ${checked.message}` };
+}
+
+/**
+ * What an item declares it needs (docs/script-dependencies.md, "Declaring"): a module's
+ * `# /// script` block; a package's `requirements.txt` next to its main.py, or its main.py's
+ * block, not both. Called on bytes that passed `checkScriptBytes`'s zip inspection.
+ */
+export async function declaredDependencies(
+  base: string,
+  kind: "module" | "package",
+  bytes: Buffer,
+): Promise<Declared> {
+  if (kind === "module") return parseInlineMetadata(bytes.toString(), base);
+  const zip = await inspectZip(bytes, {
+    zipEntries: Number.POSITIVE_INFINITY,
+    zipUncompressedBytes: Number.POSITIVE_INFINITY,
+  });
+  if (!zip.ok) return { problem: zip.message };
+  const main = zip.pyFiles.find((f) => f.name === zip.entry);
+  const inline = parseInlineMetadata(main?.source.toString() ?? "", zip.entry);
+  if (!zip.requirements || "problem" in inline) return inline;
+  if (inline.requirements.length > 0)
+    return {
+      problem: `declare dependencies in ${zip.requirements.name} or in ${zip.entry}'s "# /// script" block, not both`,
+    };
+  return parseRequirementsTxt(zip.requirements.text.toString(), zip.requirements.name);
 }

@@ -46,11 +46,13 @@ export function refusingRunner(
   refusal: string,
   sandbox: ScriptRunner["sandbox"],
   cgroup: ScriptRunner["cgroup"],
+  envs: PythonRunner["envs"],
 ): PythonRunner {
   return {
     sandbox,
     cgroup,
     refusal,
+    envs,
     zygotePid: () => undefined,
     syntax: refusingSyntaxChecker(refusal),
     run: async () => failure("SandboxUnavailable", refusal),

@@ -1,11 +1,14 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import type { ScriptEnv } from "../store/revision-types.ts";
+import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
 import type { WorkDirs } from "./python-runner-workdir.ts";
 import type { Child, ZygotePool } from "./python-runner-zygote.ts";
 import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
+import type { ScriptEnvs } from "./script-envs.ts";
 import type { SyntaxChecker } from "./syntax-check.ts";
 import type { TaskCgroup, TaskCgroups } from "./task-cgroups.ts";
 
@@ -24,6 +27,8 @@ export type TaskStep = "slot" | "workDir" | "child";
 interface TaskState {
   killReason?: KillReason;
   running?: RunningTask;
+  /** The zygote its child comes from: the default one, or its environment's. */
+  pool: ZygotePool;
 }
 
 /** The state of one started runner: what it opened, and the tasks it runs or holds back. */
@@ -37,7 +42,10 @@ export interface Runner {
   syntax: SyntaxChecker;
   dirs: WorkDirs;
   cgroups: TaskCgroups | undefined;
+  /** The default zygote: tasks of elements without dependencies. */
   pool: ZygotePool;
+  envs: ScriptEnvs;
+  envPools: EnvPools;
   tasks: Map<string, TaskState>;
   /** Tasks waiting for a slot, first come first served. */
   queue: Array<() => void>;
@@ -106,12 +114,13 @@ async function takeChild(
   taken: { childPid: number; cg: TaskCgroup | undefined },
 ): Promise<Child | TaskOutcome> {
   for (;;) {
-    const child = await r.pool.take();
+    const pool = state.pool;
+    const child = await pool.take();
     if (r.pauseAt) await r.pauseAt(spec.taskId, "child");
     const cg = r.cgroups?.take(child.pid);
     const ready = cg === undefined || (await cg.ready);
-    if (r.pool.lost(child)) {
-      r.pool.discard(child);
+    if (pool.lost(child)) {
+      pool.discard(child);
       void cg?.release(); // nothing of the task ran in it
       if (state.killReason) return canceledBeforeStart(state.killReason);
       continue;
@@ -119,7 +128,7 @@ async function takeChild(
     taken.childPid = child.pid;
     taken.cg = cg;
     if (ready) return child;
-    r.pool.discard(child);
+    pool.discard(child);
     return failure("CgroupUnavailable", "the task could not be put in a cgroup of its own");
   }
 }
@@ -139,7 +148,7 @@ async function runOnTakenChild(
   // A directory no other task shares and nothing keeps gets a tmpfs of its own over it.
   const own = spec.workDirName === undefined && spec.keepWorkDir !== true;
   const msg = taskMessage(r, spec, { cwd, uid: wd.uid, gid: wd.gid, sweep: wd.privateUid, own });
-  const rt = runOnChild(r.pool, child, msg, r.limits, r.clock);
+  const rt = runOnChild(state.pool, child, msg, r.limits, r.clock);
   state.running = rt;
   if (state.killReason) rt.kill(state.killReason);
   const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, r.limits.maxRunS * 1000);
@@ -152,7 +161,12 @@ async function runOnTakenChild(
   }
 }
 
-async function execute(r: Runner, spec: TaskSpec, state: TaskState): Promise<TaskOutcome> {
+async function execute(
+  r: Runner,
+  spec: TaskSpec,
+  state: TaskState,
+  done: () => void,
+): Promise<TaskOutcome> {
   const name = spec.workDirName ?? spec.taskId;
   const wd = await r.dirs.acquire(name, spec.workDirName === undefined);
   const taken: { childPid: number; cg: TaskCgroup | undefined } = { childPid: 0, cg: undefined };
@@ -162,7 +176,9 @@ async function execute(r: Runner, spec: TaskSpec, state: TaskState): Promise<Tas
     return await runOnTakenChild(r, spec, state, wd, taken);
   } finally {
     // The outcome does not wait for the clean-up; the next task with this name or uid does.
-    const sweep = (uid: number | undefined) => sweepTask(r, name, taken.childPid, taken.cg, uid);
+    // The task's zygote is held until its sweep is done (the zygote confirms it).
+    const sweep = (uid: number | undefined) =>
+      sweepTask(r, state.pool, name, taken.childPid, taken.cg, uid).finally(done);
     if (wd.uid === undefined) void sweep(undefined); // no uid for the work dir to wait for
     r.dirs.release(wd, spec.keepWorkDir === true, sweep).catch((err: unknown) => {
       r.logger.warn({ err, workDir: name }, "could not clean task working directory");
@@ -176,13 +192,14 @@ async function execute(r: Runner, spec: TaskSpec, state: TaskState): Promise<Tas
  */
 async function sweepTask(
   r: Runner,
+  pool: ZygotePool,
   workDir: string,
   childPid: number,
   cg: TaskCgroup | undefined,
   uid: number | undefined,
 ): Promise<boolean> {
   if (childPid === 0) return true; // nothing ever ran as this uid
-  const swept = uid === undefined || (await r.pool.sweep(uid, childPid));
+  const swept = uid === undefined || (await pool.sweep(uid, childPid));
   const emptied = (await cg?.release()) ?? true;
   if (!swept || !emptied)
     r.logger.error(
@@ -196,15 +213,25 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
   if (r.closed) return failure("RunnerClosed", "python runner is closed");
   if (r.tasks.has(spec.taskId))
     return failure("DuplicateTask", `task ${spec.taskId} is already running`);
-  const state: TaskState = {};
+  const state: TaskState = { pool: r.pool };
   r.tasks.set(spec.taskId, state);
+  let lease: EnvLease | undefined;
   try {
+    // Its environment (built here first if this node lacks it) before a slot: a build holds none.
+    if (spec.source.env) {
+      const env = await withEnv(r, spec.source.env);
+      if ("status" in env) return env;
+      lease = env;
+      state.pool = env.pool;
+    }
     await acquireSlot(r);
     try {
       if (r.pauseAt) await r.pauseAt(spec.taskId, "slot");
       if (state.killReason) return canceledBeforeStart(state.killReason);
       if (r.closed) return failure("RunnerClosed", "python runner is closed");
-      return await execute(r, spec, state);
+      const held = lease;
+      lease = undefined; // from here released by the task's sweep
+      return await execute(r, spec, state, () => held?.release());
     } finally {
       releaseSlot(r);
     }
@@ -212,7 +239,29 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
     r.logger.error({ err, taskId: spec.taskId }, "python task could not run");
     return failure("RunnerError", err instanceof Error ? err.message : String(err));
   } finally {
+    lease?.release();
     r.tasks.delete(spec.taskId);
+  }
+}
+
+/** The zygote of the task's environment, with the environment held while the task uses it. */
+async function withEnv(r: Runner, env: ScriptEnv): Promise<EnvLease | TaskOutcome> {
+  const ready = await r.envs.ensure(env);
+  if (!ready.ok) return failure("EnvironmentUnavailable", ready.message);
+  const unhold = r.envs.hold(env.hash);
+  try {
+    const lease = await r.envPools.acquire(ready.dir, ready.manifest);
+    return {
+      pool: lease.pool,
+      release: () => {
+        lease.release();
+        unhold();
+      },
+    };
+  } catch (err) {
+    unhold();
+    const why = err instanceof Error ? err.message : String(err);
+    return failure("EnvironmentUnavailable", `the zygote of its environment did not start: ${why}`);
   }
 }
 

@@ -15,7 +15,7 @@ export interface Logger {
 }
 
 /** Where things appear inside the bubblewrap sandbox. */
-export const IN_SANDBOX = { tasks: "/tasks", zygote: "/opt/sluice" };
+export const IN_SANDBOX = { tasks: "/tasks", zygote: "/opt/sluice", env: "/opt/sluice-env" };
 
 /** zygote.py, for the start-up probe. */
 const ZYGOTE_DIR = fileURLToPath(new URL("./python/", import.meta.url));
@@ -75,6 +75,12 @@ export function bwrapArgs(o: {
   zygoteDir: string;
   /** Absent: no writable directory at all (the upload syntax check needs none). */
   tasksDir?: string;
+  /**
+   * An environment of an element's dependencies, read-only at IN_SANDBOX.env: a fixed path, so the
+   * data directory's own path is never shown to tasks, and never under /tmp, which each task's
+   * own tmpfs covers (docs/script-dependencies.md).
+   */
+  envDir?: string;
   network: boolean;
   /**
    * The zygote: its children unshare the namespaces of `taskNamespaces` (CAP_SYS_ADMIN) and bring
@@ -93,6 +99,7 @@ export function bwrapArgs(o: {
   }
   args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
   if (o.tasksDir !== undefined) args.push("--bind", o.tasksDir, IN_SANDBOX.tasks);
+  if (o.envDir !== undefined) args.push("--ro-bind", o.envDir, IN_SANDBOX.env);
   if (!o.network) args.push("--unshare-net");
   args.push("--chdir", "/");
   return args;

@@ -4,6 +4,7 @@ import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { maskOutcome } from "../secrets/mask.ts";
 import { chooseCgroups } from "./cgroup-choice.ts";
+import { EnvPools } from "./python-runner-envs.ts";
 import { refusingRunner } from "./python-runner-outcomes.ts";
 import {
   endTasks,
@@ -23,6 +24,7 @@ import {
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
 import type { PythonRunner } from "./runner-types.ts";
+import { createScriptEnvs } from "./script-envs.ts";
 import { createSyntaxChecker } from "./syntax-check.ts";
 import { createTaskCgroups, type TaskCgroups } from "./task-cgroups.ts";
 import { claimUidBlock, killUidBlock } from "./uid-blocks.ts";
@@ -56,9 +58,16 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   }
   const choice = detectSandbox(python, logger);
   const cgroup = chooseCgroups(python, logger);
+  const envs = createScriptEnvs({
+    python: python.executable,
+    envs: python.envs,
+    dataDir,
+    clock,
+    logger,
+  });
   if (choice.kind === "refused" || cgroup.kind === "refused") {
     const refusal = [choice.refusal, cgroup.refusal].filter(Boolean).join("; ");
-    return refusingRunner(refusal || "script tasks are refused", choice.kind, cgroup.kind);
+    return refusingRunner(refusal || "script tasks are refused", choice.kind, cgroup.kind, envs);
   }
   const sandbox: Sandbox = choice.kind;
   const uids = claimUids(python, sandbox, logger);
@@ -86,6 +95,17 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
           throw err;
         });
   const pool = await startPool(python, sandbox, dirs.root, cgroups, logger, clock);
+  const envPools = new EnvPools({
+    max: python.envs.zygotes,
+    logger,
+    start: (dir, manifest) =>
+      startPool(python, sandbox, dirs.root, cgroups, logger, clock, {
+        dir,
+        // Import-time code of packages runs in the zygote, so only where bubblewrap confines it.
+        modules: sandbox === "bwrap" && python.envs.preload ? manifest.modules : [],
+      }),
+  });
+  envs.onRemoved((hash) => envPools.forget(hash));
   logger.info(
     { sandbox, cgroup: cgroup.kind, zygotePid: pool.zygotePid, prefork: python.prefork },
     "python runner up",
@@ -101,6 +121,8 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     dirs,
     cgroups,
     pool,
+    envs,
+    envPools,
     tasks: new Map(),
     queue: [],
     running: 0,
@@ -113,10 +135,16 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     refusal: undefined,
     zygotePid: () => pool.zygotePid,
     syntax,
+    envs,
     // The one place a task's secret values are masked in what it reports (docs/secrets.md).
     run: async (spec) => maskOutcome(await runTask(r, spec), spec.mask),
     kill: (taskId, reason) => killTask(r, taskId, reason),
-    stats: () => ({ running: r.running, idle: pool.idle, queued: r.queue.length }),
+    stats: () => ({
+      running: r.running,
+      idle: pool.idle,
+      queued: r.queue.length,
+      envZygotes: envPools.size,
+    }),
     close: () => closeRunner(r),
   };
 }
@@ -173,19 +201,37 @@ function openCgroups(
   });
 }
 
+/** An environment's zygote: its python, and the modules it imports before it forks. */
+interface ZygoteEnv {
+  dir: string;
+  modules: string[];
+}
+
 /** The zygote's command line: inside bubblewrap, or (SCRIPT_SANDBOX=none) the bare interpreter. */
-function zygoteCommand(python: Config["python"], sandbox: Sandbox, tasksDir: string) {
+function zygoteCommand(
+  python: Config["python"],
+  sandbox: Sandbox,
+  tasksDir: string,
+  env?: ZygoteEnv,
+) {
   const pyArgs = ["-I", "-B"]; // -B: never write .pyc next to our sources
+  const preload = env && env.modules.length > 0 ? [`--preload=${env.modules.join(",")}`] : [];
   if (sandbox !== "bwrap")
     return {
-      command: python.executable,
+      command: env ? path.join(env.dir, "bin", "python") : python.executable,
       // SCRIPT_SANDBOX=none is the operator's acceptance of less: a missing layer is a warning.
-      args: [...pyArgs, path.join(ZYGOTE_DIR, "zygote.py"), ...zygoteArgs(python, false, tasksDir)],
+      args: [
+        ...pyArgs,
+        path.join(ZYGOTE_DIR, "zygote.py"),
+        ...zygoteArgs(python, false, tasksDir),
+        ...preload,
+      ],
     };
   const sandboxArgs = bwrapArgs({
     executable: python.executable,
     zygoteDir: ZYGOTE_DIR,
     tasksDir,
+    ...(env ? { envDir: env.dir } : {}),
     network: python.network,
     zygote: true,
   });
@@ -193,11 +239,12 @@ function zygoteCommand(python: Config["python"], sandbox: Sandbox, tasksDir: str
     command: python.bwrap,
     args: [
       ...sandboxArgs,
-      python.executable,
+      env ? `${IN_SANDBOX.env}/bin/python` : python.executable,
       ...pyArgs,
       `${IN_SANDBOX.zygote}/zygote.py`,
       // The probe at start-up checked these layers: the sandbox without them is no sandbox.
       ...zygoteArgs(python, true),
+      ...preload,
     ],
   };
 }
@@ -209,11 +256,13 @@ async function startPool(
   cgroups: TaskCgroups | undefined,
   logger: Logger,
   clock: Clock,
+  env?: ZygoteEnv,
 ): Promise<ZygotePool> {
   const pool = new ZygotePool({
-    ...zygoteCommand(python, sandbox, tasksDir),
+    ...zygoteCommand(python, sandbox, tasksDir, env),
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }, // never our secrets
-    prefork: Math.max(1, python.prefork),
+    // An environment's zygote keeps fewer idle children: there may be several of them.
+    prefork: env ? Math.max(1, Math.floor(python.prefork / 4)) : Math.max(1, python.prefork),
     logger,
     clock,
     onChild: cgroups && ((pid) => cgroups.bind(pid)),
@@ -235,6 +284,7 @@ async function closeRunner(r: Runner): Promise<void> {
   endTasks(r);
   await r.syntax.close();
   await r.pool.close();
+  await r.envPools.close();
   await r.dirs.settle();
   await r.cgroups?.close();
   // Leftovers must not outlive the service: they would run on with nobody to sweep them.

@@ -1,6 +1,8 @@
 /** What the rest of Sluice knows about executing Python: one task in, one outcome out. */
 
+import type { ScriptEnv } from "../store/revision-types.ts";
 import type { FinishedStatus } from "../store/types.ts";
+import type { ScriptEnvs } from "./script-envs.ts";
 import type { SyntaxChecker } from "./syntax-check.ts";
 
 export interface ScriptSource {
@@ -9,6 +11,8 @@ export interface ScriptSource {
   /** `module`: `content` is UTF-8 Python text. `package`: `content` is zip bytes (docs/script-service.md). */
   kind: "module" | "package";
   content: Uint8Array;
+  /** The environment of its version's dependencies; absent: the default zygote's interpreter. */
+  env?: ScriptEnv | null | undefined;
 }
 
 export interface TaskSpec {
@@ -60,7 +64,7 @@ export interface ScriptRunner {
   run(spec: TaskSpec): Promise<TaskOutcome>;
   /** Kill a running task's whole process group. `terminate` → CANCELED, `timeout` → FAILURE. */
   kill(taskId: string, reason: "terminate" | "timeout"): boolean;
-  stats(): { running: number; idle: number; queued: number };
+  stats(): { running: number; idle: number; queued: number; envZygotes?: number };
   close(): Promise<void>;
 }
 
@@ -70,4 +74,6 @@ export interface PythonRunner extends ScriptRunner {
   zygotePid(): number | undefined;
   /** The upload and deploy syntax check, in the same sandbox as tasks (or refused with them). */
   readonly syntax: SyntaxChecker;
+  /** Environments of elements' dependencies on this node (docs/script-dependencies.md). */
+  readonly envs: ScriptEnvs;
 }

@@ -16,7 +16,7 @@ import { taskSecrets } from "../secrets/task-env.ts";
 import type { NewRun, RerunLink, Run, Scope, ScopeFilter, TriggerType } from "../store/types.ts";
 import { runTargets } from "../webhooks/targets.ts";
 import type { WebhookTarget } from "../webhooks/types.ts";
-import type { ScriptRunner, TaskOutcome } from "./runner-types.ts";
+import type { ScriptRunner, ScriptSource, TaskOutcome } from "./runner-types.ts";
 import { scriptHeader } from "./script-header.ts";
 
 export interface TaskRequest {
@@ -185,10 +185,7 @@ async function execute(
 }
 
 /** The bytes a task runs: the version it recorded (a script stored before versions: its element's). */
-async function taskSource(
-  store: TaskServiceDeps["store"],
-  r: ExecRun,
-): Promise<{ name: string; kind: "module" | "package"; content: Uint8Array }> {
+async function taskSource(store: TaskServiceDeps["store"], r: ExecRun): Promise<ScriptSource> {
   if (r.version === null) {
     const script = await store.scriptById(r.scope, r.elementId);
     if (!script) throw new Error("the script element was deleted before the task started");
@@ -196,7 +193,7 @@ async function taskSource(
   }
   const v = await store.scriptVersion(r.elementId, Number(r.version));
   if (!v) throw new Error(`version ${r.version} of script ${r.elementName} no longer exists`);
-  return { name: r.elementName, kind: v.kind, content: v.content };
+  return { name: r.elementName, kind: v.kind, content: v.content, env: v.env };
 }
 
 function taskOutcome(o: TaskOutcome): Outcome {

@@ -19,6 +19,7 @@ const present = (v: ScriptVersionInfo) => ({
   size: v.size,
   uploadedBy: v.userId,
   uploadedAt: v.createdAt,
+  env: v.env,
 });
 
 /** Script versions as `/script/script/element/…` answers them (docs/script-service.md). */

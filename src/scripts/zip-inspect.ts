@@ -7,6 +7,8 @@ export type ZipVerdict =
       entry: string;
       /** Every file (not folder) with its uncompressed size. */
       files: { name: string; size: number }[];
+      /** `requirements.txt` next to the entry, when there is one (docs/script-dependencies.md). */
+      requirements?: { name: string; text: Buffer };
     }
   | { ok: false; status: 2 | 3; message: string };
 
@@ -43,9 +45,11 @@ export async function inspectZip(
   if (typeof entry !== "string") return entry;
   const pyFiles = await readPyFiles(zip, files);
   if (!Array.isArray(pyFiles)) return pyFiles;
+  const requirements = await readRequirements(zip, files, entry);
+  if (requirements && "ok" in requirements) return requirements;
   zip.close();
   const list = files.map((e) => ({ name: e.fileName, size: e.uncompressedSize }));
-  return { ok: true, pyFiles, entry, files: list };
+  return { ok: true, pyFiles, entry, files: list, ...(requirements ? { requirements } : {}) };
 }
 
 async function openZip(bytes: Buffer): Promise<yauzl.ZipFile | Refusal> {
@@ -138,6 +142,22 @@ async function readPyFiles(
     pyFiles.push({ name: e.fileName, source: bytes });
   }
   return pyFiles;
+}
+
+async function readRequirements(
+  zip: yauzl.ZipFile,
+  files: yauzl.Entry[],
+  entry: string,
+): Promise<{ name: string; text: Buffer } | Refusal | undefined> {
+  const name = entry.replace(/main\.py$/, "requirements.txt");
+  const e = files.find((f) => f.fileName === name);
+  if (!e) return undefined;
+  try {
+    return { name, text: await readEntry(zip, e) };
+  } catch (err) {
+    const text = err instanceof Error ? err.message : String(err);
+    return { ok: false, status: 2, message: `corrupt zip: entry "${name}": ${text}` };
+  }
 }
 
 function readEntry(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<Buffer> {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Kysely, Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
-import type { ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
+import type { ScriptEnv, ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
 import { numericId } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type { NewScriptElement, Store } from "./types.ts";
@@ -11,7 +11,16 @@ type ScriptMethods = Pick<
   "putScript" | "scriptVersions" | "scriptVersion" | "newestScriptVersion"
 >;
 
-const INFO = ["element_id", "version", "kind", "sha256", "size", "user_id", "created_at"] as const;
+const INFO = [
+  "element_id",
+  "version",
+  "kind",
+  "sha256",
+  "size",
+  "user_id",
+  "created_at",
+  "env",
+] as const;
 
 function toInfo(row: {
   element_id: number;
@@ -21,6 +30,7 @@ function toInfo(row: {
   size: number;
   user_id: string | null;
   created_at: number;
+  env: string | null;
 }): ScriptVersionInfo {
   return {
     elementId: String(row.element_id),
@@ -30,6 +40,7 @@ function toInfo(row: {
     size: Number(row.size),
     userId: row.user_id,
     createdAt: Number(row.created_at),
+    env: row.env === null ? null : (JSON.parse(row.env) as ScriptEnv),
   };
 }
 
@@ -124,7 +135,7 @@ export function scriptMethods(db: Kysely<Database>): ScriptMethods {
 export async function addVersion(
   tx: Transaction<Database>,
   elementId: number,
-  el: Pick<NewScriptElement, "kind" | "content" | "now" | "userId">,
+  el: Pick<NewScriptElement, "kind" | "content" | "now" | "userId" | "env">,
 ): Promise<void> {
   const last = await tx
     .selectFrom("script_versions")
@@ -142,6 +153,8 @@ export async function addVersion(
       size: el.content.byteLength,
       user_id: el.userId ?? null,
       created_at: el.now,
+      env_hash: el.env?.hash ?? null,
+      env: el.env ? JSON.stringify(el.env) : null,
     })
     .execute();
 }

@@ -7,6 +7,7 @@ import { revisionReads } from "./kysely-revisions.ts";
 import { runLimitMethods } from "./kysely-run-limits.ts";
 import { runMethods } from "./kysely-runs.ts";
 import { scheduleMethods } from "./kysely-schedules.ts";
+import { scriptEnvMethods } from "./kysely-script-envs.ts";
 import { scriptMethods } from "./kysely-scripts.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect, Store } from "./types.ts";
@@ -27,6 +28,7 @@ export function createKyselyStore(
     ...elementMethods(db),
     ...runMethods(db),
     ...runLimitMethods(db, dialect),
+    ...scriptEnvMethods(db),
     db,
     dialect,
     close: onClose,

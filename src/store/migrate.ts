@@ -12,6 +12,7 @@ import * as m010 from "./migrations/010-idempotency.ts";
 import * as m011 from "./migrations/011-secrets.ts";
 import * as m012 from "./migrations/012-webhooks.ts";
 import * as m013 from "./migrations/013-run-limits.ts";
+import * as m014 from "./migrations/014-script-envs.ts";
 import * as m016 from "./migrations/016-audit.ts";
 import * as m017 from "./migrations/017-artifacts.ts";
 import type { Dialect } from "./types.ts";
@@ -35,6 +36,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "011-secrets": m011,
   "012-webhooks": m012,
   "013-run-limits": m013,
+  "014-script-envs": m014,
   "016-audit": m016,
   "017-artifacts": m017,
 };

@@ -14,6 +14,20 @@ export interface ScriptVersionInfo {
   size: number;
   userId: string | null;
   createdAt: number;
+  /** The environment of its declared dependencies; null: none declared (docs/script-dependencies.md). */
+  env: ScriptEnv | null;
+}
+
+/**
+ * A resolved set of Python packages, shared by every version that resolved to it
+ * (docs/script-dependencies.md): `hash` names its directory `DATA_DIR/envs/<hash>`.
+ */
+export interface ScriptEnv {
+  hash: string;
+  /** `name==version` of every installed distribution, sorted (names normalized, PEP 503). */
+  packages: string[];
+  /** The projects the element declared (normalized names): their modules are imported warm. */
+  declared: string[];
 }
 
 export interface ScriptVersion extends ScriptVersionInfo {

@@ -123,6 +123,10 @@ export interface ScriptVersionTable {
   size: number;
   user_id: string | null;
   created_at: number;
+  /** Its environment's hash; null: no dependencies (migration 014). */
+  env_hash: string | null;
+  /** JSON ScriptEnv (docs/script-dependencies.md); null with env_hash. */
+  env: string | null;
 }
 
 export interface RunTable {

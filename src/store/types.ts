@@ -1,6 +1,7 @@
 /** The one narrow interface through which Sluice reads and writes its state. */
 
 import type { ImportWrites } from "./import-types.ts";
+import type { ScriptEnvStore } from "./kysely-script-envs.ts";
 import type { FlowListRow, FlowOverviewRow, RunPage, RunQuery } from "./monitor-types.ts";
 import type {
   FlowRevision,
@@ -8,6 +9,7 @@ import type {
   Page,
   ReleaseChange,
   ReleaseEvent,
+  ScriptEnv,
   ScriptPin,
   ScriptVersion,
   ScriptVersionInfo,
@@ -91,6 +93,8 @@ export interface NewScriptElement {
   now: number;
   /** Who uploaded it: recorded with the version the upload makes. */
   userId?: string | null;
+  /** The environment its dependencies resolved to at upload (docs/script-dependencies.md). */
+  env?: ScriptEnv | null;
 }
 
 export interface NewFlowDeploy {
@@ -133,7 +137,7 @@ export interface ErrorHandlerResult {
   runId?: string;
 }
 
-export interface Store extends RunLimitStore {
+export interface Store extends RunLimitStore, ScriptEnvStore {
   readonly dialect: "sqlite" | "postgres";
 
   folderByPath(scope: Scope, path: string): Promise<Folder | undefined>;

@@ -30,6 +30,7 @@ const ALL = [
   "011-secrets",
   "012-webhooks",
   "013-run-limits",
+  "014-script-envs",
   "016-audit",
   "017-artifacts",
 ];

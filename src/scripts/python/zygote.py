@@ -23,6 +23,9 @@ namespace no other task is in at the same time; a mount namespace with a tmpfs o
 process it is, with its own /proc), entered as it is forked, before its task arrives (without `net`
 when tasks may use the network, `--ns=` for none);
 `--tasks=PATH` says where working directories are (default /tasks, bubblewrap's);
+`--preload=a,b` names modules of the zygote's environment (an element's declared dependencies,
+docs/script-dependencies.md) imported before it forks, so every task finds them warm; one that
+fails to import is skipped (the task that imports it gets the error itself);
 `--strict` makes a missing isolation layer (those namespaces, or the seccomp filter that denies
 user namespaces) fatal instead of a warning on stderr; `--probe` checks both and exits, 0 when
 they work (docs/security.md, "Layers").
@@ -118,6 +121,8 @@ NR_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 # Set by main from --ns: the namespaces every child enters before its task arrives.
 task_namespaces = None
+# Set by parse_args from --preload: the environment's modules imported before forking.
+preload_modules = []
 
 
 def die_with_parent():
@@ -125,6 +130,30 @@ def die_with_parent():
     (Node, then the zygote) never leaves user scripts running on the host."""
     if _prctl is not None:
         _prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def import_system_module(name):
+    """Imports `name` as the system interpreter would. The zygote of an environment runs that
+    environment's venv python, which does not see the system's packages (Debian's dist-packages,
+    where python3-seccomp is), so they are searched too, for this import only."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if sys.prefix == sys.base_prefix:
+            raise
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    extra = [os.path.join(sys.base_prefix, "lib", "python3", "dist-packages"),
+             os.path.join(sys.base_prefix, "local", "lib", ver, "dist-packages"),
+             os.path.join(sys.base_prefix, "lib", ver, "site-packages")]
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in extra if os.path.isdir(p)]
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path[:] = saved
+        importlib.invalidate_caches()
 
 
 def deny_user_namespaces():
@@ -139,7 +168,7 @@ def deny_user_namespaces():
     """
     import errno
 
-    import seccomp  # Debian's python3-seccomp; dropped again below, tasks need not see it warm
+    seccomp = import_system_module("seccomp")  # Debian's python3-seccomp; dropped again below
 
     f = seccomp.SyscallFilter(seccomp.ALLOW)
     eperm = seccomp.ERRNO(errno.EPERM)
@@ -656,10 +685,26 @@ def warm_up():
     linecache.cache.pop("__sluice_warm__.py", None)
 
 
+def preload(modules):
+    """Imports the environment's declared modules once, here, instead of once per task. Tenant
+    code of sorts (the packages' import-time code), but run inside the sandbox like the task
+    itself, before any task exists; the children fork from the result."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - a package that fails to import is the task's to see
+            sys.modules.pop(name, None)
+
+
 def parse_args(argv):
     flags, strict, probe, disk, tasks = 0, False, False, 0, "/tasks"
+    global preload_modules
     for arg in argv:
-        if arg.startswith("--disk="):
+        if arg.startswith("--preload="):
+            preload_modules = [m for m in arg[len("--preload="):].split(",") if m]
+        elif arg.startswith("--disk="):
             disk = int(arg[len("--disk="):])
         elif arg.startswith("--tasks="):
             tasks = arg[len("--tasks="):]
@@ -690,6 +735,7 @@ def main():
         _prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: we reap orphans
     die_with_parent()
     task_streams()
+    preload(preload_modules)
     warm_up()
     gc.collect()
     gc.freeze()  # children then never touch (and copy) the warm heap during gc

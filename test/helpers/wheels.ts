@@ -1,0 +1,43 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { makeZip } from "./zip.ts";
+
+export interface WheelSpec {
+  /** Project name as in METADATA (the wheel's file name uses it with `-` as `_`). */
+  name: string;
+  version: string;
+  /** Files of the wheel besides its dist-info, e.g. `{ "slowmod/__init__.py": "..." }`. */
+  files: Record<string, string>;
+  requires?: string[];
+  /** Written as top_level.txt when given (else the runner reads RECORD). */
+  topLevel?: string[];
+}
+
+/**
+ * Writes a pure-Python wheel into `dir` by hand, without any index or build tool: a zip of the
+ * package files and `<name>-<version>.dist-info/` with METADATA, WHEEL and RECORD.
+ */
+export function writeWheel(dir: string, w: WheelSpec): string {
+  const stem = `${w.name.replace(/-/g, "_")}-${w.version}`;
+  const info = `${stem}.dist-info`;
+  const meta = [
+    "Metadata-Version: 2.1",
+    `Name: ${w.name}`,
+    `Version: ${w.version}`,
+    ...(w.requires ?? []).map((r) => `Requires-Dist: ${r}`),
+    "",
+  ].join("\n");
+  const wheel =
+    "Wheel-Version: 1.0\nGenerator: sluice-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n";
+  const files: Record<string, string> = {
+    ...w.files,
+    [`${info}/METADATA`]: meta,
+    [`${info}/WHEEL`]: wheel,
+  };
+  if (w.topLevel) files[`${info}/top_level.txt`] = `${w.topLevel.join("\n")}\n`;
+  const record = [...Object.keys(files).map((f) => `${f},,`), `${info}/RECORD,,`, ""].join("\n");
+  files[`${info}/RECORD`] = record;
+  const file = path.join(dir, `${stem}-py3-none-any.whl`);
+  writeFileSync(file, makeZip(Object.entries(files).map(([name, content]) => ({ name, content }))));
+  return file;
+}
