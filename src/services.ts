@@ -5,6 +5,8 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
+import { createProgressHub, type ProgressHub } from "./progress/hub.ts";
+import { startPgProgressRelay } from "./progress/pg-relay.ts";
 import type { RunJob, RunQueue } from "./queue/types.ts";
 import {
   createErrorHandlers,
@@ -53,6 +55,8 @@ export interface Services {
   fileSweeper: FileSweeper;
   secrets: Secrets;
   webhooks: Webhooks;
+  /** Live progress of runs (docs/live-progress.md). */
+  progress: ProgressHub;
   close(): Promise<void>;
 }
 
@@ -130,6 +134,18 @@ async function assemble(deps: {
   const { store, queue, bridge } = topology;
   const metrics = createMetrics();
   metrics.observe(events, store);
+  const progress = createProgressHub({ clock, events });
+  // Progress of a run executing on another node reaches this one only with a shared database.
+  const relay =
+    topology.bridge && config.databaseUrl
+      ? await startPgProgressRelay({
+          connectionString: config.databaseUrl,
+          hub: progress,
+          nodeId,
+          logger,
+          clock,
+        })
+      : undefined;
   metrics.watch(queue, runner);
 
   const { tasks, flows } = createRuns({
@@ -208,6 +224,7 @@ async function assemble(deps: {
     fileSweeper,
     secrets,
     webhooks,
+    progress,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -216,6 +233,8 @@ async function assemble(deps: {
         () => recovery.stop(),
         () => queue.stop(),
         () => webhooks.stop(),
+        () => relay?.close(),
+        () => progress.close(),
         () => bridge?.close(),
         () => runner.close(),
         () => store.close(),

@@ -29,6 +29,8 @@ export function scriptNodeRunner(deps: {
   used: ScriptUse[];
   /** The run's secrets: an element's declared ones, and masking (docs/secrets.md). */
   secrets?: SecretResolver | undefined;
+  /** A node's output as it is printed, masked (docs/live-progress.md). */
+  onOutput?: ((nodeId: string, stream: "stdout" | "stderr", text: string) => void) | undefined;
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
@@ -49,6 +51,7 @@ export function scriptNodeRunner(deps: {
         keepWorkDir: true,
         ...given,
         ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
+        onOutput: deps.onOutput && ((stream, text) => deps.onOutput?.(req.nodeId, stream, text)),
       });
       deps.onScript?.(o);
       const result: ScriptResult =

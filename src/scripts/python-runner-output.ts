@@ -63,6 +63,10 @@ export class Capped {
     this.#kept = new Bytes(cap);
     this.drain = drain;
   }
+  /** How many more bytes are kept. */
+  room(): number {
+    return this.#kept.cap - this.#kept.length;
+  }
   /** False once the stream sent more than `drain` bytes. */
   push(b: Buffer): boolean {
     this.#kept.append(b);

@@ -29,6 +29,8 @@ export interface TaskSpec {
   env?: Record<string, string>;
   /** Secret values the task was given: masked in its outcome before anyone records it. */
   mask?: readonly string[];
+  /** Told stdout and stderr as the task prints them, masked (docs/live-progress.md). */
+  onOutput?: ((stream: "stdout" | "stderr", text: string) => void) | undefined;
 }
 
 export type TaskStatus = FinishedStatus;

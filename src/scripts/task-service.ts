@@ -176,6 +176,12 @@ async function execute(
       ...given,
       // The lifecycle's system limit stops the task first; this is the runner's backstop.
       timeoutMs: deps.limits.maxRunS * 1000 + 1000,
+      onOutput: (stream, text) =>
+        deps.events.publish({
+          type: "progress",
+          runId: r.id,
+          progress: { kind: "output", stream, text },
+        }),
     });
     deps.onScript?.(outcome);
     return { outcome: taskOutcome(outcome) };
