@@ -141,7 +141,6 @@ async function assemble(deps: {
       ? await startPgProgressRelay({
           connectionString: config.databaseUrl,
           hub: progress,
-          nodeId,
           logger,
           clock,
         })

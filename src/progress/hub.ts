@@ -70,6 +70,8 @@ const RELAY_LEASE_MS = 10_000;
 export function createProgressHub(deps: { clock: Clock; events: RunEvents }): ProgressHub {
   const { clock } = deps;
   const runs = new Map<string, RunState>();
+  /** Wants for runs not (yet) executing here: a queued run that starts here is relayed at once. */
+  const wants = new Map<string, number>();
   let relay: ProgressRelay | undefined;
   let sweeper: TimerHandle | undefined;
 
@@ -87,6 +89,11 @@ export function createProgressHub(deps: { clock: Clock; events: RunEvents }): Pr
         ended: false,
       };
       runs.set(runId, s);
+      const until = wants.get(runId);
+      if (local && until !== undefined) {
+        wants.delete(runId);
+        if (until > clock.now()) s.relayUntil = until;
+      }
     } else if (local && !s.local) s.local = true;
     return s;
   }
@@ -126,6 +133,7 @@ export function createProgressHub(deps: { clock: Clock; events: RunEvents }): Pr
   function sweep(): void {
     sweeper = undefined;
     const now = clock.now();
+    for (const [runId, until] of wants) if (until <= now) wants.delete(runId);
     for (const [runId, s] of runs) {
       const kept = s.watchers.size > 0 || s.leaseUntil > now;
       if (!kept && (s.ended || !s.local)) runs.delete(runId);
@@ -136,7 +144,7 @@ export function createProgressHub(deps: { clock: Clock; events: RunEvents }): Pr
 
   function armSweep(): void {
     if (sweeper) return;
-    const idle = [...runs.values()].every((s) => s.local && !s.ended);
+    const idle = wants.size === 0 && [...runs.values()].every((s) => s.local && !s.ended);
     if (!idle) sweeper = clock.setTimeout(sweep, SWEEP_MS);
   }
 
@@ -184,7 +192,12 @@ export function createProgressHub(deps: { clock: Clock; events: RunEvents }): Pr
     },
     wanted(runId) {
       const s = runs.get(runId);
-      if (!s?.local || s.ended) return;
+      if (!s) {
+        wants.set(runId, clock.now() + RELAY_LEASE_MS);
+        armSweep();
+        return;
+      }
+      if (!s.local || s.ended) return;
       const fresh = s.relayUntil <= clock.now();
       s.relayUntil = clock.now() + RELAY_LEASE_MS;
       // A new follower starts from the state and the events still kept.

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { ProgressHub, ProgressRelay } from "./hub.ts";
@@ -9,7 +10,7 @@ import type { ProgressEvent, ProgressSnapshot } from "./types.ts";
  * seconds; the node executing the run answers with its state, then relays its events for ten
  * seconds after each `want`. Nobody watching costs no notifications.
  *
- * Payload: `<nodeId>:<json>`, `{"w":runId}` or `{"r":runId,"s":snapshot|null,"e":[events]}`,
+ * Payload: `<process tag>:<json>`, `{"w":runId}` or `{"r":runId,"s":snapshot|null,"e":[events]}`,
  * under PostgreSQL's 8000-byte limit: batched per event-loop turn, split, output trimmed to fit.
  */
 export const PROGRESS_CHANNEL = "sluice_run_progress";
@@ -28,12 +29,13 @@ export interface PgProgressRelay {
 export async function startPgProgressRelay(opts: {
   connectionString: string;
   hub: ProgressHub;
-  nodeId: string;
   logger: Logger;
   clock: Clock;
   channel?: string;
 }): Promise<PgProgressRelay> {
   const channel = opts.channel ?? PROGRESS_CHANNEL;
+  // Tags this process's payloads (it ignores its own); no colon, unlike a node's ID.
+  const tag = randomBytes(6).toString("hex");
   if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name ${channel}`);
   const pub = new pg.Pool({ connectionString: opts.connectionString, max: 1 });
   pub.on("error", (err) => opts.logger.warn({ err }, "progress relay publisher lost"));
@@ -43,7 +45,7 @@ export async function startPgProgressRelay(opts: {
   let retry: TimerHandle | undefined;
 
   const flush = () => {
-    const batch = pending.flatMap(split).map((m) => `${opts.nodeId}:${JSON.stringify(m)}`);
+    const batch = pending.flatMap(split).map((m) => `${tag}:${JSON.stringify(m)}`);
     pending = [];
     if (closed || batch.length === 0) return;
     // Not retried: live progress is best effort; the record is the truth at the end.
@@ -67,7 +69,7 @@ export async function startPgProgressRelay(opts: {
   const onMessage = (payload: string | undefined) => {
     if (!payload) return;
     const colon = payload.indexOf(":");
-    if (colon < 0 || payload.slice(0, colon) === opts.nodeId) return;
+    if (colon < 0 || payload.slice(0, colon) === tag) return;
     let m: Message;
     try {
       m = JSON.parse(payload.slice(colon + 1)) as Message;
