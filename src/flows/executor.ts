@@ -228,6 +228,8 @@ async function runNode(x: Execution, i: number): Promise<void> {
     log.endTime ??= opts.deps.now();
     if (x.detailed && nodeLog.stdout !== undefined) log.stdout = nodeLog.stdout;
     if (x.detailed && nodeLog.stderr !== undefined) log.stderr = nodeLog.stderr;
+    // Source lines and names, not data: kept whatever logContent says.
+    if (nodeLog.traceback && log.status === "FAILURE") log.traceback = nodeLog.traceback;
   }
 }
 

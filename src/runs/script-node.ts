@@ -1,6 +1,7 @@
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
+import { tracebackOf } from "../scripts/traceback.ts";
 import type { SecretResolver } from "../secrets/secrets.ts";
 import { taskSecrets } from "../secrets/task-env.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
@@ -62,6 +63,7 @@ export function scriptNodeRunner(deps: {
               error: o.error ? `${o.error.type}: ${o.error.message}` : o.status,
               stdout: o.stdout,
               stderr: o.stderr,
+              ...withTraceback(o),
             };
       return result;
     } finally {
@@ -104,4 +106,9 @@ async function byElement(
     throw new Error(`version ${use.version} of script ${use.elementName} no longer exists`);
   if (!deps.used.some((u) => u.nodeId === nodeId)) deps.used.push(use);
   return { name, kind: version.kind, content: version.content };
+}
+
+function withTraceback(o: TaskOutcome) {
+  const traceback = tracebackOf(o.error);
+  return traceback ? { traceback } : {};
 }

@@ -1,6 +1,7 @@
 /** What the rest of Sluice knows about executing Python: one task in, one outcome out. */
 
 import type { FinishedStatus } from "../store/types.ts";
+import type { TaskError } from "./python-runner-output.ts";
 import type { SyntaxChecker } from "./syntax-check.ts";
 
 export interface ScriptSource {
@@ -40,7 +41,7 @@ export interface TaskOutcome {
   /** The JSON value `main` returned (SUCCESS only). */
   value?: unknown;
   /** FAILURE/CANCELED: `type` is the exception type or a runner reason (Timeout, Killed, ...). */
-  error?: { type: string; message: string; traceback?: string };
+  error?: TaskError;
   stdout: string;
   stderr: string;
   durationMs: number;

@@ -1,3 +1,4 @@
+import type { Traceback } from "../../scripts/traceback.ts";
 /** The contract between the executor and the node types, and the executor's injected effects. */
 import type { TSchema } from "typebox";
 import type { Locator } from "../../elements/locator.ts";
@@ -7,7 +8,7 @@ import type { JsonPath } from "../schema-issues.ts";
 
 export type ScriptResult =
   | { ok: true; value: unknown; stdout: string; stderr: string }
-  | { ok: false; error: string; stdout: string; stderr: string };
+  | { ok: false; error: string; stdout: string; stderr: string; traceback?: Traceback };
 
 export interface FlowDeps {
   runScript(req: {
@@ -48,7 +49,7 @@ export interface NodeContext {
   signal: AbortSignal;
   deps: FlowDeps;
   /** Where a node puts its process output for the node log. */
-  log: { stdout?: string; stderr?: string };
+  log: { stdout?: string; stderr?: string; traceback?: Traceback };
 }
 
 /** A validation finding inside one vertex's config, relative to `config`. */
