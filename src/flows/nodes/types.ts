@@ -1,7 +1,7 @@
-import type { Traceback } from "../../scripts/traceback.ts";
 /** The contract between the executor and the node types, and the executor's injected effects. */
 import type { TSchema } from "typebox";
 import type { Locator } from "../../elements/locator.ts";
+import type { Traceback } from "../../scripts/traceback.ts";
 import type { SecretValues } from "../../secrets/substitute.ts";
 import type { NodeType, Vertex } from "../graph.ts";
 import type { JsonPath } from "../schema-issues.ts";
