@@ -8,7 +8,7 @@ import type { NodeState, ProgressEvent } from "../progress/types.ts";
 import { TERMINAL } from "../store/model.ts";
 import type { Run, ScopeFilter, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
-import { openSse } from "./sse.ts";
+import { openSse, type SseStream } from "./sse.ts";
 
 export interface ProgressRouteOptions {
   store: Store;
@@ -64,6 +64,11 @@ export async function progressRoutes(
 ): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const flow = opts.group === "flow";
+  // Open streams end when the app closes: a watcher must not hold a shutdown up.
+  const open = new Set<SseStream>();
+  fastify.addHook("preClose", async () => {
+    for (const s of open) s.end();
+  });
   const find = async (scope: ScopeFilter, id: string): Promise<Run> => {
     const run = await opts.store.getRun(scope, id);
     if (run && (flow || run.elementType === "PY")) return run;
@@ -75,7 +80,7 @@ export async function progressRoutes(
     response: { 200: Envelope(ProgressPage) },
   };
   const events = (scope: ScopeFilter, id: string, reply: FastifyReply) =>
-    stream(opts, () => find(scope, id), reply);
+    stream(opts, () => find(scope, id), reply, open);
   if (flow) {
     app.get(
       "/run/:runId/events",
@@ -132,6 +137,7 @@ async function stream(
   opts: ProgressRouteOptions,
   read: () => Promise<Run>,
   reply: FastifyReply,
+  open: Set<SseStream>,
 ): Promise<void> {
   const run = await read();
   reply.hijack();
@@ -139,8 +145,12 @@ async function stream(
   const sse = openSse(reply.raw, {
     clock: opts.clock,
     heartbeatMs: opts.heartbeatMs,
-    onClose: () => stop(),
+    onClose: () => {
+      open.delete(sse);
+      stop();
+    },
   });
+  open.add(sse);
   const finish = async () => {
     stop();
     if (sse.closed) return;

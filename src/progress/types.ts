@@ -46,7 +46,7 @@ export interface ProgressSnapshot {
 /** Bounds of what is kept and sent (docs/live-progress.md, "Bounds"). */
 export const PROGRESS_LIMITS = {
   /** Events kept per live run for pollers and late watchers; older ones go first. */
-  ringEvents: 512,
+  ringEvents: 256,
   /** Output of one stream coalesced this long into one event. */
   coalesceMs: 50,
   /** Most output text in one event; the rest of a burst is dropped and noted. */
