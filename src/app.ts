@@ -21,6 +21,7 @@ import { monitorRoutes } from "./http/monitor-routes.ts";
 import { installNulCheck } from "./http/no-nul.ts";
 import { registerOpenApi } from "./http/openapi.ts";
 import { opsPlugin } from "./http/ops-routes.ts";
+import { progressRoutes } from "./http/progress-routes.ts";
 import { installRequestForms } from "./http/request-forms.ts";
 import { rerunRoutes } from "./http/rerun-routes.ts";
 import { retentionRoutes } from "./http/retention-routes.ts";
@@ -30,6 +31,7 @@ import { scriptRoutes } from "./http/script-routes.ts";
 import { secretRoutes } from "./http/secret-routes.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import { webhookRoutes } from "./http/webhook-routes.ts";
+import type { ProgressHub } from "./progress/hub.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { Idempotency } from "./runs/idempotency.ts";
 import type { Retention } from "./runs/retention.ts";
@@ -75,6 +77,8 @@ export interface AppDeps {
   artifacts?: { store: ArtifactStore } | undefined;
   /** Run retention (docs/retention.md): its dry run; absent: no endpoint. */
   retention?: Pick<Retention, "preview"> | undefined;
+  /** Live progress of runs (docs/live-progress.md); absent: no progress endpoints. */
+  progress?: ProgressHub | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -197,6 +201,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
           retention: deps.retention,
           globalDays: config.retention.days,
         });
+      if (deps.progress) await dataflow.register(progressRoutes, progressOpts(deps, "flow"));
     },
     { prefix: config.dataflowPrefix },
   );
@@ -208,6 +213,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         idempotency: deps.idempotency,
       });
       await script.register(scriptVersionRoutes, { store: deps.store });
+      if (deps.progress) await script.register(progressRoutes, progressOpts(deps, "script"));
       await script.register(uploadRoutes, {
         config,
         store: deps.store,
@@ -218,4 +224,12 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
     },
     { prefix: config.scriptPrefix },
   );
+}
+
+/** An idle event stream gets a comment line this often (proxies close silent connections). */
+const SSE_HEARTBEAT_MS = 15_000;
+
+function progressOpts(deps: AppDeps, group: "flow" | "script") {
+  const hub = deps.progress as ProgressHub;
+  return { store: deps.store, hub, clock: deps.clock, heartbeatMs: SSE_HEARTBEAT_MS, group };
 }

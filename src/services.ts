@@ -8,6 +8,8 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
+import { createProgressHub, type ProgressHub } from "./progress/hub.ts";
+import { startPgProgressRelay } from "./progress/pg-relay.ts";
 import type { RunQueue } from "./queue/types.ts";
 import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/index.ts";
 import type { FileSweeper } from "./runs/file-cleanup.ts";
@@ -70,6 +72,8 @@ export interface Services {
   artifacts: { store: ArtifactStore; keeper: ArtifactKeeper };
   /** Run retention (docs/retention.md). */
   retention: Retention;
+  /** Live progress of runs (docs/live-progress.md). */
+  progress: ProgressHub;
   close(): Promise<void>;
 }
 
@@ -154,6 +158,17 @@ async function assemble(deps: {
   });
   const metrics = createMetrics();
   metrics.observe(events, store);
+  const progress = createProgressHub({ clock, events });
+  // Progress of a run executing on another node reaches this one only with a shared database.
+  const relay =
+    topology.bridge && config.databaseUrl
+      ? await startPgProgressRelay({
+          connectionString: config.databaseUrl,
+          hub: progress,
+          logger,
+          clock,
+        })
+      : undefined;
   metrics.watch(queue, runner);
 
   const artifactStore = createArtifactStore(store.db);
@@ -270,6 +285,7 @@ async function assemble(deps: {
     audit,
     artifacts: { store: artifactStore, keeper },
     retention,
+    progress,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -281,6 +297,8 @@ async function assemble(deps: {
         () => queue.stop(),
         () => webhooks.stop(),
         () => audit.stop(),
+        () => relay?.close(),
+        () => progress.close(),
         () => bridge?.close(),
         () => runner.close(),
         () => store.close(),

@@ -96,6 +96,16 @@ export interface NodeLog {
   stderr?: string;
   /** A resume: the run whose recorded output this node reused (it did not run again). */
   reusedFrom?: string;
+  traceback?: Traceback;
+}
+
+/** A failed script's traceback: the user's own frames, innermost last (docs/live-progress.md). */
+export interface Traceback {
+  type: string;
+  message: string;
+  frames: { file: string; line: number; function: string; code: string }[];
+  text: string;
+  nodeId?: string;
 }
 
 export interface Vertex {
@@ -115,6 +125,7 @@ export interface RunDetail {
   stdout?: string;
   stderr?: string;
   result?: unknown;
+  traceback?: Traceback;
   /** A FAILURE flow run whose node outputs were kept: POST /run/{runId}/resume accepts it. */
   resumable: boolean;
   /** Flow runs: the script versions its script nodes ran. */

@@ -10,14 +10,17 @@ import { runsView, scriptsView } from "./runs.ts";
 
 /**
  * Hash router (#/flows, #/runs/TYPE/NAME?filters, #/run/ID?node=N, #/revisions/NAME?path=,
- * #/diff/NAME?path=&from=&to=, #/audit?user=&action=&outcome=&from=&to=) with live updates by polling: the flows and runs pages every 2 s,
- * a run page every second until the run ends. Revisions and diffs are drawn once (they change
+ * #/diff/NAME?path=&from=&to=, #/audit?user=&action=&outcome=&from=&to=) with live updates: the
+ * flows and runs pages by polling every 2 s, a run page by its run's events until it ends
+ * (live.ts). Revisions and diffs are drawn once (they change
  * only by the user's own actions, which redraw them).
  */
 const view = document.getElementById("view") as HTMLElement;
 const form = document.getElementById("scope") as HTMLFormElement;
 let timer: number | undefined;
 let generation = 0;
+/** Stops the live follow of the page being left. */
+let leaving = new AbortController();
 
 function notify(msg: string, bad = false): void {
   const el = h("div", { class: `toast${bad ? " bad" : ""}`, role: "status" }, msg);
@@ -31,14 +34,21 @@ const busy = () => view.querySelector("input[data-run]:checked") !== null || (do
 async function render(): Promise<void> {
   const mine = ++generation;
   clearTimeout(timer);
+  leaving.abort();
+  leaving = new AbortController();
   const [route = "", qs = ""] = location.hash.replace(/^#/, "").split("?");
   const query = new URLSearchParams(qs);
   const parts = route.split("/").filter(Boolean).map(decodeURIComponent);
   let again = 0;
   try {
     if (parts[0] === "run" && parts[1]) {
-      const ended = await runView(view, parts[1], query.get("node") ?? undefined, notify);
-      again = ended ? 0 : 1000;
+      // A live run redraws itself when it ends (run.ts follows its events meanwhile).
+      await runView(view, parts[1], query.get("node") ?? undefined, notify, {
+        signal: leaving.signal,
+        rerender: () => {
+          if (mine === generation) void render();
+        },
+      });
     } else if (parts[0] === "runs" && parts[1] && parts[2]) {
       await runsView(view, parts[1], parts[2], query, notify);
       again = 2000;

@@ -1,10 +1,17 @@
-import { ApiError, DF, type RunDetail, type WebhookDelivery, api } from "./api.ts";
+import { ApiError, DF, type RunDetail, type Traceback, type WebhookDelivery, api } from "./api.ts";
 import { TERMINAL, badge, dur, h, json, time } from "./dom.ts";
 import { artifactsSection } from "./artifacts.ts";
 import { drawGraph } from "./graph.ts";
+import { type LiveNode, followRun } from "./live.ts";
+
+/** What a run page does while its run runs: follow it until `signal` aborts, redraw at its end. */
+export interface Live {
+  signal: AbortSignal;
+  rerender: () => void;
+}
 
 /** One run: header, graph with per-node status, the selected node's times, input, output and logs. */
-export async function runView(root: HTMLElement, runId: string, selected: string | undefined, notify: (msg: string, bad?: boolean) => void): Promise<boolean> {
+export async function runView(root: HTMLElement, runId: string, selected: string | undefined, notify: (msg: string, bad?: boolean) => void, live: Live): Promise<boolean> {
   const d = await api<RunDetail>("GET", `${DF}/monitor/run-detail?runId=${encodeURIComponent(runId)}`);
   const hooks = (await api<{ webhookDeliveries?: WebhookDelivery[] }>("GET", `${DF}/monitor/run?runId=${encodeURIComponent(runId)}`)).webhookDeliveries ?? [];
   const r = d.run;
@@ -57,6 +64,7 @@ export async function runView(root: HTMLElement, runId: string, selected: string
       d.resumable ? again("Resume from failed node", "resume") : null,
       act("Delete", "delete")),
     d.error ? h("pre", { class: "error" }, d.error) : "",
+    d.traceback ? tracebackView(d.traceback, "traceback") : "",
     d.graph ? h("section", {}, h("h2", {}, "Graph"), h("div", { class: "graph-wrap" }, drawGraph(d, node?.nodeId, select))) : "",
     node
       ? h("section", { id: "node-detail" },
@@ -64,6 +72,7 @@ export async function runView(root: HTMLElement, runId: string, selected: string
           node.reusedFrom ? h("p", { class: "reused" }, "Not run again: output reused from run ", h("a", { href: `#/run/${node.reusedFrom}` }, node.reusedFrom)) : null,
           h("p", { class: "dim" }, `${time(node.startTime)} → ${time(node.endTime)} · ${node.startTime !== undefined && node.endTime !== undefined ? dur(node.endTime - node.startTime) : ""} · attempts ${node.attempts ?? 1}`),
           node.error ? h("pre", { class: "error" }, node.error) : null,
+          node.traceback ? tracebackView(node.traceback, "node-traceback") : null,
           h("div", { class: "io" }, h("div", {}, h("h3", {}, "Input"), json(node.input)), h("div", {}, h("h3", {}, "Output"), json(node.output))),
           node.stdout ? h("div", {}, h("h3", {}, "stdout"), h("pre", { class: "log" }, node.stdout)) : null,
           node.stderr ? h("div", {}, h("h3", {}, "stderr"), h("pre", { class: "log err" }, node.stderr)) : null)
@@ -77,7 +86,10 @@ export async function runView(root: HTMLElement, runId: string, selected: string
               h("td", {}, s.nodeId), h("td", {}, `${s.path === "/" ? "" : s.path}/${s.elementName}`), h("td", {}, `v${s.version}`),
               h("td", {}, h("code", { title: s.sha256 }, s.sha256.slice(0, 12))), h("td", { class: "dim" }, s.pinned ? "pinned" : "newest (not pinned)"))))))
       : "",
-    d.elementType === "PY"
+    ended ? "" : h("section", { id: "live-output" },
+      h("h2", {}, "Output (live)"), h("pre", { class: "log", id: "live-stdout" }),
+      h("h2", {}, "stderr (live)"), h("pre", { class: "log err", id: "live-stderr" })),
+    d.elementType === "PY" && ended
       ? h("section", { id: "task-output" },
           h("h2", {}, "stdout"), h("pre", { class: "log" }, d.stdout || "—"),
           h("h2", {}, "stderr"), h("pre", { class: "log err" }, d.stderr || "—"))
@@ -86,7 +98,47 @@ export async function runView(root: HTMLElement, runId: string, selected: string
     kept,
     h("section", {}, h("h2", {}, "Parameter"), h("pre", {}, r.runParam ?? "—"), d.result !== undefined ? h("h2", {}, "Result") : null, d.result !== undefined ? json(d.result) : null),
   );
-  return TERMINAL.has(r.runStatus);
+  if (!ended) void followRun(runId, liveHandlers(root, d.elementType === "PY", live), live.signal);
+  return ended;
+}
+
+/** The page's graph and output as the run's events come (docs/live-progress.md). */
+function liveHandlers(root: HTMLElement, task: boolean, live: Live) {
+  const lastNode: Record<string, string | undefined> = {};
+  const setNode = (n: LiveNode) => {
+    const g = root.querySelector(`[data-node="${CSS.escape(n.nodeId)}"]`);
+    if (!g) return;
+    const status = n.status.toLowerCase();
+    g.setAttribute("class", (g.getAttribute("class") ?? "").replace(/\bs-[a-z]+/, `s-${status}`));
+    const sub = g.querySelector(".sub");
+    if (sub) sub.textContent = `${n.status}${n.startTime !== undefined && n.endTime !== undefined ? ` · ${dur(n.endTime - n.startTime)}` : ""}`;
+  };
+  return {
+    state: (nodes: LiveNode[]) => nodes.forEach(setNode),
+    node: setNode,
+    output(o: { nodeId?: string; stream: "stdout" | "stderr"; text: string }) {
+      const pre = root.querySelector(`#live-${o.stream}`);
+      if (!pre) return;
+      // A flow's output says which node printed it, once per change of node.
+      if (!task && o.nodeId !== lastNode[o.stream]) pre.append(h("span", { class: "dim" }, `── ${o.nodeId ?? ""} ──\n`));
+      lastNode[o.stream] = o.nodeId;
+      pre.append(o.text);
+    },
+    gap(dropped: number) {
+      root.querySelector("#live-stdout")?.append(h("span", { class: "dim" }, `\n[${dropped} events missed]\n`));
+    },
+    end: () => live.rerender(),
+  };
+}
+
+/** A failed script's traceback: each of the user's frames with its line of code. */
+function tracebackView(tb: Traceback, id: string): HTMLElement {
+  return h("section", { id, class: "traceback" },
+    h("h3", {}, `Traceback${tb.nodeId ? ` (node ${tb.nodeId})` : ""}: ${tb.type}`),
+    h("ol", { class: "frames" }, ...tb.frames.map((f) => h("li", { "data-frame": `${f.file}:${f.line}` },
+      h("div", { class: "dim" }, `${f.file}, line ${f.line}, in ${f.function}`),
+      h("code", {}, f.code)))),
+    h("pre", { class: "error" }, `${tb.type}: ${tb.message}`));
 }
 
 /** Each completion webhook delivery with every attempt: when, how long, the answer or the error. */

@@ -15,6 +15,7 @@ import { reuseRecorded } from "./resume.ts";
 
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
+import type { NodeState } from "../progress/types.ts";
 import type { NodeLog, NodeStatus } from "./node-log.ts";
 
 export type RunStatus = FinishedStatus;
@@ -41,6 +42,8 @@ export interface ExecuteFlowOptions {
   clock?: Clock | undefined;
   /** A resume: the node logs of the failed run whose succeeded nodes are not run again. */
   reuse?: { runId: string; nodes: readonly NodeLog[] } | undefined;
+  /** Told each node's state as it starts (RUNNING) and ends (docs/live-progress.md). */
+  onNode?: ((node: NodeState) => void) | undefined;
 }
 
 interface Plan {
@@ -126,8 +129,17 @@ function sleep(x: Execution, ms: number): Promise<void> {
 
 function settle(x: Execution, i: number, s: NodeStatus): void {
   x.status[i] = s;
-  (x.logs[i] as NodeLog).status = s;
+  const log = x.logs[i] as NodeLog;
+  log.status = s;
   x.settled++;
+  // A node that ran ends now (its log's end time is this one); a skipped one never started.
+  if (log.startTime !== undefined && !log.reusedFrom) log.endTime ??= x.opts.deps.now();
+  tell(x, log, s);
+}
+
+function tell(x: Execution, log: NodeLog, status: NodeState["status"]): void {
+  const { nodeId, nodeType, startTime, endTime, attempts, error } = log;
+  x.opts.onNode?.({ nodeId, nodeType, status, startTime, endTime, attempts, error });
 }
 
 /** Start, skip or leave pending vertex i depending on its upstream state. */
@@ -175,6 +187,7 @@ async function runNode(x: Execution, i: number): Promise<void> {
   const { input, inputs } = inputOf(x, i);
   const def = NODES[vertex.type as keyof typeof NODES];
   log.startTime = opts.deps.now();
+  tell(x, log, "RUNNING");
   if (x.detailed) log.input = input;
   const nodeLog: NodeContext["log"] = {};
   try {
@@ -212,9 +225,11 @@ async function runNode(x: Execution, i: number): Promise<void> {
       }
     }
   } finally {
-    log.endTime = opts.deps.now();
+    log.endTime ??= opts.deps.now();
     if (x.detailed && nodeLog.stdout !== undefined) log.stdout = nodeLog.stdout;
     if (x.detailed && nodeLog.stderr !== undefined) log.stderr = nodeLog.stderr;
+    // Source lines and names, not data: kept whatever logContent says.
+    if (nodeLog.traceback && log.status === "FAILURE") log.traceback = nodeLog.traceback;
   }
 }
 

@@ -5,9 +5,11 @@ import { ErrorCode, languageHeader, SluiceError } from "../errors.ts";
 import { normalizeConfigure } from "../flows/graph.ts";
 import { runDisplay } from "../monitor/present.ts";
 import { checkResumable } from "../runs/rerun.ts";
+import { recordedTraceback } from "../scripts/traceback.ts";
 import type { Run, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
 import { RunDisplayResp } from "./monitor-schemas.ts";
+import { TracebackSchema } from "./traceback-schema.ts";
 
 const Opt = Type.Optional;
 
@@ -24,6 +26,7 @@ const NodeLog = Type.Object({
   stdout: Opt(Type.String()),
   stderr: Opt(Type.String()),
   reusedFrom: Opt(Type.String({ description: "a resume: the run whose output this node reused" })),
+  traceback: Opt(TracebackSchema),
 });
 
 export const RunDetail = Type.Object({
@@ -56,6 +59,7 @@ export const RunDetail = Type.Object({
   stdout: Opt(Type.String({ description: "script tasks" })),
   stderr: Opt(Type.String({ description: "script tasks" })),
   result: Opt(Type.Unknown()),
+  traceback: Opt(TracebackSchema),
   resumable: Type.Boolean({
     description: "a FAILURE flow run whose node outputs were kept (logContent DETAILED)",
   }),
@@ -99,6 +103,8 @@ export async function consoleApi(
       };
       if (run.parentRunId) out.parentRunId = run.parentRunId;
       if (run.error) out.error = run.error;
+      const traceback = recordedTraceback(run.detail);
+      if (traceback) out.traceback = traceback;
       if (typeof detail.failedNodeId === "string") out.failedNodeId = detail.failedNodeId;
       // detail.scripts is the ScriptUse[] the run recorded (src/runs/script-node.ts).
       if (Array.isArray(detail.scripts))

@@ -13,6 +13,7 @@ import {
   type ScheduleOverview,
 } from "../monitor/present.ts";
 import { ErrorHandlerResultSchema } from "../runs/error-handlers/schema.ts";
+import { recordedTraceback } from "../scripts/traceback.ts";
 import type { Store } from "../store/types.ts";
 import type { WebhookDelivery } from "../webhooks/types.ts";
 import { scopeOf } from "./context.ts";
@@ -25,6 +26,7 @@ import {
   PagedRunsFilter,
   RunDisplayResp,
 } from "./monitor-schemas.ts";
+import { TracebackSchema } from "./traceback-schema.ts";
 import { WebhookDeliverySchema } from "./webhook-schemas.ts";
 
 export interface MonitorRouteOptions {
@@ -41,6 +43,7 @@ const RunDisplayWithHandlers = Type.Object({
   ...RunDisplayResp.properties,
   errorHandlerResults: Type.Optional(Type.Array(ErrorHandlerResultSchema)),
   webhookDeliveries: Type.Optional(Type.Array(WebhookDeliverySchema)),
+  traceback: Type.Optional(TracebackSchema),
 });
 
 /** Endpoints 6–8 and 14: monitor flows, runs and one run; the flow list. */
@@ -101,10 +104,12 @@ export async function monitorRoutes(
       const element = await store.elementById(run.scope, run.elementId);
       const handlerResults = await store.errorHandlerResults(run.id);
       const deliveries = (await opts.deliveries?.(run.id)) ?? [];
+      const traceback = recordedTraceback(run.detail);
       return ok({
         ...runDisplay(run, element, languageHeader(req.headers.language)),
         ...(handlerResults.length > 0 ? { errorHandlerResults: handlerResults } : {}),
         ...(deliveries.length > 0 ? { webhookDeliveries: deliveries } : {}),
+        ...(traceback ? { traceback } : {}),
       });
     },
   );

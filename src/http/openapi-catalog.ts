@@ -157,6 +157,26 @@ export const OPERATIONS: Record<string, OperationDoc> = {
       "Dry run of run retention: per element of the scope, the finished runs a purge would delete",
     description: "Deletes nothing (docs/retention.md).",
   },
+  "GET /run/{runId}/events": {
+    tag: "runs",
+    summary: "Live progress of a run (Server-Sent Events)",
+    description:
+      "text/event-stream: `state` (status and node states now), the events still kept, live `node`, `output` and `gap` events, then `end` with the recorded status; a comment line every 15 s. See docs/live-progress.md.",
+  },
+  "GET /run/{runId}/progress": {
+    tag: "runs",
+    summary: "Live progress of a run (polling)",
+    description: "The events numbered after `after`, the node states and whether the run ended.",
+  },
+  "GET /script/events/{taskId}": {
+    tag: "scripts",
+    summary: "Live output of a script task (Server-Sent Events)",
+    description: "As GET /run/{runId}/events, for a task: its stdout and stderr as printed.",
+  },
+  "GET /script/progress/{taskId}": {
+    tag: "scripts",
+    summary: "Live output of a script task (polling)",
+  },
   "GET /health": { tag: "operations", summary: "Liveness: the process answers" },
   "GET /ready": {
     tag: "operations",

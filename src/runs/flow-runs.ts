@@ -119,6 +119,13 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         deps: flowDeps(deps, lifecycle, r, { pins, used, secrets, nodeFiles }),
         clock,
         reuse: resumed(r, original),
+        // Live node states (docs/live-progress.md), masked as the record will be.
+        onNode: (node) =>
+          events.publish({
+            type: "progress",
+            runId: r.id,
+            progress: { kind: "node", node: maskDeep(node, secrets?.handedOut() ?? []) },
+          }),
       });
       const masked = maskDeep(out, secrets?.handedOut() ?? []);
       return {
@@ -272,6 +279,12 @@ function flowDeps(
       scope: r.scope,
       runId: r.id,
       onScript: deps.onScript,
+      onOutput: (nodeId, stream, text) =>
+        deps.events.publish({
+          type: "progress",
+          runId: r.id,
+          progress: { kind: "output", nodeId, stream, text },
+        }),
       ...scripts,
     }),
     // A sub-flow is a run of its own whose parameter is recorded: it gets this run's values masked.

@@ -1,5 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { Configure } from "../flows/graph.ts";
+import type { Progress } from "../progress/types.ts";
 import type { NewRun, RunEnd } from "../store/types.ts";
 
 /**
@@ -18,7 +19,8 @@ export type RunFacts = Pick<
  * a fact already recorded in the store by this process: `created` once the record is committed
  * (QUEUED or STARTED; a write-behind run that ended within its grace is created and ended at
  * once), `started` when a queued run is claimed here, `ended` when this process recorded the end,
- * `sentinel` when a flow run passes its sentinel limit and goes on.
+ * `sentinel` when a flow run passes its sentinel limit and goes on. `progress` is not recorded: a
+ * node started or ended, or a script printed, while the run executes here (docs/live-progress.md).
  */
 export type RunEvent =
   | { type: "created"; run: RunFacts }
@@ -32,7 +34,8 @@ export type RunEvent =
       /** A flow run's release configuration (error handlers); absent for script tasks. */
       configure?: Configure | undefined;
     }
-  | { type: "sentinel"; runId: string; configure: Configure; seconds: number };
+  | { type: "sentinel"; runId: string; configure: Configure; seconds: number }
+  | { type: "progress"; runId: string; progress: Progress };
 
 export interface RunEvents {
   /** Tells every subscriber; an `ended` event also wakes waiters and `onEnd` listeners. */

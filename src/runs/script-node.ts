@@ -2,6 +2,7 @@ import type { NodeFiles } from "../artifacts/node-files.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
+import { tracebackOf } from "../scripts/traceback.ts";
 import type { SecretResolver } from "../secrets/secrets.ts";
 import { taskSecrets } from "../secrets/task-env.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
@@ -32,6 +33,8 @@ export function scriptNodeRunner(deps: {
   secrets?: SecretResolver | undefined;
   /** A run that keeps its files: which node wrote which (docs/artifacts.md). */
   nodeFiles?: NodeFiles | undefined;
+  /** A node's output as it is printed, masked (docs/live-progress.md). */
+  onOutput?: ((nodeId: string, stream: "stdout" | "stderr", text: string) => void) | undefined;
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
@@ -52,6 +55,7 @@ export function scriptNodeRunner(deps: {
         keepWorkDir: true,
         ...given,
         ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
+        onOutput: deps.onOutput && ((stream, text) => deps.onOutput?.(req.nodeId, stream, text)),
       });
       deps.onScript?.(o);
       await deps.nodeFiles?.afterNode(req.nodeId);
@@ -63,6 +67,7 @@ export function scriptNodeRunner(deps: {
               error: o.error ? `${o.error.type}: ${o.error.message}` : o.status,
               stdout: o.stdout,
               stderr: o.stderr,
+              ...withTraceback(o),
             };
       return result;
     } finally {
@@ -105,4 +110,9 @@ async function byElement(
     throw new Error(`version ${use.version} of script ${use.elementName} no longer exists`);
   if (!deps.used.some((u) => u.nodeId === nodeId)) deps.used.push(use);
   return { name, kind: version.kind, content: version.content, env: version.env };
+}
+
+function withTraceback(o: TaskOutcome) {
+  const traceback = tracebackOf(o.error);
+  return traceback ? { traceback } : {};
 }

@@ -1,3 +1,5 @@
+import { readFrames, type TraceFrame } from "./traceback.ts";
+
 /**
  * What a task sends back, held within its limits: stdout and stderr capped, and the result line
  * read as a message (docs/script-service.md).
@@ -63,6 +65,10 @@ export class Capped {
     this.#kept = new Bytes(cap);
     this.drain = drain;
   }
+  /** How many more bytes are kept. */
+  room(): number {
+    return this.#kept.cap - this.#kept.length;
+  }
   /** False once the stream sent more than `drain` bytes. */
   push(b: Buffer): boolean {
     this.#kept.append(b);
@@ -80,7 +86,13 @@ export class Capped {
 /** The note `Capped.text` ends a cut stream with: what comes before it was cut at the cap. */
 export const OUTPUT_CUT_NOTE = /\n\[output truncated: \d+ more bytes discarded\]\n$/;
 
-export type TaskError = { type: string; message: string; traceback?: string };
+export type TaskError = {
+  type: string;
+  message: string;
+  traceback?: string;
+  /** The user's own frames (docs/live-progress.md, "Tracebacks"). */
+  frames?: TraceFrame[];
+};
 
 export type ResultMessage =
   | { ok: true; value: unknown }
@@ -109,6 +121,8 @@ export function readResult(line: Buffer): ResultMessage {
   if (r.ok === false && typeof e?.type === "string" && typeof e.message === "string") {
     const error: TaskError = { type: e.type, message: e.message };
     if (typeof e.traceback === "string") error.traceback = e.traceback;
+    const frames = readFrames(e.frames);
+    if (frames.length > 0) error.frames = frames;
     return { ok: false, error };
   }
   return unreadable;

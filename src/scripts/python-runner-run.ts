@@ -148,7 +148,7 @@ async function runOnTakenChild(
   // A directory no other task shares and nothing keeps gets a tmpfs of its own over it.
   const own = spec.workDirName === undefined && spec.keepWorkDir !== true;
   const msg = taskMessage(r, spec, { cwd, uid: wd.uid, gid: wd.gid, sweep: wd.privateUid, own });
-  const rt = runOnChild(state.pool, child, msg, r.limits, r.clock);
+  const rt = runOnChild(state.pool, child, msg, r.limits, r.clock, spec.onOutput);
   state.running = rt;
   if (state.killReason) rt.kill(state.killReason);
   const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, r.limits.maxRunS * 1000);

@@ -1,4 +1,5 @@
 import { constants } from "node:os";
+import { StringDecoder } from "node:string_decoder";
 import type { Clock, TimerHandle } from "../clock.ts";
 import {
   Bytes,
@@ -10,7 +11,7 @@ import {
   type TaskError,
 } from "./python-runner-output.ts";
 import type { Child, ExitStatus, ZygotePool } from "./python-runner-zygote.ts";
-import type { TaskOutcome } from "./runner-types.ts";
+import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
 
 export type KillReason = "terminate" | "timeout";
 
@@ -77,6 +78,8 @@ interface Watch {
    * before it sends the result, so the usual path needs no wait for the process to exit.
    */
   pending: Set<string>;
+  /** Watchers of the task's output as it is printed (docs/live-progress.md). */
+  live?: TaskSpec["onOutput"] | undefined;
 }
 
 export function runOnChild(
@@ -85,6 +88,7 @@ export function runOnChild(
   message: string,
   limits: { outputBytes: number; resultBytes: number },
   clock: Clock,
+  live?: TaskSpec["onOutput"],
 ): RunningTask {
   const drain = outputDrainCap(limits.outputBytes);
   let finish!: () => void;
@@ -103,6 +107,7 @@ export function runOnChild(
     lineCap: resultLineCap(limits.resultBytes),
     finish,
     pending: new Set(["result", "out", "err"]),
+    live,
   };
   listen(w);
   child.task.end(message);
@@ -188,7 +193,12 @@ function guarded(w: Watch, name: string, stream: Child["out"], fn: (b: Buffer) =
 }
 
 function onOutput(w: Watch, name: "stdout" | "stderr", stream: Child["out"], capped: Capped) {
+  // Only what the record keeps goes live: past the cap the rest is dropped there too.
+  const decoder = w.live && new StringDecoder("utf8");
   return guarded(w, name, stream, (b) => {
+    const room = capped.room();
+    if (decoder && room > 0)
+      w.live?.(name, decoder.write(room < b.length ? b.subarray(0, room) : b));
     if (capped.push(b)) return;
     const message = `${name} passed ${w.drain} bytes (its first ${w.limits.outputBytes} are kept): the task was killed`;
     refuse(w, { type: "OutputTooLarge", message }, stream);

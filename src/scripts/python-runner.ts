@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import { type Clock, systemClock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { maskOutcome } from "../secrets/mask.ts";
+import { createStreamMasker } from "../secrets/mask-stream.ts";
 import { chooseCgroups } from "./cgroup-choice.ts";
 import { EnvPools } from "./python-runner-envs.ts";
 import { refusingRunner } from "./python-runner-outcomes.ts";
@@ -23,7 +24,7 @@ import {
 } from "./python-runner-sandbox.ts";
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
 import { ZygotePool } from "./python-runner-zygote.ts";
-import type { PythonRunner } from "./runner-types.ts";
+import type { PythonRunner, TaskSpec } from "./runner-types.ts";
 import { createScriptEnvs } from "./script-envs.ts";
 import { createSyntaxChecker } from "./syntax-check.ts";
 import { createTaskCgroups, type TaskCgroups } from "./task-cgroups.ts";
@@ -137,7 +138,12 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     syntax,
     envs,
     // The one place a task's secret values are masked in what it reports (docs/secrets.md).
-    run: async (spec) => maskOutcome(await runTask(r, spec), spec.mask),
+    run: async (spec) => {
+      const live = liveMasked(spec);
+      const outcome = await runTask(r, live.spec);
+      live.end();
+      return maskOutcome(outcome, spec.mask);
+    },
     kill: (taskId, reason) => killTask(r, taskId, reason),
     stats: () => ({
       running: r.running,
@@ -146,6 +152,28 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
       envZygotes: envPools.size,
     }),
     close: () => closeRunner(r),
+  };
+}
+
+/** A task's live output masked as its outcome is: per stream, a value split by a chunk too. */
+function liveMasked(spec: TaskSpec): { spec: TaskSpec; end(): void } {
+  const { onOutput } = spec;
+  if (!onOutput) return { spec, end() {} };
+  const maskers = { stdout: createStreamMasker(spec.mask), stderr: createStreamMasker(spec.mask) };
+  return {
+    spec: {
+      ...spec,
+      onOutput(stream, text) {
+        const out = maskers[stream].push(text);
+        if (out) onOutput(stream, out);
+      },
+    },
+    end() {
+      for (const stream of ["stdout", "stderr"] as const) {
+        const rest = maskers[stream].end();
+        if (rest) onOutput(stream, rest);
+      }
+    },
   };
 }
 

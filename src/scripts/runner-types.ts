@@ -2,6 +2,7 @@
 
 import type { ScriptEnv } from "../store/revision-types.ts";
 import type { FinishedStatus } from "../store/types.ts";
+import type { TaskError } from "./python-runner-output.ts";
 import type { ScriptEnvs } from "./script-envs.ts";
 import type { SyntaxChecker } from "./syntax-check.ts";
 
@@ -33,6 +34,8 @@ export interface TaskSpec {
   env?: Record<string, string>;
   /** Secret values the task was given: masked in its outcome before anyone records it. */
   mask?: readonly string[];
+  /** Told stdout and stderr as the task prints them, masked (docs/live-progress.md). */
+  onOutput?: ((stream: "stdout" | "stderr", text: string) => void) | undefined;
 }
 
 export type TaskStatus = FinishedStatus;
@@ -42,7 +45,7 @@ export interface TaskOutcome {
   /** The JSON value `main` returned (SUCCESS only). */
   value?: unknown;
   /** FAILURE/CANCELED: `type` is the exception type or a runner reason (Timeout, Killed, ...). */
-  error?: { type: string; message: string; traceback?: string };
+  error?: TaskError;
   stdout: string;
   stderr: string;
   durationMs: number;

@@ -18,6 +18,7 @@ import { runTargets } from "../webhooks/targets.ts";
 import type { WebhookTarget } from "../webhooks/types.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "./runner-types.ts";
 import { scriptHeader } from "./script-header.ts";
+import { tracebackOf } from "./traceback.ts";
 
 export interface TaskRequest {
   scope: Scope;
@@ -176,6 +177,12 @@ async function execute(
       ...given,
       // The lifecycle's system limit stops the task first; this is the runner's backstop.
       timeoutMs: deps.limits.maxRunS * 1000 + 1000,
+      onOutput: (stream, text) =>
+        deps.events.publish({
+          type: "progress",
+          runId: r.id,
+          progress: { kind: "output", stream, text },
+        }),
     });
     deps.onScript?.(outcome);
     return { outcome: taskOutcome(outcome) };
@@ -200,5 +207,6 @@ function taskOutcome(o: TaskOutcome): Outcome {
   const out = { stdout: o.stdout, stderr: o.stderr };
   if (o.status === "SUCCESS") return { ...out, status: "SUCCESS", value: o.value };
   const error = o.error ? `${o.error.type}: ${o.error.message}` : "the script failed";
-  return { ...out, status: o.status, error };
+  const traceback = tracebackOf(o.error);
+  return { ...out, status: o.status, error, ...(traceback ? { detail: { traceback } } : {}) };
 }

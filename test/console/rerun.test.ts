@@ -102,6 +102,8 @@ describe("console: re-run and resume buttons on a run page (headless Chromium)",
     const resumedUrl = page.url();
     await page.locator("#rerun").click();
     await page.waitForURL((u) => u.toString() !== resumedUrl && u.hash.startsWith("#/run/"));
+    // The new run's page, not the one still shown until it is drawn.
+    await page.locator("#run-facts", { hasText: "Re-runs" }).waitFor({ timeout: 20_000 });
     await page.locator("h1 [data-status='SUCCESS']").waitFor({ timeout: 20_000 });
     assert.equal(hook.calls("/count"), 3);
     assert.match((await page.locator("#run-facts").textContent()) ?? "", /Re-runs/);

@@ -44,7 +44,10 @@ export const scriptNode: NodeDef = {
     });
     ctx.log.stdout = (ctx.log.stdout ?? "") + result.stdout;
     ctx.log.stderr = (ctx.log.stderr ?? "") + result.stderr;
-    if (!result.ok) throw new Error(result.error);
+    if (!result.ok) {
+      if (result.traceback) ctx.log.traceback = result.traceback;
+      throw new Error(result.error);
+    }
     return result.value;
   },
 };

@@ -1,13 +1,14 @@
 /** The contract between the executor and the node types, and the executor's injected effects. */
 import type { TSchema } from "typebox";
 import type { Locator } from "../../elements/locator.ts";
+import type { Traceback } from "../../scripts/traceback.ts";
 import type { SecretValues } from "../../secrets/substitute.ts";
 import type { NodeType, Vertex } from "../graph.ts";
 import type { JsonPath } from "../schema-issues.ts";
 
 export type ScriptResult =
   | { ok: true; value: unknown; stdout: string; stderr: string }
-  | { ok: false; error: string; stdout: string; stderr: string };
+  | { ok: false; error: string; stdout: string; stderr: string; traceback?: Traceback };
 
 export interface FlowDeps {
   runScript(req: {
@@ -48,7 +49,7 @@ export interface NodeContext {
   signal: AbortSignal;
   deps: FlowDeps;
   /** Where a node puts its process output for the node log. */
-  log: { stdout?: string; stderr?: string };
+  log: { stdout?: string; stderr?: string; traceback?: Traceback };
 }
 
 /** A validation finding inside one vertex's config, relative to `config`. */

@@ -93,13 +93,35 @@ def user_traceback(exc):
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+def user_frames(exc):
+    """The frames of the user's own files, innermost last: file, line, function, code line.
+
+    The script is `<name>.py`; a package's files are shown from their zip root (`main.py`,
+    `pkg/util.py`), never with the task's directory on this host.
+    """
+    frames = []
+    for fs in traceback.extract_tb(exc.__traceback__):
+        if fs.filename in HARNESS_FILES or fs.filename not in USER_FILES and \
+                ".zip/" not in fs.filename:
+            continue
+        name = fs.filename.split(".zip/", 1)[-1]
+        frames.append({"file": name, "line": fs.lineno or 0, "function": fs.name,
+                       "code": (fs.line or "").strip()})
+    return frames[-50:]
+
+
+# The files of the script being run (a module: its one file), set by execute().
+USER_FILES = set()
+
+
 def error(exc, with_tb=True):
     message = str(exc)
     if DISK_BYTES and isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
         message += (f" (the task's disk limit: {DISK_BYTES} bytes in its working directory, "
                     "as many in /tmp)")
     return {"ok": False, "error": {"type": type(exc).__name__, "message": message,
-                                   "traceback": user_traceback(exc) if with_tb else ""}}
+                                   "traceback": user_traceback(exc) if with_tb else "",
+                                   "frames": user_frames(exc) if with_tb else []}}
 
 
 def load_package(data, task):
@@ -135,6 +157,7 @@ def execute(task):
             source, filename = load_package(data, task)
         else:
             source, filename = data, f"{name}.py"
+        USER_FILES.add(filename)
         mod = types.ModuleType(name)
         mod.__file__ = filename
         sys.modules[name] = mod  # pickle and multiprocessing look functions up here

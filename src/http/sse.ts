@@ -1,0 +1,98 @@
+import type { ServerResponse } from "node:http";
+import type { Clock, TimerHandle } from "../clock.ts";
+import { PROGRESS_LIMITS } from "../progress/types.ts";
+
+/** One Server-Sent Events message: `id` is the run's event number when it has one. */
+export interface SseMessage {
+  event: string;
+  data: unknown;
+  id?: number | undefined;
+}
+
+export interface SseStream {
+  send(m: SseMessage): void;
+  /** Sends what is queued, then ends the response. */
+  end(): void;
+  readonly closed: boolean;
+}
+
+const frame = (m: SseMessage): string =>
+  `${m.id !== undefined ? `id: ${m.id}\n` : ""}event: ${m.event}\ndata: ${JSON.stringify(m.data)}\n\n`;
+
+/**
+ * An event stream over a hijacked response (docs/live-progress.md). A client that does not read
+ * never makes it buffer without bound: while the socket is full, messages wait in a queue of
+ * `clientQueue`; past that the oldest go, and a `gap` message says how many. A comment line every
+ * `heartbeatMs` keeps proxies from closing an idle stream and finds a dead peer.
+ */
+export function openSse(
+  res: ServerResponse,
+  deps: { clock: Clock; heartbeatMs: number; onClose: () => void },
+): SseStream {
+  const { clock } = deps;
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-store",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+  });
+  res.flushHeaders();
+  let queue: SseMessage[] = [];
+  let dropped = 0;
+  let blocked = false;
+  let closed = false;
+  let ending = false;
+  let beat: TimerHandle | undefined;
+
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    if (beat) clock.clearTimeout(beat);
+    queue = [];
+    deps.onClose();
+  };
+  res.on("close", close);
+  res.on("error", close);
+
+  const write = (text: string) => {
+    if (!res.write(text)) blocked = true;
+  };
+  const drain = () => {
+    blocked = false;
+    if (dropped > 0) {
+      write(frame({ event: "gap", data: { dropped } }));
+      dropped = 0;
+    }
+    while (!blocked && queue.length > 0) write(frame(queue.shift() as SseMessage));
+    if (!blocked && ending) res.end();
+  };
+  res.on("drain", drain);
+  const heartbeat = () => {
+    beat = clock.setTimeout(() => {
+      if (closed) return;
+      if (!blocked) write(": heartbeat\n\n");
+      heartbeat();
+    }, deps.heartbeatMs);
+  };
+  heartbeat();
+
+  return {
+    send(m) {
+      if (closed || ending) return;
+      if (!blocked) return write(frame(m));
+      queue.push(m);
+      if (queue.length > PROGRESS_LIMITS.clientQueue) {
+        queue.shift();
+        dropped++;
+      }
+    },
+    end() {
+      if (closed || ending) return;
+      ending = true;
+      if (!blocked) res.end();
+    },
+    get closed() {
+      return closed;
+    },
+  };
+}
