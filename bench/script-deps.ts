@@ -24,7 +24,9 @@ const SLOW =
   '# /// script\n# dependencies = ["bench-slow"]\n# ///\nimport bench_slow\n\ndef main(p):\n    return bench_slow.f(p)\n';
 const PLAIN = "def main(p):\n    return p\n";
 
+// With preloading on (opt-in, docs/security.md): the warm start is what this measures.
 const server = await startBenchServer({
+  SCRIPT_ENV_PRELOAD: "true",
   SCRIPT_PREFORK: "16",
   PIP_NO_INDEX: "true",
   PIP_FIND_LINKS: wheels,

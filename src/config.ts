@@ -145,7 +145,8 @@ export interface EnvsConfig {
   gcMs: number;
   /**
    * SCRIPT_ENV_PRELOAD: an environment's zygote imports the declared packages before it forks
-   * (inside bubblewrap only), running their import-time code as the zygote (docs/security.md).
+   * (inside bubblewrap only), running their import-time code as the zygote: off unless the
+   * operator trusts every package its index serves (docs/security.md).
    */
   preload: boolean;
 }
@@ -165,7 +166,7 @@ function envsConfigOf(env: Env): EnvsConfig {
     buildTimeoutMs: int(env, "SCRIPT_ENV_BUILD_TIMEOUT_MS", 300_000),
     zygotes: Math.max(1, int(env, "SCRIPT_ENV_ZYGOTES", 4)),
     gcMs: Math.max(1000, int(env, "SCRIPT_ENV_GC_MS", 3_600_000)),
-    preload: bool(env, "SCRIPT_ENV_PRELOAD", true),
+    preload: bool(env, "SCRIPT_ENV_PRELOAD", false),
   };
 }
 

@@ -1,5 +1,15 @@
 import { createHash } from "node:crypto";
-import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import path from "node:path";
 import type { Clock } from "../clock.ts";
 import type { EnvsConfig } from "../config.ts";
@@ -56,8 +66,9 @@ export async function buildEnv(
     const env: ScriptEnv = { hash, packages, declared };
     const manifest: EnvManifest = { ...env, modules: await preloadModules(site, dists, declared) };
     await writeFile(path.join(tmp, MANIFEST), `${JSON.stringify(manifest)}\n`, { mode: 0o644 });
-    // mkdtemp made it 0700: task uids read the environment (never write it).
-    await chmod(tmp, 0o755);
+    // mkdtemp made it 0700, and pip wrote under the service's umask: task uids read the
+    // environment (never write it), so every part is made readable, nothing writable but by root.
+    await readableTree(tmp);
     const dir = path.join(d.root, hash);
     try {
       await rename(tmp, dir);
@@ -157,5 +168,15 @@ export async function listEnvs(root: string): Promise<string[]> {
     return (await readdir(root)).filter((n) => /^[0-9a-f]{32}$/.test(n));
   } catch {
     return [];
+  }
+}
+
+/** Directories 0755, files 0644 (0755 when executable); links left as they are. */
+async function readableTree(dir: string): Promise<void> {
+  await chmod(dir, 0o755);
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) await readableTree(p);
+    else if (e.isFile()) await chmod(p, ((await stat(p)).mode & 0o100) !== 0 ? 0o755 : 0o644);
   }
 }

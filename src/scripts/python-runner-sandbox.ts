@@ -97,6 +97,8 @@ export function bwrapArgs(o: {
     args.push("--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_KILL");
     if (!o.network) args.push("--cap-add", "CAP_NET_ADMIN");
   }
+  // bwrap would make the mount points' parent 0700: task uids must reach an environment there.
+  args.push("--perms", "0755", "--dir", path.dirname(IN_SANDBOX.zygote));
   args.push("--ro-bind", o.zygoteDir, IN_SANDBOX.zygote);
   if (o.tasksDir !== undefined) args.push("--bind", o.tasksDir, IN_SANDBOX.tasks);
   if (o.envDir !== undefined) args.push("--ro-bind", o.envDir, IN_SANDBOX.env);

@@ -75,7 +75,12 @@ describe("script dependencies", () => {
   let wheels: string;
   before(async () => {
     wheels = wheelFolder();
-    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+    // Preloading is opt-in (docs/security.md): on here, the warm start is what is tested.
+    server = await startServer({
+      PIP_NO_INDEX: "1",
+      PIP_FIND_LINKS: wheels,
+      SCRIPT_ENV_PRELOAD: "true",
+    });
   });
   after(async () => {
     await server.close();
@@ -93,6 +98,19 @@ describe("script dependencies", () => {
     assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
     // Imported in the zygote, before the fork: the task (pid 1 of its namespace) did not load it.
     assert.deepEqual(run.body, { help: "helped", warm: true });
+  });
+
+  it("without SCRIPT_ENV_PRELOAD (the default) the task imports its packages itself", async () => {
+    const plain = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+    try {
+      const r = await upload(plain, [{ name: "deps_py.py", content: MODULE }], { path: "/deps" });
+      assert.equal(r.body.data[0].status, 0, r.text);
+      const run = await runSync(plain, "deps_py");
+      assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
+      assert.deepEqual(run.body, { help: "helped", warm: false });
+    } finally {
+      await plain.close();
+    }
   });
 
   it("shares one environment between a zip with requirements.txt and the module with the same set", async () => {
@@ -216,7 +234,8 @@ describe("a node that lacks an environment", () => {
       closing.push(second);
       assert.deepEqual(envDirs(second), []);
       const run = await runSync(second, "deps_py");
-      assert.deepEqual(run, { status: "SUCCESS", body: { help: "helped", warm: true } });
+      // Without SCRIPT_ENV_PRELOAD (the default) the task imported the package itself.
+      assert.deepEqual(run, { status: "SUCCESS", body: { help: "helped", warm: false } });
       assert.deepEqual(envDirs(second), [hash]);
     } finally {
       for (const s of closing) await s.close();
