@@ -4,6 +4,7 @@
  * the browser sends by itself: the console has no credentials of its own.
  */
 export const DF = "/dataflow-3-0";
+export const SCRIPT = "/script";
 
 export interface Scope {
   app: string;
@@ -130,6 +131,31 @@ export interface RunDetail {
   resumable: boolean;
   /** Flow runs: the script versions its script nodes ran. */
   scripts?: ScriptUse[];
+  /** Script tasks: the environment of the version it ran; null: no dependencies. */
+  environment?: Environment | null;
+}
+
+/** A script version's environment as runs name it (docs/script-dependencies.md). */
+export interface Environment {
+  hash: string;
+  /** `name==version`, sorted. */
+  packages: string[];
+}
+
+/** POST /script/element/versions (docs/script-service.md, "Script versions"). */
+export interface ScriptVersionsPage {
+  element: { elementId: string; elementName: string; path: string; folderId: string };
+  totalCount: number;
+  totalPage: number;
+  items: {
+    version: number;
+    kind: "module" | "package";
+    sha256: string;
+    size: number;
+    uploadedBy: string | null;
+    uploadedAt: number;
+    env: (Environment & { declared: string[] }) | null;
+  }[];
 }
 
 /** One completion webhook delivery of a run (GET /monitor/run `webhookDeliveries`, docs/webhooks.md). */
@@ -150,6 +176,7 @@ export interface ScriptUse {
   version: number;
   sha256: string;
   pinned: boolean;
+  environment?: Environment | null;
 }
 
 export interface ElementSummary {

@@ -7,10 +7,12 @@ import { flowsView } from "./flows.ts";
 import { revisionsView } from "./revisions.ts";
 import { runView } from "./run.ts";
 import { runsView, scriptsView } from "./runs.ts";
+import { versionsView } from "./versions.ts";
 
 /**
  * Hash router (#/flows, #/runs/TYPE/NAME?filters, #/run/ID?node=N, #/revisions/NAME?path=,
- * #/diff/NAME?path=&from=&to=, #/audit?user=&action=&outcome=&from=&to=) with live updates: the
+ * #/diff/NAME?path=&from=&to=, #/versions/NAME?path= (a script's versions),
+ * #/audit?user=&action=&outcome=&from=&to=) with live updates: the
  * flows and runs pages by polling every 2 s, a run page by its run's events until it ends
  * (live.ts). Revisions and diffs are drawn once (they change
  * only by the user's own actions, which redraw them).
@@ -54,6 +56,8 @@ async function render(): Promise<void> {
       again = 2000;
     } else if (parts[0] === "revisions" && parts[1]) {
       await revisionsView(view, parts[1], query, notify);
+    } else if (parts[0] === "versions" && parts[1]) {
+      await versionsView(view, parts[1], query);
     } else if (parts[0] === "diff" && parts[1]) {
       await diffView(view, parts[1], query);
     } else if (parts[0] === "audit") {

@@ -3,6 +3,7 @@ import { TERMINAL, badge, dur, h, json, time } from "./dom.ts";
 import { artifactsSection } from "./artifacts.ts";
 import { drawGraph } from "./graph.ts";
 import { type LiveNode, followRun } from "./live.ts";
+import { packagesCell } from "./versions.ts";
 
 /** What a run page does while its run runs: follow it until `signal` aborts, redraw at its end. */
 export interface Live {
@@ -81,14 +82,20 @@ export async function runView(root: HTMLElement, runId: string, selected: string
       ? h("section", { id: "run-scripts" },
           h("h2", {}, "Script versions"),
           h("table", {},
-            h("thead", {}, h("tr", {}, ...["Node", "Script", "Version", "sha256", ""].map((t) => h("th", {}, t)))),
+            h("thead", {}, h("tr", {}, ...["Node", "Script", "Version", "sha256", "", "Environment"].map((t) => h("th", {}, t)))),
             h("tbody", {}, ...d.scripts.map((s) => h("tr", { "data-script-node": s.nodeId },
               h("td", {}, s.nodeId), h("td", {}, `${s.path === "/" ? "" : s.path}/${s.elementName}`), h("td", {}, `v${s.version}`),
-              h("td", {}, h("code", { title: s.sha256 }, s.sha256.slice(0, 12))), h("td", { class: "dim" }, s.pinned ? "pinned" : "newest (not pinned)"))))))
+              h("td", {}, h("code", { title: s.sha256 }, s.sha256.slice(0, 12))), h("td", { class: "dim" }, s.pinned ? "pinned" : "newest (not pinned)"), h("td", {}, packagesCell(s.environment)))))))
       : "",
     ended ? "" : h("section", { id: "live-output" },
       h("h2", {}, "Output (live)"), h("pre", { class: "log", id: "live-stdout" }),
       h("h2", {}, "stderr (live)"), h("pre", { class: "log err", id: "live-stderr" })),
+    d.elementType === "PY"
+      ? h("section", { id: "run-environment" },
+          h("h2", {}, "Environment"),
+          d.environment ? h("p", { class: "dim" }, h("code", {}, d.environment.hash), ` · `, h("a", { href: `#/versions/${encodeURIComponent(r.elementName ?? "")}` }, "versions")) : null,
+          packagesCell(d.environment))
+      : "",
     d.elementType === "PY" && ended
       ? h("section", { id: "task-output" },
           h("h2", {}, "stdout"), h("pre", { class: "log" }, d.stdout || "—"),

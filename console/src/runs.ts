@@ -60,6 +60,7 @@ export async function runsView(root: HTMLElement, type: string, name: string, qu
   const searchBox = h("input", { value: query.get("q") ?? "", placeholder: "quick search", name: "q" }) as HTMLInputElement;
   root.replaceChildren(
     h("h1", {}, `${type === "PY" ? "Script tasks" : "Runs"} of ${name}`),
+    type === "PY" ? h("p", {}, h("a", { href: `#/versions/${encodeURIComponent(name)}${query.get("path") ? `?path=${encodeURIComponent(query.get("path") ?? "")}` : ""}`, id: "script-versions" }, "Versions and their environments")) : "",
     h("div", { class: "filters" },
       toggles("status", STATUSES),
       toggles("trigger", TRIGGERS),
@@ -84,6 +85,6 @@ export function scriptsView(root: HTMLElement): void {
   const input = h("input", { placeholder: "script element name", name: "element" }) as HTMLInputElement;
   root.replaceChildren(
     h("h1", {}, "Script tasks"),
-    h("form", { onsubmit: (e: Event) => { e.preventDefault(); location.hash = `#/runs/PY/${encodeURIComponent(input.value)}`; } }, input, h("button", {}, "Show tasks")),
+    h("form", { onsubmit: (e: Event) => { e.preventDefault(); location.hash = `#/runs/PY/${encodeURIComponent(input.value)}`; } }, input, h("button", {}, "Show tasks"), h("button", { type: "button", onclick: () => { location.hash = `#/versions/${encodeURIComponent(input.value)}`; } }, "Show versions")),
   );
 }

@@ -5,6 +5,7 @@ import { exportCmd, importCmd } from "./bundle.ts";
 import { CliError, CONNECTION_OPTIONS, connect, Exit } from "./client.ts";
 import type { Command } from "./command.ts";
 import { deploy } from "./deploy.ts";
+import { env } from "./env.ts";
 import { logs } from "./logs.ts";
 import { rerun, resume } from "./rerun.ts";
 import { run } from "./run.ts";
@@ -23,6 +24,7 @@ export const CLIENT_COMMANDS: Record<string, Command> = Object.fromEntries(
     upload,
     runs,
     logs,
+    env,
     artifacts,
     exportCmd,
     importCmd,

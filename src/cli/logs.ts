@@ -29,6 +29,8 @@ interface RunDetail {
   nodes: NodeLog[];
   stdout?: string;
   stderr?: string;
+  /** Script tasks: the environment of the version it ran (null: none). */
+  environment?: { hash: string; packages: string[] } | null;
 }
 
 const indent = (text: string) => text.replace(/\n$/, "").replace(/^/gm, "    ");
@@ -70,6 +72,10 @@ export const logs: Command = {
       if (n.stderr) ui.out(c.yellow(indent(n.stderr)));
     }
     if (data.elementType === "PY") {
+      if (data.environment)
+        ui.out(
+          c.dim(`environment ${data.environment.hash}: ${data.environment.packages.join(" ")}`),
+        );
       if (data.stdout) ui.out(`  ${c.bold("stdout")}\n${indent(data.stdout)}`);
       if (data.stderr) ui.out(`  ${c.bold("stderr")}\n${c.yellow(indent(data.stderr))}`);
     }

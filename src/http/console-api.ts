@@ -3,11 +3,13 @@ import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import { ErrorCode, languageHeader, SluiceError } from "../errors.ts";
 import { normalizeConfigure } from "../flows/graph.ts";
+import { taskEnvironment, versionEnvironment } from "../monitor/environment.ts";
 import { runDisplay } from "../monitor/present.ts";
 import { checkResumable } from "../runs/rerun.ts";
 import { recordedTraceback } from "../scripts/traceback.ts";
 import type { Run, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
+import { RunEnvironmentSchema } from "./environment-schema.ts";
 import { RunDisplayResp } from "./monitor-schemas.ts";
 import { TracebackSchema } from "./traceback-schema.ts";
 
@@ -52,6 +54,7 @@ export const RunDetail = Type.Object({
         version: Type.Integer(),
         sha256: Type.String(),
         pinned: Type.Boolean({ description: "false: the revision pinned nothing for the node" }),
+        environment: RunEnvironmentSchema,
       }),
       { description: "flow runs: the script versions its script nodes ran" },
     ),
@@ -60,6 +63,7 @@ export const RunDetail = Type.Object({
   stderr: Opt(Type.String({ description: "script tasks" })),
   result: Opt(Type.Unknown()),
   traceback: Opt(TracebackSchema),
+  environment: Opt(RunEnvironmentSchema),
   resumable: Type.Boolean({
     description: "a FAILURE flow run whose node outputs were kept (logContent DETAILED)",
   }),
@@ -108,10 +112,11 @@ export async function consoleApi(
       if (typeof detail.failedNodeId === "string") out.failedNodeId = detail.failedNodeId;
       // detail.scripts is the ScriptUse[] the run recorded (src/runs/script-node.ts).
       if (Array.isArray(detail.scripts))
-        out.scripts = detail.scripts as NonNullable<Static<typeof RunDetail>["scripts"]>;
+        out.scripts = await withEnvironments(store, detail.scripts);
       if (run.elementType === "PY") {
         out.stdout = run.stdout ?? "";
         out.stderr = run.stderr ?? "";
+        out.environment = (await taskEnvironment(store, run)) ?? null;
       } else if (run.version) {
         const rev = await store.flowRevision(run.elementId, Number(run.version));
         const g = rev?.flow as { vertexes?: unknown[]; edges?: unknown[] } | undefined;
@@ -122,6 +127,19 @@ export async function consoleApi(
         out.result = JSON.parse(run.result);
       return ok(out);
     },
+  );
+}
+
+type ScriptUseOut = NonNullable<Static<typeof RunDetail>["scripts"]>[number];
+
+/** Each script version a flow run's nodes ran, with the environment that version ran in. */
+function withEnvironments(store: Store, scripts: unknown[]): Promise<ScriptUseOut[]> {
+  const uses = scripts as Omit<ScriptUseOut, "environment">[];
+  return Promise.all(
+    uses.map(async (u) => ({
+      ...u,
+      environment: await versionEnvironment(store, u.elementId, u.version),
+    })),
   );
 }
 

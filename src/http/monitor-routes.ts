@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { locateElement } from "../elements/locator.ts";
 import { ErrorCode, languageHeader, SluiceError } from "../errors.ts";
+import { taskEnvironment } from "../monitor/environment.ts";
 import { parseRunsFilter } from "../monitor/filter.ts";
 import { totalPages } from "../monitor/paging.ts";
 import {
@@ -18,6 +19,7 @@ import type { Store } from "../store/types.ts";
 import type { WebhookDelivery } from "../webhooks/types.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
+import { RunEnvironmentSchema } from "./environment-schema.ts";
 import {
   FlowElementInfoWithInProcess,
   FlowOverviewRecord,
@@ -44,6 +46,8 @@ const RunDisplayWithHandlers = Type.Object({
   errorHandlerResults: Type.Optional(Type.Array(ErrorHandlerResultSchema)),
   webhookDeliveries: Type.Optional(Type.Array(WebhookDeliverySchema)),
   traceback: Type.Optional(TracebackSchema),
+  /** Script tasks only (docs/script-dependencies.md); a flow run names one per node in run-detail. */
+  environment: Type.Optional(RunEnvironmentSchema),
 });
 
 /** Endpoints 6–8 and 14: monitor flows, runs and one run; the flow list. */
@@ -105,11 +109,13 @@ export async function monitorRoutes(
       const handlerResults = await store.errorHandlerResults(run.id);
       const deliveries = (await opts.deliveries?.(run.id)) ?? [];
       const traceback = recordedTraceback(run.detail);
+      const environment = await taskEnvironment(store, run);
       return ok({
         ...runDisplay(run, element, languageHeader(req.headers.language)),
         ...(handlerResults.length > 0 ? { errorHandlerResults: handlerResults } : {}),
         ...(deliveries.length > 0 ? { webhookDeliveries: deliveries } : {}),
         ...(traceback ? { traceback } : {}),
+        ...(environment !== undefined ? { environment } : {}),
       });
     },
   );

@@ -247,6 +247,7 @@ describe("revisions, releases and script versions (docs/dataflow-service.md)", (
         version: 1,
         sha256: sha1,
         pinned: true,
+        environment: null,
       },
     ]);
 
