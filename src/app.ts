@@ -1,5 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import type { Logger } from "pino";
+import { MAX_NAME_BYTES } from "./artifacts/names.ts";
 import type { AuditTrail } from "./audit/audit-trail.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -103,7 +104,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         verbose: true,
       },
     },
-    routerOptions: { ignoreTrailingSlash: true },
+    // An artifact name is one URL-encoded path parameter (docs/artifacts.md): any name within
+    // its limit, at three characters a byte encoded, must reach the route (the default is 100).
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 3 * MAX_NAME_BYTES },
     clientErrorHandler: answerClientError,
     // Node answers an HTTP/1.1 request without Host with a bare 400; the hook below names it.
     http: { requireHostHeader: false },

@@ -3,7 +3,7 @@ import { constants, type Stats } from "node:fs";
 import { type FileHandle, open, readlink, realpath } from "node:fs/promises";
 import path from "node:path";
 import { contentTypeOf } from "./content-type.ts";
-import { nameProblem } from "./names.ts";
+import { nameProblem, shownName } from "./names.ts";
 import { type WalkEntry, walk } from "./walk.ts";
 
 /** ARTIFACT_MAX_FILE_BYTES, ARTIFACT_MAX_RUN_BYTES, ARTIFACT_MAX_FILES (docs/artifacts.md). */
@@ -52,7 +52,8 @@ export async function collectFiles(
 ): Promise<Collected> {
   const out: Collected = { files: 0, bytes: 0, skipped: [], skippedMore: 0 };
   const skip = (s: SkippedFile) => {
-    if (out.skipped.length < MAX_SKIPPED_LISTED) out.skipped.push(s);
+    if (out.skipped.length < MAX_SKIPPED_LISTED)
+      out.skipped.push({ ...s, name: shownName(s.name) });
     else out.skippedMore++;
   };
   // The walk itself is bounded too: past the file limit, a few more entries are looked at so

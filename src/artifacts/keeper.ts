@@ -56,25 +56,34 @@ export function createArtifactKeeper(deps: {
     });
   }
 
+  /** A failed collection keeps nothing: the files it saved go, and its set says why. */
+  async function failed(runId: string, err: unknown): Promise<void> {
+    await store.deleteOf([runId]);
+    const reason = `the collection failed: ${(err as Error).message ?? String(err)}`;
+    await store.putSet(runId, {
+      collectedAt: clock.now(),
+      files: 0,
+      bytes: 0,
+      skipped: [{ name: "", reason }],
+      skippedMore: 0,
+    });
+  }
+
   return {
     track: (dir) => trackNodeFiles(dir, limits.maxFiles + 1000),
     async collect(runId, dir, nodes) {
       try {
         await save(runId, dir, nodes);
-        // Deleted while its files were saved: nothing else would delete them now.
-        if (!(await deps.runs.getRun(null, runId))) await store.deleteOf([runId]);
       } catch (err) {
         deps.logger.error({ err, runId }, "could not keep a run's files as artifacts");
-        const reason = `the collection failed: ${(err as Error).message ?? String(err)}`;
-        await store
-          .putSet(runId, {
-            collectedAt: clock.now(),
-            files: 0,
-            bytes: 0,
-            skipped: [{ name: "", reason }],
-            skippedMore: 0,
-          })
-          .catch(() => {});
+        await failed(runId, err).catch(() => {});
+      }
+      // Deleted while its files were saved (or while they failed): nothing else would delete
+      // them now. Checked after the set is written, so a delete that comes later takes it too.
+      try {
+        if (!(await deps.runs.getRun(null, runId))) await store.deleteOf([runId]);
+      } catch (err) {
+        deps.logger.error({ err, runId }, "could not drop the artifacts of a deleted run");
       }
       for (const l of listeners) l(runId);
     },

@@ -141,9 +141,21 @@ describe("collecting a run's files", () => {
       "a\\b",
       "a\nb",
       "a\u0000b",
+      "a\u009b31mb",
+      "a\u0085b",
     ])
       assert.ok(nameProblem(bad), `${JSON.stringify(bad)} is refused`);
     for (const good of ["a.txt", "sub/dir/b.csv", "..a", "a..b", "名字.txt"])
       assert.equal(nameProblem(good), undefined, good);
+  });
+
+  it("a refused name is listed without its control characters: a terminal showing it is not driven by it", async () => {
+    const d = dirOf("escapes");
+    const names = ["red\u001b[31mtext", "bell\u0007", "csi\u009b2J", "line\nfeed"];
+    for (const n of names) fs.writeFileSync(path.join(d, n), "x");
+    const { out, files } = await collect(d);
+    assert.deepEqual(files, []);
+    const shown = out.skipped.map((s) => s.name).sort();
+    assert.deepEqual(shown, ["bell\\x07", "csi\\x9b2J", "line\\x0afeed", "red\\x1b[31mtext"]);
   });
 });

@@ -16,6 +16,30 @@ import { within } from "../helpers/wait.ts";
 
 const H = scopeHeaders();
 
+/** One script node leaving a long name (466 bytes, 1271 characters URL-encoded) and an odd one. */
+const LONG_NAMES = {
+  vertexes: [
+    { id: "in", type: "input" },
+    {
+      id: "w",
+      type: "script",
+      config: {
+        code: [
+          "import os",
+          "def main(p):",
+          "    long = 'd' * 60 + '/' + '\u00e9' * 100",
+          "    os.makedirs(long, exist_ok=True)",
+          "    open(long + '/' + '\u00e9' * 100 + '.txt', 'w').write('long')",
+          "    open('q\"uo;te\u2028.html', 'w').write('odd')",
+          "    return 'w'",
+          "",
+        ].join("\n"),
+      },
+    },
+  ],
+  edges: [{ source: "in", target: "w" }],
+};
+
 /** docs/artifacts.md: the files a `keep` run leaves, listed, downloaded, scoped, deleted. */
 describe(`artifacts (${TEST_MODE})`, () => {
   let server: TestServer;
@@ -40,6 +64,7 @@ describe(`artifacts (${TEST_MODE})`, () => {
     saved = artifactsSaved(server.services);
     await deployAndActivate(server, "keeper", WRITERS, { fileCleanup: { type: "keep" } });
     await deployAndActivate(server, "scratch", WRITERS, { fileCleanup: { type: "afterRun" } });
+    await deployAndActivate(server, "longnames", LONG_NAMES, { fileCleanup: { type: "keep" } });
     runId = await runSync("keeper");
     await within(saved(runId), 30_000, "the run's files are kept");
   });
@@ -90,6 +115,24 @@ describe(`artifacts (${TEST_MODE})`, () => {
     const html = await download(runId, "page.html");
     assert.match(html.headers.get("content-disposition") ?? "", /^attachment;/);
     assert.match(html.headers.get("content-security-policy") ?? "", /sandbox/);
+  });
+
+  it("a long or odd name within the limit downloads; one over it is a 400 naming the field", async () => {
+    const id = await runSync("longnames");
+    await within(saved(id), 30_000, "the run's files are kept");
+    const long = `${"d".repeat(60)}/${"é".repeat(100)}/${"é".repeat(100)}.txt`;
+    const r = await download(id, long);
+    assert.equal(r.status, 200, r.text.slice(0, 300));
+    assert.equal(r.text, "long");
+    const odd = await download(id, 'q"uo;te\u2028.html');
+    assert.equal(odd.text, "odd");
+    assert.match(
+      odd.headers.get("content-disposition") ?? "",
+      /^attachment; filename="q_uo;te_.html"; filename\*=UTF-8''q%22uo%3Bte%E2%80%A8.html$/,
+    );
+    const over = await download(id, "x".repeat(1025));
+    assert.equal(over.body.code, ErrorCode.BAD_REQUEST, over.text.slice(0, 300));
+    assert.match(over.body.message, /params\.name/);
   });
 
   it("refuses names that climb out or are absolute (400 naming the field), answers an unknown one", async () => {
