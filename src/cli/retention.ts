@@ -33,11 +33,12 @@ export async function retentionCommand(
     for (const i of items) {
       const where = `${i.elementType} ${i.path === "/" ? "" : i.path}/${i.elementName}`;
       lines.push(
-        `${i.runs}\t${i.rule.days} d (${i.rule.source})\t${where} [element ${i.elementId}]`,
+        `${i.runs}${i.more ? "+" : ""}\t${i.rule.days} d (${i.rule.source})\t${where} [element ${i.elementId}]`,
       );
     }
     const total = items.reduce((n, i) => n + i.runs, 0);
-    lines.push(`${total} finished runs ${values.purge ? "to delete" : "would be deleted"}`);
+    const more = items.some((i) => i.more) ? "+ (counts stop at 10,000 an element)" : "";
+    lines.push(`${total}${more} finished runs ${values.purge ? "to delete" : "would be deleted"}`);
     if (values.purge) {
       const r = await retention.pass();
       lines.push(`deleted ${r.runs} runs and ${r.dirs} run directories in ${r.ms} ms`);

@@ -19,7 +19,10 @@ const PreviewItem = Type.Object({
     },
   ),
   cutoff: Type.Integer({ description: "epoch ms: finished runs that ended before it go" }),
-  runs: Type.Integer({ description: "finished runs a purge now would delete" }),
+  runs: Type.Integer({
+    description: "finished runs a purge now would delete, counted up to 10,000",
+  }),
+  more: Type.Boolean({ description: "true: more than `runs` would go (the count stopped)" }),
 });
 
 const Preview = Type.Object({
@@ -56,6 +59,7 @@ export async function retentionRoutes(
           rule: i.rule.source,
           cutoff: i.cutoff,
           runs: i.runs,
+          more: i.more,
         })),
       });
     },

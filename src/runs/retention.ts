@@ -24,9 +24,14 @@ export interface RetentionPreviewItem {
   rule: RetentionRule;
   /** Runs that ended before this instant (epoch ms) go. */
   cutoff: number;
-  /** Finished runs a pass now would delete. */
+  /** Finished runs a pass now would delete, counted up to PREVIEW_CAP. */
   runs: number;
+  /** More than `runs` would go: the count stopped at PREVIEW_CAP. */
+  more: boolean;
 }
+
+/** Each element's count in a dry run stops here (docs/retention.md, "Dry run"). */
+export const PREVIEW_CAP = 10_000;
 
 export interface PassResult {
   /** Runs deleted by this pass. */
@@ -119,14 +124,26 @@ async function ownDays(s: State, el: RetentionElement): Promise<number | undefin
   return source ? (await scriptHeader(source)).retentionDays : undefined;
 }
 
-async function preview(s: State, scope: ScopeFilter): Promise<RetentionPreviewItem[]> {
+/** One dry run at a time per process: callers repeating it queue instead of piling up reads. */
+let previewing: Promise<unknown> = Promise.resolve();
+
+function preview(s: State, scope: ScopeFilter): Promise<RetentionPreviewItem[]> {
+  const next = previewing.then(() => previewNow(s, scope));
+  previewing = next.catch(() => undefined);
+  return next;
+}
+
+async function previewNow(s: State, scope: ScopeFilter): Promise<RetentionPreviewItem[]> {
   const now = s.clock.now();
   const out: RetentionPreviewItem[] = [];
   for (const el of await s.store.elements(scope)) {
     const rule = await ruleFor(s, el);
     const cutoff = cutoffOf(now, rule);
     if (cutoff === null) continue;
-    const runs = await s.store.countExpired({ elementId: el.elementId, scope: el.scope, cutoff });
+    const n = await s.store.countExpired(
+      { elementId: el.elementId, scope: el.scope, cutoff },
+      PREVIEW_CAP,
+    );
     out.push({
       elementId: el.elementId,
       elementType: el.type,
@@ -134,7 +151,8 @@ async function preview(s: State, scope: ScopeFilter): Promise<RetentionPreviewIt
       path: el.folderPath,
       rule,
       cutoff,
-      runs,
+      runs: Math.min(n, PREVIEW_CAP),
+      more: n > PREVIEW_CAP,
     });
   }
   return out;

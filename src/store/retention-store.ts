@@ -39,7 +39,8 @@ export interface RetentionStore {
    */
   purgeBatch(runs: ExpiredRuns, limit: number): Promise<string[]>;
   /** How many finished runs ended before the cutoff (the dry run). */
-  countExpired(runs: ExpiredRuns): Promise<number>;
+  /** How many would go, counted no further than `cap` + 1 (an answer over `cap` means more). */
+  countExpired(runs: ExpiredRuns, cap: number): Promise<number>;
 }
 
 export function createRetentionStore(db: Kysely<Database>, dialect: Dialect): RetentionStore {
@@ -56,8 +57,15 @@ export function createRetentionStore(db: Kysely<Database>, dialect: Dialect): Re
       return { kind: row.kind === "package" ? "package" : "module", content: row.content };
     },
     purgeBatch: (runs, limit) => purgeBatch(db, dialect, runs, limit),
-    async countExpired(runs) {
-      const row = await expired(db, runs)
+    async countExpired(runs, cap) {
+      // A bounded read: a dry run over millions of runs must not hold SQLite's event loop.
+      const row = await db
+        .selectFrom(
+          expired(db, runs)
+            .select("id")
+            .limit(cap + 1)
+            .as("t"),
+        )
         .select((eb) => eb.fn.countAll<number>().as("n"))
         .executeTakeFirst();
       return Number(row?.n ?? 0);

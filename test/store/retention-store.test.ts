@@ -91,13 +91,15 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       await store.insertRun(otherScope, ended(NOW - 90 * DAY));
       const runs = { elementId: "1", scope: SCOPE, cutoff: NOW - 5 * DAY };
 
-      assert.equal(await retention.countExpired(runs), 3);
+      assert.equal(await retention.countExpired(runs, 100), 3);
+      // A bounded count stops one past its cap.
+      assert.equal(await retention.countExpired(runs, 1), 2);
       const first = await retention.purgeBatch(runs, 2);
       assert.deepEqual(first, [old[0]?.run.id, old[1]?.run.id], "the oldest end first");
       await countersExact(store);
       assert.deepEqual(await retention.purgeBatch(runs, 2), [old[2]?.run.id]);
       assert.deepEqual(await retention.purgeBatch(runs, 2), []);
-      assert.equal(await retention.countExpired(runs), 0);
+      assert.equal(await retention.countExpired(runs, 100), 0);
       for (const kept of [recent, running, queued, otherElement, otherScope])
         assert.ok(await store.getRun(null, kept.id), `${kept.id} is kept`);
       await countersExact(store);
