@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { auditAction, auditTarget, TOKEN_USE } from "../audit/actions.ts";
 import type { AuditTrail } from "../audit/audit-trail.ts";
-import { oncePerMinute } from "../audit/once-per-minute.ts";
+import { oncePerMinute, perMinute } from "../audit/once-per-minute.ts";
 import {
   SCHEDULE_ACTIONS,
   type ScheduleDeps,
@@ -43,6 +43,13 @@ const FROM_ANSWER = new Set([
   "batch-deploy",
   "batch-deactivate",
 ]);
+/**
+ * Refused entries one client address may add a minute, whatever token and identity it claims
+ * each time: unauthenticated traffic cannot grow the table faster than this.
+ */
+const REFUSED_PER_ADDRESS = 10;
+/** What a claimed (unverified) header may put in an entry. */
+const MAX_CLAIMED = 200;
 
 /**
  * The one place every change is recorded (docs/audit.md): an `onSend` hook on every route, so no
@@ -52,6 +59,7 @@ const FROM_ANSWER = new Set([
 export const auditHook = fp(
   async (app: FastifyInstance, opts: AuditHookOptions) => {
     const firstUse = oncePerMinute(opts.clock);
+    const refusedFrom = perMinute(opts.clock, REFUSED_PER_ADDRESS);
     const { config } = opts;
     const relative = (url: string | undefined): string | null => {
       if (url === undefined) return null;
@@ -74,7 +82,8 @@ export const auditHook = fp(
       const token = req.headers.token;
       if (config.auth.mode === "signature" && typeof token === "string" && token !== "") {
         const use = tokenUse(req, reply, answer, token, opts.clock.now());
-        if (firstUse(`${use.target.token}\n${use.app}\n${use.space}\n${use.user}\n${use.outcome}`))
+        const key = `${use.target.token}\n${use.app}\n${use.space}\n${use.user}\n${use.outcome}`;
+        if (firstUse(key) && (use.outcome === "accepted" || refusedFrom(`${use.address}`)))
           entries.push(use);
       }
       if (action) {
@@ -82,7 +91,8 @@ export const auditHook = fp(
         // A refused (unauthenticated) attempt is one entry a minute per caller and action.
         if (
           answer.code !== ErrorCode.UNAUTHORIZED ||
-          firstUse(`${entry.address}\n${action}\n${entry.app}\n${entry.space}`)
+          (firstUse(`${entry.address}\n${action}\n${entry.app}\n${entry.space}`) &&
+            refusedFrom(`${entry.address}`))
         )
           entries.push(entry);
       }
@@ -114,7 +124,7 @@ function readAnswer(payload: unknown, httpStatus: number): Answer {
 function who(req: FastifyRequest): Pick<AuditEntry, "app" | "space" | "user" | "address"> {
   const claimed = (name: string) => {
     const v = req.headers[name];
-    return typeof v === "string" && v !== "" ? v : null;
+    return typeof v === "string" && v !== "" ? v.slice(0, MAX_CLAIMED) : null;
   };
   const ctx = req.ctx as FastifyRequest["ctx"] | null;
   return {

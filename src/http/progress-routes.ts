@@ -122,7 +122,12 @@ function strip<T extends object>(o: T): T {
 
 function page(opts: ProgressRouteOptions, run: Run, after = 0): Static<typeof ProgressPage> {
   const ended = TERMINAL.has(run.status);
-  const live = opts.hub.poll(run.id, after);
+  // A run that ended with no live state here has nothing more to say live: the record answers,
+  // and no state (nor, in a cluster, a want to the other nodes) is made for it.
+  const live =
+    ended && !opts.hub.snapshot(run.id)
+      ? { snapshot: { seq: 0, nodes: [] }, events: [] }
+      : opts.hub.poll(run.id, after);
   return {
     runStatus: run.status,
     ended,

@@ -281,6 +281,27 @@ describe(`audit trail, signature mode (${TEST_MODE})`, () => {
     );
   });
 
+  it("keeps refused traffic from one address bounded, however it varies its claims", async () => {
+    const n = 40;
+    for (let i = 0; i < n; i++) {
+      // A fresh forged token and an invented user each time: every request a new limiter key.
+      const r = await server.call("POST", `${DF}/flow/activate`, {
+        headers: {
+          ...h,
+          user: `u${i}-${"x".repeat(5000)}`,
+          token: `${now()}.${randomBytes(32).toString("hex")}`,
+        },
+        body: { elementName: "flooded" },
+      });
+      assert.equal(r.body.code, 401);
+    }
+    const all = await entries(server, "", { ...h, token: token() });
+    const refused = all.filter((e: Entry) => e.code === 401 || e.outcome === "refused");
+    assert.ok(refused.length > 0, "refused attempts are recorded");
+    assert.ok(refused.length <= 20, `${refused.length} entries for ${n} refused requests`);
+    for (const e of refused) assert.ok(e.user.length <= 201, "a claimed user is cut");
+  });
+
   it("answers the listing only with a valid credential", async () => {
     const r = await server.call("GET", `${DF}/audit`, { headers: h });
     assert.equal(r.body.code, 401);

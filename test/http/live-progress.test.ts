@@ -144,6 +144,26 @@ describe(`live progress (${TEST_MODE})`, () => {
     assert.match(bad.body.message, /after/);
   });
 
+  it("polling a run that ended keeps no live state for it (nor asks other nodes for it)", async () => {
+    const runId = await start();
+    assert.equal((await server.services.flows.waitForEnd(null, runId, 60))?.status, "SUCCESS");
+    await pollUntil(
+      () => server.services.progress.snapshot(runId),
+      (s) => s === undefined,
+      "the run's live state gone",
+    );
+    const size = server.services.progress.size();
+    for (const after of [0, 5]) {
+      const r = await server.call("GET", `${DF}/run/${runId}/progress?after=${after}`, {
+        headers: h,
+      });
+      assert.deepEqual([r.body.data.ended, r.body.data.events], [true, []], r.text);
+      assert.equal(r.body.data.nodes.length, 3);
+    }
+    assert.equal(server.services.progress.snapshot(runId), undefined);
+    assert.equal(server.services.progress.size(), size);
+  });
+
   it("polling answers the events after a number, and the end", async () => {
     const runId = await start();
     let after = 0;

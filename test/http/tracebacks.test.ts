@@ -9,6 +9,7 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
+import { makeZip } from "../helpers/zip.ts";
 
 const h = scopeHeaders();
 
@@ -44,6 +45,31 @@ describe(`tracebacks in the run detail (${TEST_MODE})`, () => {
     const up = await upload(server, [{ name: "boom.py", content: BOOM }], { path: "/t" });
     assert.equal(up.body.status, true, up.text);
     await deployAndActivate(server, "parser", FLOW);
+    const pkg = makeZip([
+      { name: "app/main.py", content: "from lib import util\ndef main(p): return util.parse(p)" },
+      { name: "app/lib/__init__.py", content: "" },
+      {
+        name: "app/lib/util.py",
+        content: "import json\ndef parse(p):\n    return json.loads('{bad')",
+      },
+    ]);
+    // A module the script writes in its working directory, then imports: a SyntaxError there.
+    const writes = [
+      "import sys",
+      "def main(p):",
+      "    open('made.py', 'w').write('def f(:\\n    pass\\n')",
+      "    sys.path.insert(0, '.')",
+      "    import made",
+    ].join("\n");
+    const zip = await upload(
+      server,
+      [
+        { name: "pkgboom.zip", content: pkg },
+        { name: "writes.py", content: writes },
+      ],
+      { path: "/t" },
+    );
+    assert.equal(zip.body.status, true, zip.text);
   });
   after(async () => {
     await server?.close();
@@ -102,6 +128,41 @@ describe(`tracebacks in the run detail (${TEST_MODE})`, () => {
       detail.body.data.nodes.find((n: { nodeId: string }) => n.nodeId === "in").traceback,
       undefined,
     );
+  });
+
+  it("a traceback's text names no directory of the host: package, standard library", async () => {
+    const r = await server.call("POST", "/script/script/run-sync", {
+      headers: h,
+      body: { elementName: "pkgboom", path: "/t", parameter: {} },
+    });
+    const taskId = r.headers.get("x-task-id") ?? "";
+    assert.ok(taskId, r.text);
+    const d = await server.call("GET", `${DF}/monitor/run?runId=${taskId}`, { headers: h });
+    const tb = d.body.data.traceback;
+    assert.equal(tb.type, "JSONDecodeError", d.text);
+    assert.deepEqual(
+      tb.frames.map((f: { file: string }) => f.file),
+      ["app/main.py", "app/lib/util.py"],
+    );
+    assert.match(tb.text, /File "app\/lib\/util.py", line 3, in parse/);
+    assert.match(tb.text, /File "[^"]*json\/decoder.py"/, "library frames stay, named within it");
+    for (const m of tb.text.matchAll(/File "([^"]+)"/g))
+      assert.ok(!m[1].startsWith("/"), `an absolute path in the text: ${m[1]}`);
+    assert.ok(!tb.text.includes(server.dataDir), "the data directory is not named");
+    // A SyntaxError names its file in the message and in the text too.
+    const s = await server.call("POST", "/script/script/run-sync", {
+      headers: h,
+      body: { elementName: "writes", path: "/t", parameter: {} },
+    });
+    const sd = await server.call("GET", `${DF}/monitor/run?runId=${s.headers.get("x-task-id")}`, {
+      headers: h,
+    });
+    const st = sd.body.data.traceback;
+    assert.equal(st.type, "SyntaxError", sd.text);
+    assert.match(st.message, /\(made.py, line 1\)/);
+    assert.match(st.text, /File "made.py", line 1/);
+    for (const text of [st.message, st.text])
+      assert.doesNotMatch(text, /"\/|\(\//, "no absolute path");
   });
 
   it("a succeeded run has no traceback", async () => {

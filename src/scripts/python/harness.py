@@ -9,6 +9,7 @@ import json
 import linecache
 import os
 import sys
+import sysconfig
 import traceback
 import types
 import zipimport
@@ -85,12 +86,43 @@ def is_awaitable(obj):
         isinstance(obj, types.GeneratorType) and bool(obj.gi_code.co_flags & CO_ITERABLE_COROUTINE))
 
 
+STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def shown_file(filename):
+    """A frame's file as a traceback shows it: never a directory of this host (the task's work
+    directory, the data directory's environments, Python's install)."""
+    if ".zip/" in filename:
+        return filename.split(".zip/", 1)[-1]
+    if not os.path.isabs(filename):
+        return filename
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.split(marker, 1)[-1]
+    if filename.startswith(STDLIB + "/"):
+        return filename[len(STDLIB) + 1:]
+    return os.path.basename(filename)
+
+
 def user_traceback(exc):
     # Drop the harness frames so the traceback starts at the script.
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename in HARNESS_FILES:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    te = traceback.TracebackException(type(exc), exc, tb, compact=True)
+    # The source lines were read when `te` was built: renaming the files now keeps them.
+    todo, seen = [te], set()
+    while todo:
+        t = todo.pop()
+        if t is None or id(t) in seen:
+            continue
+        seen.add(id(t))
+        for fs in t.stack:
+            fs.filename = shown_file(fs.filename)
+        if getattr(t, "filename", None):  # a SyntaxError's own file
+            t.filename = shown_file(t.filename)
+        todo += [t.__cause__, t.__context__, *(getattr(t, "exceptions", None) or [])]
+    return "".join(te.format())
 
 
 def user_frames(exc):
@@ -116,6 +148,8 @@ USER_FILES = set()
 
 def error(exc, with_tb=True):
     message = str(exc)
+    if isinstance(exc, SyntaxError) and exc.filename:
+        message = message.replace(exc.filename, shown_file(exc.filename))
     if DISK_BYTES and isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
         message += (f" (the task's disk limit: {DISK_BYTES} bytes in its working directory, "
                     "as many in /tmp)")
