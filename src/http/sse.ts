@@ -19,10 +19,13 @@ export interface SseStream {
 const frame = (m: SseMessage): string =>
   `${m.id !== undefined ? `id: ${m.id}\n` : ""}event: ${m.event}\ndata: ${JSON.stringify(m.data)}\n\n`;
 
+/** What one client that does not read may hold queued, in characters of its frames. */
+export const CLIENT_QUEUE_BYTES = 256 * 1024;
+
 /**
  * An event stream over a hijacked response (docs/live-progress.md). A client that does not read
  * never makes it buffer without bound: while the socket is full, messages wait in a queue of
- * `clientQueue`; past that the oldest go, and a `gap` message says how many. A comment line every
+ * `clientQueue` messages and CLIENT_QUEUE_BYTES; past either the oldest go, and a `gap` message says how many. A comment line every
  * `heartbeatMs` keeps proxies from closing an idle stream and finds a dead peer.
  */
 export function openSse(
@@ -37,7 +40,10 @@ export function openSse(
     "x-accel-buffering": "no",
   });
   res.flushHeaders();
-  let queue: SseMessage[] = [];
+  // Frames, not messages: the budget is in bytes too (an event of control characters escapes
+  // to six times its size), so a stuck client holds at most CLIENT_QUEUE_BYTES.
+  let queue: string[] = [];
+  let queuedBytes = 0;
   let dropped = 0;
   let blocked = false;
   let closed = false;
@@ -49,6 +55,7 @@ export function openSse(
     closed = true;
     if (beat) clock.clearTimeout(beat);
     queue = [];
+    queuedBytes = 0;
     deps.onClose();
   };
   res.on("close", close);
@@ -63,7 +70,11 @@ export function openSse(
       write(frame({ event: "gap", data: { dropped } }));
       dropped = 0;
     }
-    while (!blocked && queue.length > 0) write(frame(queue.shift() as SseMessage));
+    while (!blocked && queue.length > 0) {
+      const next = queue.shift() as string;
+      queuedBytes -= next.length;
+      write(next);
+    }
     if (!blocked && ending) res.end();
   };
   res.on("drain", drain);
@@ -80,9 +91,14 @@ export function openSse(
     send(m) {
       if (closed || ending) return;
       if (!blocked) return write(frame(m));
-      queue.push(m);
-      if (queue.length > PROGRESS_LIMITS.clientQueue) {
-        queue.shift();
+      const text = frame(m);
+      queue.push(text);
+      queuedBytes += text.length;
+      while (
+        queue.length > 1 &&
+        (queue.length > PROGRESS_LIMITS.clientQueue || queuedBytes > CLIENT_QUEUE_BYTES)
+      ) {
+        queuedBytes -= (queue.shift() as string).length;
         dropped++;
       }
     },

@@ -3,7 +3,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { describe, it } from "node:test";
-import { openSse } from "../../src/http/sse.ts";
+import { CLIENT_QUEUE_BYTES, openSse } from "../../src/http/sse.ts";
 import { createProgressHub, type ProgressRelay } from "../../src/progress/hub.ts";
 import { PROGRESS_LIMITS, type ProgressEvent } from "../../src/progress/types.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
@@ -135,5 +135,11 @@ describe("event stream to a slow client", () => {
     assert.ok(ids.length < n);
     assert.equal(ids.at(-1), n, "the newest events are the ones kept");
     assert.match(got, /event: end/);
+    // What waited in the queue (after the gap) fits the byte budget, not just the count of 256.
+    const queued = [...got.slice(gap.index).matchAll(/^id: (\d+)$/gm)].length;
+    assert.ok(
+      queued <= Math.floor(CLIENT_QUEUE_BYTES / big.length),
+      `${queued} events of 32 KiB queued for a client that did not read`,
+    );
   });
 });
