@@ -242,17 +242,24 @@ function zygoteCommand(
   tasksDir: string,
   env?: ZygoteEnv,
 ) {
-  const pyArgs = ["-I", "-B"]; // -B: never write .pyc next to our sources
-  const preload = env && env.modules.length > 0 ? [`--preload=${env.modules.join(",")}`] : [];
+  // -B: never write .pyc next to our sources. An environment's zygote is the service's own
+  // interpreter with -S, never the venv's bin/python (a wheel's scripts can replace it): its
+  // packages' .pth files and sitecustomize would otherwise run as the zygote, root, at start-up,
+  // and zygote.py adds their site-packages itself once the sandbox is up (docs/security.md).
+  const pyArgs = env ? ["-I", "-S", "-B"] : ["-I", "-B"];
+  const envArgs = (dir: string) => [
+    `--env=${dir}`,
+    ...(env && env.modules.length > 0 ? [`--preload=${env.modules.join(",")}`] : []),
+  ];
   if (sandbox !== "bwrap")
     return {
-      command: env ? path.join(env.dir, "bin", "python") : python.executable,
+      command: python.executable,
       // SCRIPT_SANDBOX=none is the operator's acceptance of less: a missing layer is a warning.
       args: [
         ...pyArgs,
         path.join(ZYGOTE_DIR, "zygote.py"),
         ...zygoteArgs(python, false, tasksDir),
-        ...preload,
+        ...(env ? envArgs(env.dir) : []),
       ],
     };
   const sandboxArgs = bwrapArgs({
@@ -267,12 +274,12 @@ function zygoteCommand(
     command: python.bwrap,
     args: [
       ...sandboxArgs,
-      env ? `${IN_SANDBOX.env}/bin/python` : python.executable,
+      python.executable,
       ...pyArgs,
       `${IN_SANDBOX.zygote}/zygote.py`,
       // The probe at start-up checked these layers: the sandbox without them is no sandbox.
       ...zygoteArgs(python, true),
-      ...preload,
+      ...(env ? envArgs(IN_SANDBOX.env) : []),
     ],
   };
 }

@@ -59,10 +59,16 @@ export function parseRequirementsTxt(text: string, file = "requirements.txt"): D
   const lines = text.replace(/\r\n?/g, "\n").split("\n");
   for (let i = 0; i < lines.length; i++) {
     const start = i + 1;
-    let line = lines[i] ?? "";
-    while (line.endsWith("\\") && i + 1 < lines.length) line = line.slice(0, -1) + lines[++i];
+    // Joined once: concatenating line by line is quadratic, and this runs on the event loop.
+    const parts = [lines[i] ?? ""];
+    while ((parts.at(-1) as string).endsWith("\\") && i + 1 < lines.length) {
+      parts.push((parts.pop() as string).slice(0, -1), lines[++i] ?? "");
+    }
     // pip's comments: a whole line, or `#` after whitespace.
-    line = line.replace(/(^|\s)#.*$/, "").trim();
+    const line = parts
+      .join("")
+      .replace(/(^|\s)#.*$/, "")
+      .trim();
     if (line === "") continue;
     if (line.startsWith("-"))
       return {
@@ -138,9 +144,11 @@ function parseScriptToml(body: string[], firstLine: number, file: string): Decla
         return { problem: `${where}: requires-python must be a string` };
     } else if (key === "dependencies") {
       if (deps) return { problem: `${where}: dependencies is given more than once` };
-      let text = rest;
-      while (!closesArray(text) && i + 1 < body.length) text += ` ${stripComment(body[++i] ?? "")}`;
-      const items = readStringArray(text.trim());
+      // Line by line until one ends with `]`; joined once (linear, on the event loop).
+      const parts = [rest];
+      while (!closesArray(parts.at(-1) as string) && i + 1 < body.length)
+        parts.push(stripComment(body[++i] ?? ""));
+      const items = readStringArray(parts.join(" ").trim());
       if (!items) return { problem: `${where}: dependencies must be an array of strings` };
       for (const item of items) {
         const bad = checkRequirement(item.trim(), where);
@@ -167,10 +175,15 @@ function stripComment(line: string): string {
 }
 
 function closesArray(text: string): boolean {
-  return /\]\s*$/.test(text.trim());
+  return /\]\s*$/.test(text);
 }
 
-const STRING = /^(?:"((?:[^"\\\n]|\\["\\])*)"|'([^'\n]*)')/;
+/** A TOML basic string (only `\"` and `\\` escapes) or literal string. */
+const QUOTED = /"((?:[^"\\\n]|\\["\\])*)"|'([^'\n]*)'/.source;
+const STRING = new RegExp(`^(?:${QUOTED})`);
+/** One array item and the comma after it, or the end of the array's body. */
+const ITEM = new RegExp(`\\s*(?:${QUOTED})\\s*(,|$)`, "y");
+const BLANK = /\s*$/y;
 
 function readString(text: string): string | undefined {
   const m = STRING.exec(text);
@@ -178,18 +191,20 @@ function readString(text: string): string | undefined {
   return m[1] !== undefined ? m[1].replace(/\\(["\\])/g, "$1") : m[2];
 }
 
+/** Items read in place (sticky expressions), never by re-slicing the rest: linear in the text. */
 function readStringArray(text: string): string[] | undefined {
   if (!text.startsWith("[") || !text.endsWith("]")) return undefined;
-  let rest = text.slice(1, -1).trim();
+  const body = text.slice(1, -1);
   const out: string[] = [];
-  while (rest !== "") {
-    const m = STRING.exec(rest);
+  let at = 0;
+  for (;;) {
+    BLANK.lastIndex = at;
+    if (BLANK.test(body)) return out; // empty, or after a trailing comma
+    ITEM.lastIndex = at;
+    const m = ITEM.exec(body);
     if (!m) return undefined;
     out.push(m[1] !== undefined ? m[1].replace(/\\(["\\])/g, "$1") : (m[2] ?? ""));
-    rest = rest.slice(m[0].length).trim();
-    if (rest === "") break;
-    if (!rest.startsWith(",")) return undefined;
-    rest = rest.slice(1).trim();
+    if (m[3] !== ",") return out;
+    at = ITEM.lastIndex;
   }
-  return out;
 }

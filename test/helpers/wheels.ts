@@ -11,6 +11,8 @@ export interface WheelSpec {
   requires?: string[];
   /** Written as top_level.txt when given (else the runner reads RECORD). */
   topLevel?: string[];
+  /** Of `files`, those stored executable (e.g. `<name>-<version>.data/scripts/x`). */
+  executable?: string[];
 }
 
 /**
@@ -38,6 +40,15 @@ export function writeWheel(dir: string, w: WheelSpec): string {
   const record = [...Object.keys(files).map((f) => `${f},,`), `${info}/RECORD,,`, ""].join("\n");
   files[`${info}/RECORD`] = record;
   const file = path.join(dir, `${stem}-py3-none-any.whl`);
-  writeFileSync(file, makeZip(Object.entries(files).map(([name, content]) => ({ name, content }))));
+  writeFileSync(
+    file,
+    makeZip(
+      Object.entries(files).map(([name, content]) => ({
+        name,
+        content,
+        executable: w.executable?.includes(name) ?? false,
+      })),
+    ),
+  );
   return file;
 }

@@ -5,6 +5,8 @@ export interface ZipEntrySpec {
   content?: string;
   /** Store as a symbolic link pointing at `content`. */
   symlink?: boolean;
+  /** Store with the executable bits (0755), as a wheel's scripts are. */
+  executable?: boolean;
 }
 
 /**
@@ -23,7 +25,7 @@ with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         if e.get("symlink"):
             info.external_attr = (0o120777 << 16)
         else:
-            info.external_attr = (0o100644 << 16)
+            info.external_attr = ((0o100755 if e.get("executable") else 0o100644) << 16)
         z.writestr(info, e.get("content", ""))
 sys.stdout.buffer.write(buf.getvalue())
 `;

@@ -23,6 +23,10 @@ namespace no other task is in at the same time; a mount namespace with a tmpfs o
 process it is, with its own /proc), entered as it is forked, before its task arrives (without `net`
 when tasks may use the network, `--ns=` for none);
 `--tasks=PATH` says where working directories are (default /tasks, bubblewrap's);
+`--env=PATH` is the environment of an element's dependencies (a venv the zygote does not run:
+it is started with the service's interpreter and `-S`, so no `.pth` or `sitecustomize` of the
+environment's packages runs at start-up); its site-packages joins sys.path, after the standard
+library, only once the children's isolation is in place (docs/security.md);
 `--preload=a,b` names modules of the zygote's environment (an element's declared dependencies,
 docs/script-dependencies.md) imported before it forks, so every task finds them warm; one that
 fails to import is skipped (the task that imports it gets the error itself);
@@ -123,6 +127,8 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 task_namespaces = None
 # Set by parse_args from --preload: the environment's modules imported before forking.
 preload_modules = []
+# Set by parse_args from --env: the environment's folder (None: the interpreter's own packages).
+env_dir = None
 
 
 def die_with_parent():
@@ -133,15 +139,16 @@ def die_with_parent():
 
 
 def import_system_module(name):
-    """Imports `name` as the system interpreter would. The zygote of an environment runs that
-    environment's venv python, which does not see the system's packages (Debian's dist-packages,
-    where python3-seccomp is), so they are searched too, for this import only."""
+    """Imports `name` as the system interpreter would. The zygote of an environment runs with
+    `-S` (and PYTHON may be a venv's), which leaves the system's packages (Debian's dist-packages,
+    where python3-seccomp is) off sys.path, so they are searched too, for this import only. An
+    environment's packages are not on sys.path yet: none of them can stand in for this module."""
     import importlib
 
     try:
         return importlib.import_module(name)
     except ImportError:
-        if sys.prefix == sys.base_prefix:
+        if sys.prefix == sys.base_prefix and not sys.flags.no_site:
             raise
     ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     extra = [os.path.join(sys.base_prefix, "lib", "python3", "dist-packages"),
@@ -685,6 +692,16 @@ def warm_up():
     linecache.cache.pop("__sluice_warm__.py", None)
 
 
+def add_env(path):
+    """The environment's packages, importable from here on (by preload and by every task). Only
+    its site-packages, appended: the standard library keeps precedence (a package's `json.py`
+    shadows nothing), and its `.pth` files are not read, as site.addsitedir would."""
+    if path is None:
+        return
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    sys.path.append(os.path.join(path, "lib", ver, "site-packages"))
+
+
 def preload(modules):
     """Imports the environment's declared modules once, here, instead of once per task. Tenant
     code of sorts (the packages' import-time code), but run inside the sandbox like the task
@@ -700,10 +717,12 @@ def preload(modules):
 
 def parse_args(argv):
     flags, strict, probe, disk, tasks = 0, False, False, 0, "/tasks"
-    global preload_modules
+    global preload_modules, env_dir
     for arg in argv:
         if arg.startswith("--preload="):
             preload_modules = [m for m in arg[len("--preload="):].split(",") if m]
+        elif arg.startswith("--env="):
+            env_dir = arg[len("--env="):]
         elif arg.startswith("--disk="):
             disk = int(arg[len("--disk="):])
         elif arg.startswith("--tasks="):
@@ -735,6 +754,7 @@ def main():
         _prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: we reap orphans
     die_with_parent()
     task_streams()
+    add_env(env_dir)  # after confine_children: nothing of it is imported before the filter
     preload(preload_modules)
     warm_up()
     gc.collect()
