@@ -171,6 +171,33 @@ export async function listEnvs(root: string): Promise<string[]> {
   }
 }
 
+/**
+ * Removes build and home folders that no build can still be using: older than `olderThanMs` (a
+ * build's steps each stop at their time limit, so twice that is past any live build). A build cut
+ * off by a crash leaves them; an upload's own failure removes its own (docs/script-dependencies.md).
+ */
+export async function removeStaleBuilds(
+  root: string,
+  now: number,
+  olderThanMs: number,
+): Promise<string[]> {
+  let names: string[];
+  try {
+    names = (await readdir(root)).filter((n) => n.startsWith(".build-") || n.startsWith(".home-"));
+  } catch {
+    return [];
+  }
+  const gone: string[] = [];
+  for (const name of names) {
+    const p = path.join(root, name);
+    const st = await stat(p).catch(() => undefined);
+    if (!st || now - st.mtimeMs < olderThanMs) continue;
+    await rm(p, { recursive: true, force: true });
+    gone.push(name);
+  }
+  return gone;
+}
+
 /** Directories 0755, files 0644 (0755 when executable); links left as they are. */
 async function readableTree(dir: string): Promise<void> {
   await chmod(dir, 0o755);

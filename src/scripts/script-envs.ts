@@ -4,7 +4,14 @@ import type { Clock } from "../clock.ts";
 import type { EnvsConfig } from "../config.ts";
 import type { ScriptEnvStore } from "../store/kysely-script-envs.ts";
 import type { ScriptEnv } from "../store/revision-types.ts";
-import { type Built, buildEnv, type EnvManifest, listEnvs, readManifest } from "./env-build.ts";
+import {
+  type Built,
+  buildEnv,
+  type EnvManifest,
+  listEnvs,
+  readManifest,
+  removeStaleBuilds,
+} from "./env-build.ts";
 import type { Logger } from "./python-runner-sandbox.ts";
 
 export type Ready =
@@ -104,6 +111,8 @@ export function createScriptEnvs(deps: {
     hold,
     onRemoved: (fn) => void removed.push(fn),
     async collect(store) {
+      const stale = await removeStaleBuilds(root, deps.clock.now(), 2 * deps.envs.buildTimeoutMs);
+      if (stale.length > 0) deps.logger.info({ stale }, "removed builds a crash left behind");
       const present = await listEnvs(root);
       if (present.length === 0) return [];
       const used = await store.envHashesInUse();

@@ -91,34 +91,26 @@ describe("requirements.txt", () => {
 });
 
 /**
- * Parsed on the event loop at upload: a large declaration must be read in linear time (before, a
- * 200,000-line continuation took 11 s and a 100,000-line dependencies array 58 s, in which the
- * service answered nothing). The bound is 20 times what linear parsing takes on a loaded machine.
+ * Parsed on the event loop at upload, so a large declaration must be read in linear time (before,
+ * a 200,000-line continuation took 11 s and a 100,000-line dependencies array 58 s, in which the
+ * service answered nothing). These check the answers on such inputs; they assert no time (tests
+ * here await results, never the clock), but a quadratic parser makes this file take minutes.
  */
 describe("large declarations", () => {
-  const timed = <T>(fn: () => T): { value: T; ms: number } => {
-    const start = performance.now();
-    const value = fn();
-    return { value, ms: performance.now() - start };
-  };
-
-  it("a requirements.txt of 200,000 continued lines is refused quickly", () => {
-    const { value, ms } = timed(() => parseRequirementsTxt("a\\\n".repeat(200_000)));
+  it("a requirements.txt of 200,000 continued lines is refused", () => {
+    const value = parseRequirementsTxt("a\\\n".repeat(200_000));
     assert.match((value as { problem: string }).problem, /line 1: a requirement is longer than/);
-    assert.ok(ms < 2000, `took ${ms} ms`);
   });
 
-  it("a script block whose dependencies array has 100,000 lines is refused quickly", () => {
+  it("a script block whose dependencies array has 100,000 lines is refused", () => {
     const src = `# /// script\n# dependencies = [\n${'#  "a",\n'.repeat(100_000)}# ]\n# ///\n`;
-    const { value, ms } = timed(() => parseInlineMetadata(src, "big.py"));
+    const value = parseInlineMetadata(src, "big.py");
     assert.match((value as { problem: string }).problem, /big.py .*more than 200 requirements/);
-    assert.ok(ms < 2000, `took ${ms} ms`);
   });
 
-  it("a script block with an array that never closes is refused quickly", () => {
+  it("a script block with an array that never closes is refused", () => {
     const src = `# /// script\n# dependencies = [\n${"# \n".repeat(200_000)}# ///\n`;
-    const { value, ms } = timed(() => parseInlineMetadata(src, "open.py"));
+    const value = parseInlineMetadata(src, "open.py");
     assert.match((value as { problem: string }).problem, /open.py line 2: /);
-    assert.ok(ms < 2000, `took ${ms} ms`);
   });
 });
