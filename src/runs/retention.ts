@@ -171,25 +171,41 @@ async function runPass(s: State): Promise<PassResult> {
   const now = s.clock.now();
   const dirs = await taskDirs(s.config.dataDir);
   for (const el of await s.store.elements(null)) {
-    const cutoff = cutoffOf(now, await ruleFor(s, el));
-    if (cutoff === null) continue;
-    for (;;) {
-      if (s.stopped) break;
-      const ids = await s.store.purgeBatch(
-        { elementId: el.elementId, scope: el.scope, cutoff },
-        s.config.batch,
-      );
-      result.runs += ids.length;
-      result.dirs += await removeDirs(s, dirs, ids);
-      // Requests waiting behind this batch are served before the next one is read.
-      await nextTurn();
-      if (ids.length < s.config.batch) break;
+    if (s.stopped) break;
+    // One element that fails (its script unreadable, a batch refused) does not stop the others.
+    try {
+      await purgeElement(s, el, now, dirs, result);
+    } catch (err) {
+      s.logger.error({ err, elementId: el.elementId }, "retention could not purge an element");
     }
   }
   result.ms = Math.round(performance.now() - started);
   if (result.runs > 0) s.logger.info(result, "retention purged runs");
   for (const listener of s.listeners) listener(result);
   return result;
+}
+
+/** The expired runs of one element, in batches with a turn of the event loop between them. */
+async function purgeElement(
+  s: State,
+  el: RetentionElement,
+  now: number,
+  dirs: Awaited<ReturnType<typeof taskDirs>>,
+  result: PassResult,
+): Promise<void> {
+  const cutoff = cutoffOf(now, await ruleFor(s, el));
+  if (cutoff === null) return;
+  while (!s.stopped) {
+    const ids = await s.store.purgeBatch(
+      { elementId: el.elementId, scope: el.scope, cutoff },
+      s.config.batch,
+    );
+    result.runs += ids.length;
+    result.dirs += await removeDirs(s, dirs, ids);
+    // Requests waiting behind this batch are served before the next one is read.
+    await nextTurn();
+    if (ids.length < s.config.batch) return;
+  }
 }
 
 /** Names under DATA_DIR/tasks: most purged runs have no directory, and are not looked up. */

@@ -116,6 +116,34 @@ describe("the purger", () => {
     );
   });
 
+  it("an element that fails does not stop the pass: the others are purged and it is logged", async () => {
+    const clock = createFakeClock(100 * DAY);
+    const runs = [
+      { id: "a", el: "1", end: 1 },
+      { id: "b", el: "2", end: 1 },
+    ];
+    const mem = memoryStore([element("1", "DPL"), element("2", "DPL")], runs);
+    const original = mem.store.purgeBatch;
+    mem.store.purgeBatch = async (r, limit) => {
+      if (r.elementId === "1") throw new Error("database refused the batch");
+      return original(r, limit);
+    };
+    const errors: unknown[] = [];
+    const retention = createRetention({
+      store: mem.store,
+      clock,
+      logger: { info() {}, error: (obj: unknown) => errors.push(obj) },
+      config: { days: 30, batch: 10, sweepMs: 0, dataDir },
+    });
+    const result = await retention.pass();
+    assert.equal(result.runs, 1, "element 2's run went although element 1 failed");
+    assert.deepEqual(
+      mem.runs.map((r) => r.id),
+      ["a"],
+    );
+    assert.equal(errors.length, 1);
+  });
+
   it("takes each element's rule: configure, the script's declaration, the global default", async () => {
     const clock = createFakeClock(100 * DAY);
     const now = clock.now();
