@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { gatedScript, release } from "../helpers/gate-file.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 import { openSse } from "../helpers/sse.ts";
@@ -16,14 +17,7 @@ const FLOW = {
       id: "work",
       type: "script",
       config: {
-        code: [
-          "import time",
-          "def main(p):",
-          "    print('on the worker', flush=True)",
-          "    time.sleep(1.5)",
-          "    print('still on the worker')",
-          "    return p",
-        ].join("\n"),
+        code: gatedScript(["print('on the worker', flush=True)"], ["print('still on the worker')"]),
       },
     },
     { id: "out", type: "output" },
@@ -66,6 +60,8 @@ describe("cluster: following a run on a worker through an API node", () => {
     const mid = await api.services.store.getRun(null, runId);
     assert.equal(mid?.status, "STARTED");
     assert.equal(mid?.nodeId, worker.services.nodeId, "the run executes on the worker");
+    // The run's working directory is on the worker's data directory.
+    await release(worker.dataDir, runId);
     const end = await sse.next((m) => m.event === "end");
     assert.equal(end.data.runStatus, "SUCCESS");
     await sse.closed;
@@ -84,20 +80,27 @@ describe("cluster: following a run on a worker through an API node", () => {
     const runId = r.body.data as string;
     let after = 0;
     const seen: { kind: string; text?: string }[] = [];
-    const last = await pollUntil(
-      async () => {
-        const p = await api.call("GET", `${DF}/run/${runId}/progress?after=${after}`, {
-          headers: h,
-        });
-        assert.equal(p.body.status, true, p.text);
-        seen.push(...p.body.data.events);
-        after = p.body.data.seq;
-        return p.body.data;
-      },
-      (d) => d.ended,
-      "the run's end through polling",
+    const poll = async () => {
+      const p = await api.call("GET", `${DF}/run/${runId}/progress?after=${after}`, {
+        headers: h,
+      });
+      assert.equal(p.body.status, true, p.text);
+      seen.push(...p.body.data.events);
+      after = p.body.data.seq;
+      return p.body.data;
+    };
+    // The output arrives while the run waits on the worker; then it is let finish.
+    await pollUntil(
+      poll,
+      () => seen.some((e) => e.kind === "output" && /on the worker/.test(e.text ?? "")),
+      "the worker's output through polling",
       { ms: 60_000, everyMs: 100 },
     );
+    await release(worker.dataDir, runId);
+    const last = await pollUntil(poll, (d) => d.ended, "the run's end through polling", {
+      ms: 60_000,
+      everyMs: 100,
+    });
     assert.equal(last.runStatus, "SUCCESS");
     assert.ok(
       seen.some((e) => e.kind === "output" && /on the worker/.test(e.text ?? "")),

@@ -6,6 +6,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { makeSessionCookie } from "../../src/auth/tokens.ts";
 import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { gatedScript, release } from "../helpers/gate-file.ts";
 import { SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -23,18 +24,10 @@ const FLOW = {
       id: "work",
       type: "script",
       config: {
-        code: [
-          "import os, sys, time",
-          "def main(p):",
-          "    print('tick 1', flush=True)",
-          "    print('warming up', file=sys.stderr, flush=True)",
-          "    for _ in range(1200):",
-          "        if os.path.exists('go'):",
-          "            break",
-          "        time.sleep(0.05)",
-          "    print('tick 2', flush=True)",
-          "    return p",
-        ].join("\n"),
+        code: gatedScript(
+          ["print('tick 1', flush=True)", "print('warming up', file=sys.stderr, flush=True)"],
+          ["print('tick 2', flush=True)"],
+        ),
       },
     },
     { id: "out", type: "output" },
@@ -90,7 +83,7 @@ describe("console: a run page follows a 3-node run live (headless Chromium)", ()
     assert.equal((await server.services.store.getRun(null, runId))?.status, "STARTED");
     assert.doesNotMatch((await page.locator("#live-stdout").textContent()) ?? "", /tick 2/);
     // Let the script finish: the page shows the end without a reload.
-    fs.writeFileSync(path.join(server.dataDir, "tasks", runId, "go"), "");
+    await release(server.dataDir, runId);
     await page.locator("h1 [data-status='SUCCESS']").waitFor({ timeout: 60_000 });
     for (const id of ["in", "work", "out"])
       assert.match(

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { gatedScript, release } from "../helpers/gate-file.ts";
 import {
   OTHER_SCOPE,
   scopeHeaders,
@@ -17,15 +18,8 @@ const KEY = randomBytes(32).toString("base64");
 const VALUE = `sv-${randomBytes(12).toString("hex")}`;
 const h = scopeHeaders();
 
-/** Prints, then works a while (so it is watched while it runs), then prints again. */
-const SLOW = [
-  "import time",
-  "def main(p):",
-  "    print('first line', flush=True)",
-  "    time.sleep(1.5)",
-  "    print('second line')",
-  "    return p",
-].join("\n");
+/** Prints, then waits for the test's `go` (so it is watched while it runs), then prints again. */
+const SLOW = gatedScript(["print('first line', flush=True)"], ["print('second line')"]);
 
 /** in → work (a script that prints while it runs) → out. */
 const THREE = {
@@ -65,8 +59,6 @@ describe(`live progress (${TEST_MODE})`, () => {
     assert.equal(put.body.status, true, put.text);
     const up = await upload(server, [{ name: "leaky.py", content: PRINTS_SECRET }], { path: "/s" });
     assert.equal(up.body.status, true, up.text);
-    const slow = await upload(server, [{ name: "slow.py", content: SLOW }], { path: "/s" });
-    assert.equal(slow.body.status, true, slow.text);
   });
   after(async () => {
     await server?.close();
@@ -79,6 +71,12 @@ describe(`live progress (${TEST_MODE})`, () => {
     });
     assert.equal(r.body.status, true, r.text);
     return r.body.data as string;
+  };
+  /** A run that is let finish as soon as it runs. */
+  const startReleased = async () => {
+    const runId = await start();
+    await release(server.dataDir, runId);
+    return runId;
   };
 
   it("streams node states and a script node's output while the run runs, then its end", async () => {
@@ -97,6 +95,7 @@ describe(`live progress (${TEST_MODE})`, () => {
       (m) =>
         m.event === "node" && m.data.node.nodeId === "work" && m.data.node.status === "RUNNING",
     );
+    await release(server.dataDir, runId);
     const end = await sse.next((m) => m.event === "end");
     assert.equal(end.data.runStatus, "SUCCESS");
     await sse.closed;
@@ -119,7 +118,7 @@ describe(`live progress (${TEST_MODE})`, () => {
   });
 
   it("answers an ended run's state and end at once, and another scope's run as not found", async () => {
-    const runId = await start();
+    const runId = await startReleased();
     assert.equal((await server.services.flows.waitForEnd(null, runId, 60))?.status, "SUCCESS");
     const sse = await openSse(`${server.url}${DF}/run/${runId}/events`, h);
     await sse.closed;
@@ -145,7 +144,7 @@ describe(`live progress (${TEST_MODE})`, () => {
   });
 
   it("polling a run that ended keeps no live state for it (nor asks other nodes for it)", async () => {
-    const runId = await start();
+    const runId = await startReleased();
     assert.equal((await server.services.flows.waitForEnd(null, runId, 60))?.status, "SUCCESS");
     await pollUntil(
       () => server.services.progress.snapshot(runId),
@@ -166,6 +165,7 @@ describe(`live progress (${TEST_MODE})`, () => {
 
   it("polling answers the events after a number, and the end", async () => {
     const runId = await start();
+    const released = release(server.dataDir, runId);
     let after = 0;
     const seen: { kind: string; seq: number; text?: string }[] = [];
     // The client's own loop: the polling fallback is what is under test.
@@ -185,6 +185,7 @@ describe(`live progress (${TEST_MODE})`, () => {
       "the run's end through polling",
       { ms: 60_000, everyMs: 100 },
     );
+    await released;
     assert.equal(last.runStatus, "SUCCESS");
     assert.equal(last.nodes.length, 3);
     assert.ok(
@@ -215,7 +216,7 @@ describe(`live progress (${TEST_MODE})`, () => {
     assert.ok(!text.includes(VALUE.slice(0, 5)), "the first half of a split value went out");
     assert.match(text, /token is \*\*\*\n\*\*\*\n/);
     // A flow run's ID is not a task of the script service.
-    const flowRun = await start();
+    const flowRun = await startReleased();
     const wrong = await server.call("GET", `/script/script/progress/${flowRun}`, { headers: h });
     assert.equal(wrong.body.code, 28030003, wrong.text);
   });
@@ -229,6 +230,7 @@ describe(`live progress (${TEST_MODE})`, () => {
     a.abort();
     b.abort();
     await Promise.all([a.closed, b.closed]);
+    await release(server.dataDir, runId);
     assert.equal((await server.services.flows.waitForEnd(null, runId, 60))?.status, "SUCCESS");
     // Nothing watches any more: the run's live state goes once it ended (the server sees the
     // sockets close a moment after the clients let go, and nothing announces it).
