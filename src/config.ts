@@ -144,9 +144,9 @@ export interface EnvsConfig {
   /** How often unused environments are removed (also after every upload). */
   gcMs: number;
   /**
-   * SCRIPT_ENV_PRELOAD: an environment's zygote imports the declared packages before it forks
-   * (inside bubblewrap only), running their import-time code as the zygote: off unless the
-   * operator trusts every package its index serves (docs/security.md).
+   * SCRIPT_ENV_PRELOAD (on by default): an environment's zygote imports the declared packages
+   * before it forks, inside bubblewrap and a user namespace of its own that maps only its tasks'
+   * uids, so their import-time code has no rights outside it (docs/security.md, "Preloading").
    */
   preload: boolean;
 }
@@ -166,7 +166,7 @@ function envsConfigOf(env: Env): EnvsConfig {
     buildTimeoutMs: int(env, "SCRIPT_ENV_BUILD_TIMEOUT_MS", 300_000),
     zygotes: Math.max(1, int(env, "SCRIPT_ENV_ZYGOTES", 4)),
     gcMs: Math.max(1000, int(env, "SCRIPT_ENV_GC_MS", 3_600_000)),
-    preload: bool(env, "SCRIPT_ENV_PRELOAD", false),
+    preload: bool(env, "SCRIPT_ENV_PRELOAD", true),
   };
 }
 
@@ -332,7 +332,7 @@ function pythonConfig(env: Env): Config["python"] {
     cgroup,
     cgroupRoot,
     uidBase: int(env, "SCRIPT_UID_BASE", 200000),
-    uidCount: int(env, "SCRIPT_UID_COUNT", 4096),
+    uidCount: int(env, "SCRIPT_UID_COUNT", 16384),
     envs: envsConfigOf(env),
     check: {
       fileBytes: int(env, "LIMIT_PY_FILE_BYTES", MiB),

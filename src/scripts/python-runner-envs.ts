@@ -1,9 +1,16 @@
 import type { EnvManifest } from "./env-build.ts";
 import type { Logger } from "./python-runner-sandbox.ts";
 import type { ZygotePool } from "./python-runner-zygote.ts";
+import type { UidSlice, UidSlices } from "./uid-slices.ts";
+
+interface Started {
+  pool: ZygotePool;
+  /** Set when the zygote preloads, in a user namespace that maps this slice only. */
+  slice: UidSlice | undefined;
+}
 
 interface Entry {
-  pool: Promise<ZygotePool>;
+  started: Promise<Started>;
   /** Tasks holding it, from their child's take to their sweep. */
   busy: number;
   /** Recency: the runner's task counter when it was last taken. */
@@ -12,26 +19,39 @@ interface Entry {
 
 export interface EnvLease {
   pool: ZygotePool;
+  /** The uids its tasks take (its slice's), or undefined: the runner's own. */
+  uids: { base: number; count: number } | undefined;
   release(): void;
 }
 
 /**
- * The zygotes of environments (docs/script-dependencies.md, "Warm start"): one per environment,
- * started on a task's demand with the environment's python and its declared modules imported, at
- * most `max` at once on top of the default zygote. When a new one is needed at the limit, the
- * least recently used one that no task holds is stopped; when every one is held, the new one
- * starts anyway and the count comes back to the limit as tasks end.
+ * The zygotes of environments (docs/script-dependencies.md, "Warm start"): one per environment
+ * and kind, started on a task's demand, at most `max` at once on top of the default zygote. A
+ * preloading zygote imports the environment's declared modules in a user namespace mapping a
+ * uid slice of its own (docs/security.md, "Preloading"); a plain one imports nothing and runs
+ * tasks that share a working directory with others (their group is no slice's) and every task
+ * when no slice is free. When a new one is needed at the limit, the least recently used one that
+ * no task holds is stopped; when every one is held, the new one starts anyway and the count
+ * comes back to the limit as tasks end.
  */
 export interface EnvPoolsOptions {
   max: number;
-  start: (dir: string, manifest: EnvManifest) => Promise<ZygotePool>;
+  start: (dir: string, manifest: EnvManifest, slice: UidSlice | undefined) => Promise<ZygotePool>;
+  /** Undefined: no zygote preloads. */
+  slices: UidSlices | undefined;
+  /** After a preloading zygote stopped, before its slice serves another: kill what it left. */
+  retire: (slice: UidSlice) => void;
   logger: Logger;
 }
 
 export class EnvPools {
   readonly #o: EnvPoolsOptions;
   readonly #entries = new Map<string, Entry>();
+  /** Zygotes being stopped: each gives its slice back when done. */
+  readonly #stopping = new Set<Promise<void>>();
   #clock = 0;
+  /** Set when a user namespace could not be had: every zygote is plain from then on. */
+  #noPreload = false;
 
   constructor(o: EnvPoolsOptions) {
     this.#o = o;
@@ -41,34 +61,84 @@ export class EnvPools {
     return this.#entries.size;
   }
 
-  async acquire(dir: string, manifest: EnvManifest): Promise<EnvLease> {
-    let e = this.#entries.get(manifest.hash);
-    if (!e) {
-      this.#evict(this.#o.max - 1);
-      const pool = this.#o.start(dir, manifest);
-      e = { pool, busy: 0, used: 0 };
-      this.#entries.set(manifest.hash, e);
-      const mine = e;
-      pool.catch(() => {
-        if (this.#entries.get(manifest.hash) === mine) this.#entries.delete(manifest.hash);
-      });
-    }
+  /** `preload`: the task may run on a preloading zygote (its working directory is its own). */
+  async acquire(dir: string, manifest: EnvManifest, preload: boolean): Promise<EnvLease> {
+    const warm = preload && !this.#noPreload && this.#o.slices !== undefined;
+    const e = this.#entry(dir, manifest, warm);
     e.busy++;
     e.used = ++this.#clock;
-    const held = e;
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
-      held.busy--;
+      e.busy--;
       this.#evict(this.#o.max);
     };
     try {
-      return { pool: await e.pool, release };
+      const { pool, slice } = await e.started;
+      return { pool, uids: slice && { base: slice.base, count: slice.count }, release };
     } catch (err) {
       release();
       throw err;
     }
+  }
+
+  #entry(dir: string, manifest: EnvManifest, preload: boolean): Entry {
+    const key = preload ? manifest.hash : `${manifest.hash} plain`;
+    const known = this.#entries.get(key);
+    if (known) return known;
+    this.#evict(this.#o.max - 1);
+    const e: Entry = { started: this.#launch(dir, manifest, preload), busy: 0, used: 0 };
+    this.#entries.set(key, e);
+    e.started.catch(() => {
+      if (this.#entries.get(key) === e) this.#entries.delete(key);
+    });
+    return e;
+  }
+
+  /** Starts a zygote: preloading when asked and a slice is (or, once a stop ends, gets) free. */
+  async #launch(dir: string, manifest: EnvManifest, preload: boolean): Promise<Started> {
+    const slice = preload ? await this.#freeSlice() : undefined;
+    if (!slice) return { pool: await this.#o.start(dir, manifest, undefined), slice };
+    try {
+      return { pool: await this.#o.start(dir, manifest, slice), slice };
+    } catch (err) {
+      this.#giveBack(slice);
+      if (this.#noPreload) throw err;
+      // The kernel refuses this sandbox a user namespace: warn once, and preload no more.
+      this.#noPreload = true;
+      this.#o.logger.warn(
+        { err, env: manifest.hash },
+        "an environment's zygote cannot have a user namespace of its own: environments are not preloaded on this node",
+      );
+      return { pool: await this.#o.start(dir, manifest, undefined), slice: undefined };
+    }
+  }
+
+  /** A free slice, waiting for zygotes being stopped to give theirs back; none: every one serves. */
+  async #freeSlice(): Promise<UidSlice | undefined> {
+    for (;;) {
+      const slice = this.#o.slices?.take();
+      if (slice || this.#stopping.size === 0) return slice;
+      await Promise.race(this.#stopping);
+    }
+  }
+
+  #giveBack(slice: UidSlice): void {
+    this.#o.retire(slice);
+    this.#o.slices?.give(slice);
+  }
+
+  #stop(e: Entry): Promise<void> {
+    const stopped = e.started
+      .then(async ({ pool, slice }) => {
+        await pool.close().catch(() => {});
+        if (slice) this.#giveBack(slice);
+      })
+      .catch(() => {}) // never started: nothing to stop, its slice went back then
+      .finally(() => this.#stopping.delete(stopped));
+    this.#stopping.add(stopped);
+    return stopped;
   }
 
   /** Stops idle zygotes, least recently used first, until at most `keep` remain. */
@@ -77,29 +147,28 @@ export class EnvPools {
       .filter(([, e]) => e.busy === 0)
       .sort((a, b) => a[1].used - b[1].used);
     let over = this.#entries.size - keep;
-    for (const [hash, e] of idle) {
+    for (const [key, e] of idle) {
       if (over <= 0) break;
-      this.#entries.delete(hash);
+      this.#entries.delete(key);
       over--;
-      void e.pool.then((p) => p.close()).catch(() => {});
-      this.#o.logger.info(
-        { env: hash },
-        "stopped the zygote of an environment (least recently used)",
-      );
+      void this.#stop(e);
+      this.#o.logger.info({ env: key }, "stopped the zygote of an environment (least recently used)");
     }
   }
 
-  /** The environment was removed from this node: its zygote goes once no task holds it. */
+  /** The environment was removed from this node: its zygotes go once no task holds them. */
   forget(hash: string): void {
-    const e = this.#entries.get(hash);
-    if (!e || e.busy > 0) return;
-    this.#entries.delete(hash);
-    void e.pool.then((p) => p.close()).catch(() => {});
+    for (const key of [hash, `${hash} plain`]) {
+      const e = this.#entries.get(key);
+      if (!e || e.busy > 0) continue;
+      this.#entries.delete(key);
+      void this.#stop(e);
+    }
   }
 
   async close(): Promise<void> {
     const all = [...this.#entries.values()];
     this.#entries.clear();
-    await Promise.all(all.map((e) => e.pool.then((p) => p.close()).catch(() => {})));
+    await Promise.all([...all.map((e) => this.#stop(e)), ...this.#stopping]);
   }
 }

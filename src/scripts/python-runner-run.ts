@@ -29,6 +29,8 @@ interface TaskState {
   running?: RunningTask;
   /** The zygote its child comes from: the default one, or its environment's. */
   pool: ZygotePool;
+  /** The uids that zygote's tasks take when it has a slice of its own. */
+  uids?: { base: number; count: number } | undefined;
 }
 
 /** The state of one started runner: what it opened, and the tasks it runs or holds back. */
@@ -168,7 +170,7 @@ async function execute(
   done: () => void,
 ): Promise<TaskOutcome> {
   const name = spec.workDirName ?? spec.taskId;
-  const wd = await r.dirs.acquire(name, spec.workDirName === undefined);
+  const wd = await r.dirs.acquire(name, spec.workDirName === undefined, state.uids);
   const taken: { childPid: number; cg: TaskCgroup | undefined } = { childPid: 0, cg: undefined };
   try {
     if (r.pauseAt) await r.pauseAt(spec.taskId, "workDir");
@@ -219,10 +221,12 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
   try {
     // Its environment (built here first if this node lacks it) before a slot: a build holds none.
     if (spec.source.env) {
-      const env = await withEnv(r, spec.source.env);
+      // A preloading zygote's tasks have private directories: a shared one's group is no slice's.
+      const env = await withEnv(r, spec.source.env, spec.workDirName === undefined);
       if ("status" in env) return env;
       lease = env;
       state.pool = env.pool;
+      state.uids = env.uids;
     }
     await acquireSlot(r);
     try {
@@ -245,14 +249,19 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
 }
 
 /** The zygote of the task's environment, with the environment held while the task uses it. */
-async function withEnv(r: Runner, env: ScriptEnv): Promise<EnvLease | TaskOutcome> {
+async function withEnv(
+  r: Runner,
+  env: ScriptEnv,
+  preload: boolean,
+): Promise<EnvLease | TaskOutcome> {
   const ready = await r.envs.ensure(env);
   if (!ready.ok) return failure("EnvironmentUnavailable", ready.message);
   const unhold = r.envs.hold(env.hash);
   try {
-    const lease = await r.envPools.acquire(ready.dir, ready.manifest);
+    const lease = await r.envPools.acquire(ready.dir, ready.manifest, preload);
     return {
       pool: lease.pool,
+      uids: lease.uids,
       release: () => {
         lease.release();
         unhold();

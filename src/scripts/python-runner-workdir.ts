@@ -58,6 +58,11 @@ async function removeDir(dir: string): Promise<void> {
   }
 }
 
+interface UidRange {
+  base: number;
+  count: number;
+}
+
 /**
  * Working directories and sandbox uids. Tasks sharing a directory name share its uid
  * (refcounted); concurrent tasks otherwise never share a uid, so RLIMIT_NPROC is per task and
@@ -68,7 +73,8 @@ export class WorkDirs {
   readonly #uidBase: number;
   readonly #uidCount: number;
   readonly #switchUid: boolean;
-  #next = 0;
+  /** Per range base: where the round robin goes on. */
+  #next = new Map<number, number>();
   #inUse = new Set<number>();
   #quarantined = new Set<number>();
   #entries = new Map<string, Entry>();
@@ -93,25 +99,33 @@ export class WorkDirs {
     await chmod(this.root, 0o711);
   }
 
-  #allocUid(): number {
+  /** A free uid of `range` (by default the runner's own), round robin per range. */
+  #allocUid(range?: UidRange): number {
+    const base = range?.base ?? this.#uidBase;
+    const count = range?.count ?? this.#uidCount;
     // Round robin, so a just-freed uid (and anything it left behind) is reused last.
-    for (let i = 0; i < this.#uidCount; i++) {
-      const uid = this.#uidBase + ((this.#next + i) % this.#uidCount);
+    const next = this.#next.get(base) ?? 0;
+    for (let i = 0; i < count; i++) {
+      const uid = base + ((next + i) % count);
       if (!this.#inUse.has(uid)) {
-        this.#next = (this.#next + i + 1) % this.#uidCount;
+        this.#next.set(base, (next + i + 1) % count);
         this.#inUse.add(uid);
         return uid;
       }
     }
-    throw new Error(`all ${this.#uidCount} sandbox uids are in use`);
+    throw new Error(`all ${count} sandbox uids are in use`);
   }
 
-  async acquire(requested: string, privateName: boolean): Promise<WorkDir> {
+  /**
+   * `uids`: the range a private directory's uid comes from, a preloading zygote's slice
+   * (docs/security.md, "Preloading"); the runner's own range otherwise, and always for groups.
+   */
+  async acquire(requested: string, privateName: boolean, uids?: UidRange): Promise<WorkDir> {
     if (!SAFE_NAME.test(requested))
       throw new Error(`invalid working directory name "${requested}"`);
     if (privateName && this.#switchUid) {
       // One task, one uid, one directory named after the uid (reused while left empty).
-      const uid = this.#allocUid();
+      const uid = this.#allocUid(uids);
       const name = `u${uid}`;
       const dir = path.join(this.root, name);
       const e: Entry = {
@@ -229,6 +243,15 @@ export class WorkDirs {
     });
     this.#cleaning.set(dir, work);
     return work;
+  }
+
+  /**
+   * The directories of `range` are not known empty any more (the zygote that confirmed them so
+   * is gone): the next task of each makes its directory anew.
+   */
+  dropSpares(range: UidRange): void {
+    for (const uid of this.#spare)
+      if (uid >= range.base && uid < range.base + range.count) this.#spare.delete(uid);
   }
 
   /** Uids whose leftovers could not be confirmed dead: never handed out again. */

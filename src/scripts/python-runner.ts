@@ -29,6 +29,7 @@ import { createScriptEnvs } from "./script-envs.ts";
 import { createSyntaxChecker } from "./syntax-check.ts";
 import { createTaskCgroups, type TaskCgroups } from "./task-cgroups.ts";
 import { claimUidBlock, killUidBlock } from "./uid-blocks.ts";
+import { sliceSize, type UidSlice, UidSlices } from "./uid-slices.ts";
 
 export interface PythonRunnerDeps {
   config: {
@@ -71,9 +72,21 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     return refusingRunner(refusal || "script tasks are refused", choice.kind, cgroup.kind, envs);
   }
   const sandbox: Sandbox = choice.kind;
-  const uids = claimUids(python, sandbox, logger);
-  // The last uids of the block are the syntax checks', one per concurrent check: never a task's.
+  // Preloading zygotes each get a slice of the block (docs/security.md, "Preloading").
+  const preloaders = sandbox === "bwrap" && python.envs.preload ? python.envs.zygotes : 0;
+  const uids = claimUids(python, sandbox, preloaders, logger);
+  // The last uids of the block are the syntax checks', one per concurrent check: never a task's;
+  // before them, the slices of preloading zygotes.
   const checkUids = sandbox !== "none" ? python.check.concurrency : 0;
+  const sliced = preloaders * sliceSize(python.concurrency);
+  const slices =
+    preloaders > 0
+      ? new UidSlices(
+          uids.base + uids.count - checkUids - sliced,
+          preloaders,
+          sliceSize(python.concurrency),
+        )
+      : undefined;
   const syntax = createSyntaxChecker({
     python,
     sandbox,
@@ -84,7 +97,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   const dirs = await openWorkDirs(
     dataDir,
     sandbox,
-    { ...uids, count: uids.count - checkUids },
+    { ...uids, count: uids.count - checkUids - sliced },
     logger,
   );
   const cgroups =
@@ -95,16 +108,24 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
           uids.release();
           throw err;
         });
-  const pool = await startPool(python, sandbox, dirs.root, cgroups, logger, clock);
+  const pool = await startPool(python, sandbox, dirs.root, cgroups, logger, clock).catch(
+    async (err: unknown) => {
+      await cgroups?.close();
+      throw err;
+    },
+  );
   const envPools = new EnvPools({
     max: python.envs.zygotes,
     logger,
-    start: (dir, manifest) =>
+    slices,
+    // Import-time code of packages runs only in a zygote whose user namespace maps its slice.
+    start: (dir, manifest, slice) =>
       startPool(python, sandbox, dirs.root, cgroups, logger, clock, {
         dir,
-        // Import-time code of packages runs in the zygote, so only where bubblewrap confines it.
-        modules: sandbox === "bwrap" && python.envs.preload ? manifest.modules : [],
+        modules: slice ? manifest.modules : [],
+        slice,
       }),
+    retire: (slice) => retireSlice(dirs, slice),
   });
   envs.onRemoved((hash) => envPools.forget(hash));
   logger.info(
@@ -177,11 +198,27 @@ function liveMasked(spec: TaskSpec): { spec: TaskSpec; end(): void } {
   };
 }
 
+/**
+ * A stopped preloading zygote's slice, before another zygote gets it: whatever its packages'
+ * code left running is killed, decided here, outside it, and its tasks' spare directories are
+ * made anew (docs/security.md, "Preloading").
+ */
+function retireSlice(dirs: WorkDirs, slice: UidSlice): void {
+  killUidBlock({ base: slice.outer, count: slice.count + 1 });
+  dirs.dropSpares(slice);
+}
+
 /** Uids of this process only, so that other Sluice processes on the host never share them. */
-function claimUids(python: Config["python"], sandbox: Sandbox, logger: Logger): Uids {
+function claimUids(
+  python: Config["python"],
+  sandbox: Sandbox,
+  preloaders: number,
+  logger: Logger,
+): Uids {
   if (sandbox === "none")
     return { base: python.uidBase, count: python.uidCount, release: () => {} };
-  const uids = claimUidBlock(python, Math.max(256, python.concurrency * 4));
+  const size = Math.max(256, python.concurrency * 4) + preloaders * sliceSize(python.concurrency);
+  const uids = claimUidBlock(python, size);
   const killed = killUidBlock(uids);
   if (killed > 0)
     logger.warn(
@@ -229,10 +266,14 @@ function openCgroups(
   });
 }
 
-/** An environment's zygote: its python, and the modules it imports before it forks. */
+/**
+ * An environment's zygote: its python, and the modules it imports before it forks, only in a user
+ * namespace mapping `slice`.
+ */
 interface ZygoteEnv {
   dir: string;
   modules: string[];
+  slice: UidSlice | undefined;
 }
 
 /** The zygote's command line: inside bubblewrap, or (SCRIPT_SANDBOX=none) the bare interpreter. */
@@ -247,8 +288,10 @@ function zygoteCommand(
   // packages' .pth files and sitecustomize would otherwise run as the zygote, root, at start-up,
   // and zygote.py adds their site-packages itself once the sandbox is up (docs/security.md).
   const pyArgs = env ? ["-I", "-S", "-B"] : ["-I", "-B"];
+  const slice = env?.slice;
   const envArgs = (dir: string) => [
     `--env=${dir}`,
+    ...(slice ? [`--userns=${slice.outer},${slice.base},${slice.count}`] : []),
     ...(env && env.modules.length > 0 ? [`--preload=${env.modules.join(",")}`] : []),
   ];
   if (sandbox !== "bwrap")
@@ -307,7 +350,6 @@ async function startPool(
     await pool.start();
   } catch (err) {
     await pool.close().catch(() => {});
-    await cgroups?.close();
     throw err;
   }
   return pool;

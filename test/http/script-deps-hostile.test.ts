@@ -126,3 +126,103 @@ for (const preload of ["false", "true"]) {
     });
   });
 }
+
+/**
+ * What a package's import-time code tries when a zygote preloads it (docs/security.md, "What runs
+ * as root"): each probe is an escape from the sandbox for code that is root in it. Probes that
+ * would change the zygote itself run in a throwaway child.
+ */
+const PRELOAD_PROBE = `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+R = {"pid": os.getpid()}
+
+def in_child(fn):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if fn() else 1)
+        except BaseException:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+# Make the read-only /usr writable (MS_REMOUNT | MS_BIND): the host's files would follow.
+R["remountUsr"] = in_child(lambda: libc.mount(None, b"/usr", None, 32 | 4096, None) == 0)
+
+def write_tasks():
+    path = "/tasks/.sluice-preload-probe"
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.unlink(path)
+    return True
+
+# The folder of every task's working directory, the host root's.
+R["writeTasks"] = in_child(write_tasks)
+
+def signal_init():
+    os.kill(1, 0)
+    return True
+
+# The host's first process.
+R["signalHostInit"] = in_child(signal_init)
+
+def other_uid():
+    os.setresuid(65534, 65534, 65534)
+    return True
+
+# A uid no task of this zygote has (nobody).
+R["otherUid"] = in_child(other_uid)
+R["hostPids"] = sorted(p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid())
+R["userns"] = in_child(lambda: libc.unshare(0x10000000) == 0)
+
+def host_mounts():
+    fd = os.open("/proc/1/ns/mnt", os.O_RDONLY)
+    return libc.setns(fd, 0) == 0
+
+# Join the host's mount namespace.
+R["hostMountNs"] = in_child(host_mounts)
+`;
+
+describe("a package's import-time code in a preloading zygote (the default)", () => {
+  let server: TestServer;
+  let wheels: string;
+  before(async () => {
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-preload-"));
+    writeWheel(wheels, {
+      name: "sluice-preload-probe",
+      version: "1.0",
+      topLevel: ["sluice_preload_probe"],
+      files: { "sluice_preload_probe/__init__.py": PRELOAD_PROBE },
+    });
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  });
+  after(async () => {
+    await server.close();
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("runs in the zygote but can leave neither it nor its user namespace", async () => {
+    const src = `# /// script
+# dependencies = ["sluice-preload-probe"]
+# ///
+import os
+import sluice_preload_probe as p
+
+def main():
+    r = dict(p.R)
+    return {"preloaded": r.pop("pid") != os.getpid(), **r}
+`;
+    const r = await upload(server, [{ name: "preload_probe.py", content: src }], { path: "/h" });
+    assert.equal(r.body.data[0].status, 0, r.text);
+    const run = await runSync(server, "preload_probe");
+    assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
+    assert.deepEqual(run.body, {
+      preloaded: true,
+      remountUsr: false,
+      writeTasks: false,
+      signalHostInit: false,
+      otherUid: false,
+      hostPids: [],
+      userns: false,
+      hostMountNs: false,
+    });
+  });
+});

@@ -30,6 +30,9 @@ library, only once the children's isolation is in place (docs/security.md);
 `--preload=a,b` names modules of the zygote's environment (an element's declared dependencies,
 docs/script-dependencies.md) imported before it forks, so every task finds them warm; one that
 fails to import is skipped (the task that imports it gets the error itself);
+`--userns=OUTER,BASE,COUNT` puts the zygote in a user namespace of its own first, whose root is
+host uid OUTER and whose tasks take uids BASE..BASE+COUNT-1, which no other zygote has: what it
+preloads then has no rights outside it (docs/security.md, "Preloading");
 `--strict` makes a missing isolation layer (those namespaces, or the seccomp filter that denies
 user namespaces) fatal instead of a warning on stderr; `--probe` checks both and exits, 0 when
 they work (docs/security.md, "Layers").
@@ -129,6 +132,8 @@ task_namespaces = None
 preload_modules = []
 # Set by parse_args from --env: the environment's folder (None: the interpreter's own packages).
 env_dir = None
+# Set by parse_args from --userns=OUTER,BASE,COUNT: the zygote's own user namespace (None: none).
+user_namespace = None
 
 
 def die_with_parent():
@@ -189,6 +194,66 @@ def deny_user_namespaces():
     f.load()
     del f
     sys.modules.pop("seccomp", None)
+
+
+def own_user_namespace(outer, base, count, flags):
+    """Moves the zygote into a user namespace of its own before anything of its environment runs
+    (docs/security.md, "Preloading"): its root is host uid `outer`, no one else's, and the only
+    other uids it can take are its tasks' (`base`, `count` of them, the same numbers inside and
+    out). Its capabilities then hold over its own namespaces and its own tasks only, so a
+    package's import-time code in it can neither leave the sandbox nor reach another zygote's
+    tasks, Node or the host.
+
+    Only a process with CAP_SETUID outside the namespace can map more than its own uid, so this
+    process forks: the child goes on as the zygote, and the parent, which runs nothing else, maps
+    it, then waits for it and ends with it."""
+    to_parent_r, to_parent_w = os.pipe()
+    to_child_r, to_child_w = os.pipe()
+    pid = os.fork()
+    if pid != 0:
+        os.close(to_parent_w)
+        os.close(to_child_r)
+        devnull = os.open("/dev/null", os.O_RDWR)
+        os.dup2(devnull, 0)  # Node's commands and our reports are the child's
+        os.dup2(devnull, 1)
+        if os.read(to_parent_r, 1) == b"u":
+            try:
+                for name in ("uid_map", "gid_map"):
+                    with open(f"/proc/{pid}/{name}", "w") as f:
+                        f.write(f"0 {outer} 1\n{base} {base} {count}\n")
+                os.write(to_child_w, b"m")
+            except OSError as e:
+                sys.stderr.write(f"sluice zygote: the user namespace cannot be mapped: {e}\n")
+        os.close(to_child_w)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        os._exit(code if code >= 0 else 128 - code)
+    os.close(to_parent_r)
+    os.close(to_child_w)
+    die_with_parent()
+    # Still root outside: a mount namespace of its own with a /proc of its own, which shows this
+    # zygote only its own processes (hidepid), not the host's. It also has none of bubblewrap's
+    # read-only binds over parts of /proc, without which the kernel refuses the children's own
+    # /proc in a user namespace (it would show what those binds hide).
+    _check(_unshare(CLONE_NEWNS), "unshare(mnt)")
+    if shared_mounts():
+        _check(_mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(private)")
+    _check(_mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"hidepid=2"),
+           "mount(proc)")
+    _check(_unshare(CLONE_NEWUSER), "unshare(user)")
+    os.write(to_parent_w, b"u")
+    os.close(to_parent_w)
+    if os.read(to_child_r, 1) != b"m":
+        sys.exit("sluice zygote: its user namespace was not mapped")
+    os.close(to_child_r)
+    # Root of the namespace, which is `outer` outside: no host file is ours, no host process.
+    os.setgroups([])
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    die_with_parent()  # a credential change clears it
+    if flags & CLONE_NEWNET:
+        # The network namespace the zygote makes its children's in and steps back to: one this
+        # user namespace owns (bubblewrap's is not), with no interface but its loopback either.
+        _check(_unshare(CLONE_NEWNET), "unshare(net)")
 
 
 def loopback_up():
@@ -717,10 +782,12 @@ def preload(modules):
 
 def parse_args(argv):
     flags, strict, probe, disk, tasks = 0, False, False, 0, "/tasks"
-    global preload_modules, env_dir
+    global preload_modules, env_dir, user_namespace
     for arg in argv:
         if arg.startswith("--preload="):
             preload_modules = [m for m in arg[len("--preload="):].split(",") if m]
+        elif arg.startswith("--userns="):
+            user_namespace = [int(x) for x in arg[len("--userns="):].split(",")]
         elif arg.startswith("--env="):
             env_dir = arg[len("--env="):]
         elif arg.startswith("--disk="):
@@ -742,6 +809,11 @@ def parse_args(argv):
 def main():
     global task_namespaces
     flags, strict, probe, disk, tasks = parse_args(sys.argv[1:])
+    if user_namespace is not None:
+        try:
+            own_user_namespace(*user_namespace, flags)
+        except OSError as e:
+            sys.exit(f"sluice zygote: no user namespace of its own: {e}")
     task_namespaces = confine_children(flags, strict, disk, tasks)
     if probe:
         return
