@@ -152,7 +152,10 @@ export class EnvPools {
       this.#entries.delete(key);
       over--;
       void this.#stop(e);
-      this.#o.logger.info({ env: key }, "stopped the zygote of an environment (least recently used)");
+      this.#o.logger.info(
+        { env: key },
+        "stopped the zygote of an environment (least recently used)",
+      );
     }
   }
 

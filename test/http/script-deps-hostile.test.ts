@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 import { writeWheel } from "../helpers/wheels.ts";
 
 /**
@@ -224,5 +225,90 @@ def main():
       userns: false,
       hostMountNs: false,
     });
+  });
+});
+
+/** Pids of the live processes whose command line holds `mark`. */
+function processesMarked(mark: string): number[] {
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .filter((n) => {
+      try {
+        return readFileSync(`/proc/${n}/cmdline`, "latin1").includes(mark);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+describe("what a preloaded package leaves running when its zygote stops", () => {
+  const mark = `sluice-leftover-${process.pid}-${Date.now()}`;
+  let server: TestServer;
+  let wheels: string;
+  before(async () => {
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-linger-"));
+    writeWheel(wheels, {
+      name: "sluice-lingers",
+      version: "1.0",
+      topLevel: ["sluice_lingers"],
+      // A daemon in a session of its own, without the parent-death signal, as the zygote's root.
+      files: {
+        "sluice_lingers/__init__.py": [
+          "import os",
+          "if os.fork() == 0:",
+          "    os.setsid()",
+          "    if os.fork() == 0:",
+          `        os.execv("/usr/bin/python3", ["python3", "-c", "import time\\nwhile True: time.sleep(60)", "${mark}"])`,
+          "    os._exit(0)",
+          "os.wait()",
+          "",
+        ].join("\n"),
+      },
+    });
+    writeWheel(wheels, {
+      name: "sluice-other",
+      version: "1.0",
+      topLevel: ["sluice_other"],
+      files: { "sluice_other/__init__.py": "VALUE = 3\n" },
+    });
+    // One zygote of an environment at a time: the second environment's takes the first's slice.
+    server = await startServer({
+      PIP_NO_INDEX: "1",
+      PIP_FIND_LINKS: wheels,
+      SCRIPT_ENV_ZYGOTES: "1",
+    });
+  });
+  after(async () => {
+    await server.close();
+    rmSync(wheels, { recursive: true, force: true });
+    for (const pid of processesMarked(mark)) process.kill(pid, "SIGKILL");
+  });
+
+  it("is killed before its uid slice serves another environment's zygote", async () => {
+    const script = (project: string) =>
+      `# /// script\n# dependencies = ["${project}"]\n# ///\ndef main():\n    return 1\n`;
+    const files = [
+      { name: "lingers.py", content: script("sluice-lingers") },
+      { name: "other.py", content: script("sluice-other") },
+    ];
+    const r = await upload(server, files, { path: "/h" });
+    assert.deepEqual(
+      r.body.data.map((d: { status: number }) => d.status),
+      [0, 0],
+      r.text,
+    );
+    assert.equal((await runSync(server, "lingers")).status, "SUCCESS");
+    await pollUntil(
+      () => processesMarked(mark),
+      (p) => p.length > 0,
+      "the daemon started",
+    );
+    assert.equal((await runSync(server, "other")).status, "SUCCESS");
+    await pollUntil(
+      () => processesMarked(mark),
+      (p) => p.length === 0,
+      "the daemon killed",
+    );
   });
 });

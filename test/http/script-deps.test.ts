@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { DF, deployAndActivate } from "../helpers/flows.ts";
 import {
   modeEnv,
   scopeHeaders,
@@ -75,12 +76,8 @@ describe("script dependencies", () => {
   let wheels: string;
   before(async () => {
     wheels = wheelFolder();
-    // Preloading is opt-in (docs/security.md): on here, the warm start is what is tested.
-    server = await startServer({
-      PIP_NO_INDEX: "1",
-      PIP_FIND_LINKS: wheels,
-      SCRIPT_ENV_PRELOAD: "true",
-    });
+    // Preloading is on by default (docs/security.md, "Preloading"): the warm start is tested.
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
   });
   after(async () => {
     await server.close();
@@ -100,8 +97,37 @@ describe("script dependencies", () => {
     assert.deepEqual(run.body, { help: "helped", warm: true });
   });
 
-  it("without SCRIPT_ENV_PRELOAD (the default) the task imports its packages itself", async () => {
-    const plain = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  it("runs a flow's script node, whose working directory the run's nodes share, unpreloaded", async () => {
+    // deps_py was uploaded by the first test. A shared directory's group is no slice's uid, so
+    // the node runs on a plain zygote of the environment (docs/security.md, "Preloading").
+    await deployAndActivate(server, "deps_flow", {
+      vertexes: [
+        { id: "in", type: "input" },
+        {
+          id: "py",
+          type: "script",
+          config: { element: { elementName: "deps_py", path: "/deps" } },
+        },
+        { id: "out", type: "output" },
+      ],
+      edges: [
+        { source: "in", target: "py" },
+        { source: "py", target: "out" },
+      ],
+    });
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: scopeHeaders(),
+      body: { elementName: "deps_flow", parameter: {} },
+    });
+    assert.deepEqual(r.body.data, { help: "helped", warm: false }, r.text);
+  });
+
+  it("with SCRIPT_ENV_PRELOAD=false the task imports its packages itself", async () => {
+    const plain = await startServer({
+      PIP_NO_INDEX: "1",
+      PIP_FIND_LINKS: wheels,
+      SCRIPT_ENV_PRELOAD: "false",
+    });
     try {
       const r = await upload(plain, [{ name: "deps_py.py", content: MODULE }], { path: "/deps" });
       assert.equal(r.body.data[0].status, 0, r.text);
@@ -234,13 +260,55 @@ describe("a node that lacks an environment", () => {
       closing.push(second);
       assert.deepEqual(envDirs(second), []);
       const run = await runSync(second, "deps_py");
-      // Without SCRIPT_ENV_PRELOAD (the default) the task imported the package itself.
-      assert.deepEqual(run, { status: "SUCCESS", body: { help: "helped", warm: false } });
+      // Built, then preloaded by the environment's zygote.
+      assert.deepEqual(run, { status: "SUCCESS", body: { help: "helped", warm: true } });
       assert.deepEqual(envDirs(second), [hash]);
     } finally {
       for (const s of closing) await s.close();
       rmSync(firstDir, { recursive: true, force: true });
       rmSync(wheels, { recursive: true, force: true });
     }
+  });
+});
+
+describe("preloading zygotes' uids", () => {
+  let server: TestServer;
+  let wheels: string;
+  before(async () => {
+    wheels = wheelFolder();
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  });
+  after(async () => {
+    await server.close();
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("gives each environment's preloading zygote uids no other zygote's task has", async () => {
+    const uidOf = (pkgs: string) => `# /// script
+# dependencies = [${pkgs}]
+# ///
+import os
+def main():
+    return os.getuid()
+`;
+    const files = [
+      { name: "uid_a.py", content: uidOf('"sluice-slow"') },
+      { name: "uid_b.py", content: uidOf('"sluice-helper"') },
+      { name: "uid_plain.py", content: uidOf("") },
+    ];
+    const r = await upload(server, files, { path: "/uids" });
+    assert.deepEqual(
+      r.body.data.map((d: { status: number }) => d.status),
+      [0, 0, 0],
+      r.text,
+    );
+    const uid = async (name: string) => (await runSync(server, name)).body as number;
+    const [a, b, plain] = [await uid("uid_a"), await uid("uid_b"), await uid("uid_plain")];
+    // The block: the default zygote's 256 uids, then one slice of 1 + 2 × 64 per preloading
+    // zygote (its first is the namespace's root), then the syntax checks'.
+    const slice = (u: number) => Math.floor((u - plain) / 129);
+    assert.ok(plain < a && plain < b, `${plain} ${a} ${b}`);
+    assert.notEqual(slice(a), slice(b), `two environments, one slice: ${a} ${b}`);
+    assert.ok(a - plain > 1 && b - plain > 1);
   });
 });
