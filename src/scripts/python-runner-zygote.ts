@@ -21,6 +21,11 @@ export interface ZygoteOptions {
   prefork: number;
   logger: Logger;
   clock: Clock;
+  /**
+   * The host uid of every child when reported, for a zygote whose reports are not trusted (a
+   * preloading one's root): a pid of another uid is not taken for its child.
+   */
+  childUid?: number;
   /** A new child, still idle (the runner puts it in its cgroup). */
   onChild?: (pid: number) => void;
   /** An idle child that will never get a task is gone (or going: its group was killed). */
@@ -113,7 +118,7 @@ export class ZygotePool {
     if (kind === "c") {
       this.#reaped?.born(pid);
       this.#requested = Math.max(0, this.#requested - 1);
-      const child = openChild(pid, [b, ...rest].map(Number));
+      const child = openChild(pid, [b, ...rest].map(Number), this.#o.childUid);
       if (child) {
         this.#o.onChild?.(pid);
         this.#offer(child);

@@ -341,6 +341,8 @@ async function startPool(
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }, // never our secrets
     // An environment's zygote keeps fewer idle children: there may be several of them.
     prefork: env ? Math.max(1, Math.floor(python.prefork / 4)) : Math.max(1, python.prefork),
+    // A preloading zygote runs a package's code: a child it reports must be its root's process.
+    ...(env?.slice ? { childUid: env.slice.outer } : {}),
     logger,
     clock,
     onChild: cgroups && ((pid) => cgroups.bind(pid)),

@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { Readable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
-import { pollUntil } from "../helpers/wait.ts";
+import { line, pollUntil } from "../helpers/wait.ts";
 import { writeWheel } from "../helpers/wheels.ts";
 
 /**
@@ -310,5 +312,60 @@ describe("what a preloaded package leaves running when its zygote stops", () => 
       (p) => p.length === 0,
       "the daemon killed",
     );
+  });
+});
+
+describe("a preloaded package that reports another process as a child of its zygote", () => {
+  let server: TestServer;
+  let wheels: string;
+  let victim: ChildProcess;
+  before(async () => {
+    // A host process outside every sandbox, holding pipes (fds 3-8): a stand-in for another
+    // tenant's task or Node itself. The first holds a line shaped like a task's result.
+    const hold = [
+      "import os, sys, time",
+      "a, b, c = os.pipe(), os.pipe(), os.pipe()",
+      `os.write(a[1], b'${JSON.stringify({ ok: true, value: "stolen" })}\\n')`,
+      "print(a, b, c, flush=True)",
+      "time.sleep(3600)",
+    ].join("\n");
+    victim = spawn("/usr/bin/python3", ["-c", hold], { stdio: ["ignore", "pipe", "inherit"] });
+    assert.equal(await line(victim.stdout as Readable, /\(/), "(3, 4) (5, 6) (7, 8)");
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-forge-"));
+    writeWheel(wheels, {
+      name: "sluice-forge",
+      version: "1.0",
+      topLevel: ["sluice_forge"],
+      // fd 1 of the zygote is its report pipe to Node: a forged `c` names the victim's pipes.
+      files: {
+        "sluice_forge/__init__.py": `import os\nos.write(1, b"c ${victim.pid} 6 3 7 7\\n")\n`,
+      },
+    });
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  });
+  after(async () => {
+    await server.close();
+    victim.kill("SIGKILL");
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("is not believed: its task runs in a child of the zygote, and the process is untouched", async () => {
+    const src = `# /// script
+# dependencies = ["sluice-forge"]
+# ///
+import sluice_forge
+
+def main():
+    return "genuine"
+`;
+    const r = await upload(server, [{ name: "forge.py", content: src }], { path: "/h" });
+    assert.equal(r.body.data[0].status, 0, r.text);
+    for (let i = 0; i < 2; i++) {
+      const run = await runSync(server, "forge");
+      assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
+      assert.equal(run.body, "genuine");
+    }
+    assert.equal(victim.exitCode, null);
+    assert.equal(victim.signalCode, null);
   });
 });
