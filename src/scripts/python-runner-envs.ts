@@ -37,7 +37,7 @@ export interface EnvLease {
 export interface EnvPoolsOptions {
   max: number;
   start: (dir: string, manifest: EnvManifest, slice: UidSlice | undefined) => Promise<ZygotePool>;
-  /** Undefined: no zygote preloads. */
+  /** Undefined: no zygote preloads (off, or the kernel refuses user namespaces). */
   slices: UidSlices | undefined;
   /** After a preloading zygote stopped, before its slice serves another: kill what it left. */
   retire: (slice: UidSlice) => void;
@@ -50,8 +50,6 @@ export class EnvPools {
   /** Zygotes being stopped: each gives its slice back when done. */
   readonly #stopping = new Set<Promise<void>>();
   #clock = 0;
-  /** Set when a user namespace could not be had: every zygote is plain from then on. */
-  #noPreload = false;
 
   constructor(o: EnvPoolsOptions) {
     this.#o = o;
@@ -63,7 +61,7 @@ export class EnvPools {
 
   /** `preload`: the task may run on a preloading zygote (its working directory is its own). */
   async acquire(dir: string, manifest: EnvManifest, preload: boolean): Promise<EnvLease> {
-    const warm = preload && !this.#noPreload && this.#o.slices !== undefined;
+    const warm = preload && this.#o.slices !== undefined;
     const e = this.#entry(dir, manifest, warm);
     e.busy++;
     e.used = ++this.#clock;
@@ -104,12 +102,11 @@ export class EnvPools {
       return { pool: await this.#o.start(dir, manifest, slice), slice };
     } catch (err) {
       this.#giveBack(slice);
-      if (this.#noPreload) throw err;
-      // The kernel refuses this sandbox a user namespace: warn once, and preload no more.
-      this.#noPreload = true;
+      // The user namespace was had at start-up: its packages' import-time code may have ended it,
+      // which must not stop other environments preloading. This one's tasks import them instead.
       this.#o.logger.warn(
         { err, env: manifest.hash },
-        "an environment's zygote cannot have a user namespace of its own: environments are not preloaded on this node",
+        "an environment's zygote failed to start preloading: its tasks run on one that does not",
       );
       return { pool: await this.#o.start(dir, manifest, undefined), slice: undefined };
     }

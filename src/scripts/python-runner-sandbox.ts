@@ -124,7 +124,7 @@ export function zygoteArgs(python: Config["python"], strict: boolean, tasksDir?:
  * Starts the zygote in bubblewrap as the runner will, but with `--probe`: it checks that its
  * children can have namespaces of their own and that user namespaces can be denied to them.
  */
-function bwrapWorks(python: Config["python"]): string | undefined {
+function bwrapWorks(python: Config["python"], extra: string[] = []): string | undefined {
   const { bwrap, executable, network } = python;
   if (!existsSync(bwrap)) return `${bwrap} not found`;
   const r = spawnSync(
@@ -136,12 +136,25 @@ function bwrapWorks(python: Config["python"]): string | undefined {
       "-B",
       `${IN_SANDBOX.zygote}/zygote.py`,
       ...zygoteArgs(python, true),
+      ...extra,
       "--probe",
     ],
     { encoding: "utf8", timeout: 10_000, env: { PATH: "/usr/bin:/bin" } },
   );
   if (r.status === 0) return undefined;
   return (r.stderr || r.error?.message || `${bwrap} exited ${r.status ?? r.signal}`).trim();
+}
+
+/**
+ * Why a zygote cannot have a user namespace of its own mapping `slice` (docs/security.md,
+ * "Preloading"), or undefined when it can. Asked once at start-up, of a zygote that imports
+ * nothing: a preloading zygote that fails later may have been ended by its packages' code.
+ */
+export function userNamespaceRefused(
+  python: Config["python"],
+  slice: { outer: number; base: number; count: number },
+): string | undefined {
+  return bwrapWorks(python, [`--userns=${slice.outer},${slice.base},${slice.count}`]);
 }
 
 export interface SandboxChoice {

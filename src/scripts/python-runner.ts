@@ -20,6 +20,7 @@ import {
   IN_SANDBOX,
   type Logger,
   type SandboxKind,
+  userNamespaceRefused,
   zygoteArgs,
 } from "./python-runner-sandbox.ts";
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
@@ -81,11 +82,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   const sliced = preloaders * sliceSize(python.concurrency);
   const slices =
     preloaders > 0
-      ? new UidSlices(
-          uids.base + uids.count - checkUids - sliced,
-          preloaders,
-          sliceSize(python.concurrency),
-        )
+      ? preloadSlices(python, uids.base + uids.count - checkUids - sliced, preloaders, logger)
       : undefined;
   const syntax = createSyntaxChecker({
     python,
@@ -206,6 +203,28 @@ function liveMasked(spec: TaskSpec): { spec: TaskSpec; end(): void } {
 function retireSlice(dirs: WorkDirs, slice: UidSlice): void {
   killUidBlock({ base: slice.outer, count: slice.count + 1 });
   dirs.dropSpares(slice);
+}
+
+/**
+ * The slices of preloading zygotes, or undefined when the kernel refuses this sandbox a user
+ * namespace: asked here, of a zygote that imports nothing, so no package's code decides it.
+ */
+function preloadSlices(
+  python: Config["python"],
+  start: number,
+  preloaders: number,
+  logger: Logger,
+): UidSlices | undefined {
+  const slices = new UidSlices(start, preloaders, sliceSize(python.concurrency));
+  const first = slices.take();
+  const refused = first && userNamespaceRefused(python, first);
+  if (first) slices.give(first);
+  if (!refused) return slices;
+  logger.warn(
+    { problem: refused },
+    "a zygote cannot have a user namespace of its own: environments are not preloaded on this node",
+  );
+  return undefined;
 }
 
 /** Uids of this process only, so that other Sluice processes on the host never share them. */

@@ -369,3 +369,62 @@ def main():
     assert.equal(victim.signalCode, null);
   });
 });
+
+describe("a preloaded package that ends its zygote as it is imported", () => {
+  let server: TestServer;
+  let wheels: string;
+  before(async () => {
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-crash-"));
+    writeWheel(wheels, {
+      name: "sluice-crash",
+      version: "1.0",
+      topLevel: ["sluice_crash"],
+      files: { "sluice_crash/__init__.py": "import os\nos._exit(3)\n" },
+    });
+    writeWheel(wheels, {
+      name: "sluice-warm",
+      version: "1.0",
+      topLevel: ["sluice_warm"],
+      files: { "sluice_warm/__init__.py": "import os\nPID = os.getpid()\n" },
+    });
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  });
+  after(async () => {
+    await server.close();
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("runs its tasks on a plain zygote, and turns preloading off for no other environment", async () => {
+    const crash = `# /// script
+# dependencies = ["sluice-crash"]
+# ///
+def main():
+    return "plain"
+`;
+    const warm = `# /// script
+# dependencies = ["sluice-warm"]
+# ///
+import os
+import sluice_warm
+
+def main():
+    return {"preloaded": sluice_warm.PID != os.getpid()}
+`;
+    const files = [
+      { name: "crash.py", content: crash },
+      { name: "warm.py", content: warm },
+    ];
+    const r = await upload(server, files, { path: "/h" });
+    assert.deepEqual(
+      r.body.data.map((d: { status: number }) => d.status),
+      [0, 0],
+      r.text,
+    );
+    const plain = await runSync(server, "crash");
+    assert.equal(plain.status, "SUCCESS", JSON.stringify(plain.body));
+    assert.equal(plain.body, "plain");
+    const run = await runSync(server, "warm");
+    assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
+    assert.deepEqual(run.body, { preloaded: true });
+  });
+});

@@ -14,8 +14,8 @@ const manifest = (hash: string): EnvManifest => ({
   modules: ["m"],
 });
 
-/** Zygotes that only record their start and stop; `refuse` fails starts with a slice. */
-function harness(o: { max: number; slices: number; refuse?: boolean }) {
+/** Zygotes that only record their start and stop; `refuse`: the environment whose starts with a slice fail. */
+function harness(o: { max: number; slices: number; refuse?: string }) {
   const events: string[] = [];
   const retired: UidSlice[] = [];
   const pools = new EnvPools({
@@ -27,7 +27,7 @@ function harness(o: { max: number; slices: number; refuse?: boolean }) {
       events.push(`retire ${s.outer}`);
     },
     start: async (_dir, m, slice) => {
-      if (slice && o.refuse) throw new Error("no user namespace");
+      if (slice && m.hash === o.refuse) throw new Error("its package ended it");
       events.push(`start ${m.hash} ${slice ? slice.outer : "plain"}`);
       return {
         close: async () => {
@@ -75,13 +75,14 @@ describe("zygotes of environments and their uid slices", () => {
     assert.deepEqual(events, ["start a 1000", "start a plain"]);
   });
 
-  it("preloads no more once a user namespace is refused, and still runs the task", async () => {
-    const { pools, events, retired } = harness({ max: 2, slices: 2, refuse: true });
+  it("runs an environment whose preloading zygote fails on a plain one, and still preloads others", async () => {
+    const { pools, events, retired } = harness({ max: 2, slices: 2, refuse: "a" });
     const a = await pools.acquire("/a", manifest("a"), true);
     assert.equal(a.uids, undefined);
     assert.equal(retired.length, 1); // the slice it would have had went back, emptied
-    await pools.acquire("/b", manifest("b"), true);
-    assert.deepEqual(events, ["retire 1000", "start a plain", "start b plain"]);
+    const b = await pools.acquire("/b", manifest("b"), true);
+    assert.deepEqual(b.uids, { base: 1006, count: 4 });
+    assert.deepEqual(events, ["retire 1000", "start a plain", "start b 1005"]);
   });
 
   it("retires every slice at close", async () => {
