@@ -246,12 +246,21 @@ export class WorkDirs {
   }
 
   /**
-   * The directories of `range` are not known empty any more (the zygote that confirmed them so
-   * is gone): the next task of each makes its directory anew.
+   * A preloading zygote's slice, once that zygote is gone (docs/security.md, "Preloading"): what
+   * it said of its uids is not trusted either way. Its directories are not known empty any more
+   * (the next task of each makes its directory anew); and when `clean` (Node found no process of
+   * the slice left), a uid whose sweep it reported failed is free again, or it could make every
+   * uid of the slice unusable for the next zygote's tasks.
    */
-  dropSpares(range: UidRange): void {
-    for (const uid of this.#spare)
-      if (uid >= range.base && uid < range.base + range.count) this.#spare.delete(uid);
+  retireRange(range: UidRange, clean: boolean): void {
+    const inRange = (uid: number) => uid >= range.base && uid < range.base + range.count;
+    for (const uid of this.#spare) if (inRange(uid)) this.#spare.delete(uid);
+    if (!clean) return;
+    for (const uid of this.#quarantined)
+      if (inRange(uid)) {
+        this.#quarantined.delete(uid);
+        this.#inUse.delete(uid);
+      }
   }
 
   /** Uids whose leftovers could not be confirmed dead: never handed out again. */

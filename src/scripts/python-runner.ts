@@ -29,7 +29,7 @@ import type { PythonRunner, TaskSpec } from "./runner-types.ts";
 import { createScriptEnvs } from "./script-envs.ts";
 import { createSyntaxChecker } from "./syntax-check.ts";
 import { createTaskCgroups, type TaskCgroups } from "./task-cgroups.ts";
-import { claimUidBlock, killUidBlock } from "./uid-blocks.ts";
+import { claimUidBlock, killUidBlock, uidBlockInUse } from "./uid-blocks.ts";
 import { sliceSize, type UidSlice, UidSlices } from "./uid-slices.ts";
 
 export interface PythonRunnerDeps {
@@ -201,8 +201,9 @@ function liveMasked(spec: TaskSpec): { spec: TaskSpec; end(): void } {
  * made anew (docs/security.md, "Preloading").
  */
 function retireSlice(dirs: WorkDirs, slice: UidSlice): void {
-  killUidBlock({ base: slice.outer, count: slice.count + 1 });
-  dirs.dropSpares(slice);
+  const block = { base: slice.outer, count: slice.count + 1 };
+  killUidBlock(block);
+  dirs.retireRange(slice, !uidBlockInUse(block));
 }
 
 /**

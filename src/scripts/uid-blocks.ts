@@ -105,6 +105,11 @@ export function killUidBlock(block: { base: number; count: number }): number {
   return killed;
 }
 
+/** Whether any live process has a real uid in the block. */
+export function uidBlockInUse(block: { base: number; count: number }): boolean {
+  return processesOfUids(block.base, block.base + block.count).length > 0;
+}
+
 function processesOfUids(from: number, to: number): number[] {
   const pids: number[] = [];
   for (const name of fs.readdirSync("/proc")) {

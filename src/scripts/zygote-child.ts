@@ -57,7 +57,7 @@ function ownedBy(pid: number, uid: number): boolean {
   try {
     const status = readFileSync(`/proc/${pid}/status`, "latin1");
     const ids = /^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$/m.exec(status);
-    return ids !== null && ids.slice(1).every((id) => Number(id) === uid);
+    return ids?.slice(1).every((id) => Number(id) === uid) === true;
   } catch {
     return false; // gone
   }

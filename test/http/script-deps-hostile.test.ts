@@ -3,8 +3,9 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { Readable } from "node:stream";
+import { type Readable, Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
+import pino from "pino";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 import { line, pollUntil } from "../helpers/wait.ts";
 import { writeWheel } from "../helpers/wheels.ts";
@@ -426,5 +427,85 @@ def main():
     const run = await runSync(server, "warm");
     assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
     assert.deepEqual(run.body, { preloaded: true });
+  });
+});
+
+/** Its zygote reports every sweep of its tasks' uids as failed, and never a task's exit. */
+const POISON = `import os
+_write = os.write
+
+def _forge(fd, data):
+    if fd != 1:
+        return _write(fd, data)
+    lines = bytes(data).split(b"\\n")
+    lines = [l[:-1] + b"1" if l.startswith(b"w ") else l for l in lines if not l.startswith(b"x ")]
+    _write(fd, b"\\n".join(lines))
+    return len(data)
+
+os.write = _forge
+`;
+
+describe("a preloaded package whose zygote reports every sweep as failed", () => {
+  let server: TestServer;
+  let wheels: string;
+  let logs = "";
+  before(async () => {
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-poison-"));
+    writeWheel(wheels, {
+      name: "sluice-poison",
+      version: "1.0",
+      topLevel: ["sluice_poison"],
+      files: { "sluice_poison/__init__.py": POISON },
+    });
+    writeWheel(wheels, {
+      name: "sluice-next",
+      version: "1.0",
+      topLevel: ["sluice_next"],
+      files: { "sluice_next/__init__.py": "VALUE = 4\n" },
+    });
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        logs += String(chunk);
+        done();
+      },
+    });
+    // One task at a time, one environment's zygote: a slice of two task uids, which the next
+    // environment's zygote gets once this one stops.
+    server = await startServer(
+      {
+        PIP_NO_INDEX: "1",
+        PIP_FIND_LINKS: wheels,
+        SCRIPT_CONCURRENCY: "1",
+        SCRIPT_ENV_ZYGOTES: "1",
+      },
+      { logger: pino({ level: "error" }, sink) },
+    );
+  });
+  after(async () => {
+    await server.close();
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("leaves no uid of its slice unusable for the next environment's zygote", async () => {
+    const script = (project: string, module: string) =>
+      `# /// script\n# dependencies = ["${project}"]\n# ///\nimport ${module}\n\ndef main():\n    return "${module}"\n`;
+    const files = [
+      { name: "poison.py", content: script("sluice-poison", "sluice_poison") },
+      { name: "next.py", content: script("sluice-next", "sluice_next") },
+    ];
+    const r = await upload(server, files, { path: "/h" });
+    assert.deepEqual(
+      r.body.data.map((d: { status: number }) => d.status),
+      [0, 0],
+      r.text,
+    );
+    const retired = () => logs.split("task leftovers not confirmed dead").length - 1;
+    for (let i = 1; i <= 2; i++) {
+      assert.equal((await runSync(server, "poison")).body, "sluice_poison");
+      await pollUntil(retired, (n) => n >= i, "the forged sweep failure");
+    }
+    const run = await runSync(server, "next");
+    assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
+    assert.equal(run.body, "sluice_next");
   });
 });
