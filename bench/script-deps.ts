@@ -24,9 +24,8 @@ const SLOW =
   '# /// script\n# dependencies = ["bench-slow"]\n# ///\nimport bench_slow\n\ndef main(p):\n    return bench_slow.f(p)\n';
 const PLAIN = "def main(p):\n    return p\n";
 
-// With preloading on (opt-in, docs/security.md): the warm start is what this measures.
+// Preloading is on by default (docs/security.md, "Preloading"): the warm start is measured.
 const server = await startBenchServer({
-  SCRIPT_ENV_PRELOAD: "true",
   SCRIPT_PREFORK: "16",
   PIP_NO_INDEX: "true",
   PIP_FIND_LINKS: wheels,
