@@ -26,6 +26,12 @@ export interface ZygoteOptions {
    * preloading one's root): a pid of another uid is not taken for its child.
    */
   childUid?: number;
+  /**
+   * A zygote that runs a package's code reports its pid before it does (`hold PID`) and goes on
+   * once this resolves (the runner puts it in a cgroup of its own); the function it resolves with
+   * is called once that zygote process has exited. A rejection kills the zygote.
+   */
+  onHold?: (pid: number) => Promise<() => Promise<unknown>>;
   /** A new child, still idle (the runner puts it in its cgroup). */
   onChild?: (pid: number) => void;
   /** An idle child that will never get a task is gone (or going: its group was killed). */
@@ -56,6 +62,8 @@ export class ZygotePool {
   #ready: Promise<void> | undefined;
   /** Set when the zygote's children each have a pid namespace of their own (`ready … pidns`). */
   #reaped: ReapedChildren | undefined;
+  /** What `onHold` gave for the running zygote process: called once it has exited. */
+  #unhold: (() => Promise<unknown>) | undefined;
 
   constructor(o: ZygoteOptions) {
     this.#o = o;
@@ -96,7 +104,8 @@ export class ZygotePool {
             this.#restarts = 0;
             resolve();
             this.#topUp();
-          } else this.#onReport(line);
+          } else if (line.startsWith("hold ")) this.#hold(proc, Number(line.slice(5)));
+          else this.#onReport(line);
         }
       });
       proc.once("exit", (code, signal) => {
@@ -110,6 +119,31 @@ export class ZygotePool {
     });
     proc.stdin?.on("error", () => {}); // EPIPE when it died: the exit handler deals with it
     return this.#ready;
+  }
+
+  #hold(proc: ChildProcess, pid: number): void {
+    const go = () => proc.stdin?.write("g\n");
+    if (!this.#o.onHold) {
+      go();
+      return;
+    }
+    this.#o.onHold(pid).then(
+      (unhold) => {
+        this.#unhold = unhold;
+        go();
+      },
+      (err: unknown) => {
+        this.#o.logger.error({ err }, "python zygote could not be held: stopped");
+        proc.kill("SIGKILL");
+      },
+    );
+  }
+
+  /** The exited zygote process's hold is let go (its cgroup released). */
+  #letGo(): Promise<unknown> {
+    const unhold = this.#unhold;
+    this.#unhold = undefined;
+    return unhold ? unhold().catch(() => {}) : Promise.resolve();
   }
 
   #onReport(line: string): void {
@@ -269,6 +303,7 @@ export class ZygotePool {
       settle(busy, "zygote-died");
     }
     for (const uid of [...this.#sweeps.keys()]) this.#swept(uid, false);
+    void this.#letGo();
     this.#reaped?.clear();
     this.#reaped = undefined;
     if (this.#closing) return;
@@ -296,6 +331,7 @@ export class ZygotePool {
       await exited;
       this.#o.clock.clearTimeout(t);
     }
+    await this.#letGo();
   }
 }
 

@@ -228,6 +228,20 @@ function preloadSlices(
   return undefined;
 }
 
+/**
+ * A preloading zygote in a cgroup of its own, with a task's limits (docs/security.md,
+ * "Preloading"): what its packages' code starts is counted, limited and killed with it.
+ */
+async function holdInCgroup(cgroups: TaskCgroups, pid: number): Promise<() => Promise<unknown>> {
+  cgroups.bind(pid);
+  const cg = cgroups.take(pid);
+  if (!(await cg.ready)) {
+    await cg.release();
+    throw new Error("the zygote could not be put in a cgroup of its own");
+  }
+  return () => cg.release();
+}
+
 /** Uids of this process only, so that other Sluice processes on the host never share them. */
 function claimUids(
   python: Config["python"],
@@ -361,8 +375,10 @@ async function startPool(
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }, // never our secrets
     // An environment's zygote keeps fewer idle children: there may be several of them.
     prefork: env ? Math.max(1, Math.floor(python.prefork / 4)) : Math.max(1, python.prefork),
-    // A preloading zygote runs a package's code: a child it reports must be its root's process.
+    // A preloading zygote runs a package's code: a child it reports must be its root's process,
+    // and the zygote itself is in a cgroup of its own, with a task's limits, before it imports.
     ...(env?.slice ? { childUid: env.slice.outer } : {}),
+    ...(env?.slice && cgroups ? { onHold: (pid: number) => holdInCgroup(cgroups, pid) } : {}),
     logger,
     clock,
     onChild: cgroups && ((pid) => cgroups.bind(pid)),

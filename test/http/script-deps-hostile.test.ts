@@ -183,6 +183,12 @@ def host_mounts():
 
 # Join the host's mount namespace.
 R["hostMountNs"] = in_child(host_mounts)
+
+# The cgroups its import runs in (memory and pids on v1, else the one of v2): what it starts is
+# in them.
+lines = [line.strip().split(":", 2) for line in open("/proc/self/cgroup")]
+v1 = [path for _, ctl, path in lines if ctl in ("memory", "pids")]
+R["cgroups"] = sorted(set(v1 or [path for _, ctl, path in lines if ctl == ""]))
 `;
 
 describe("a package's import-time code in a preloading zygote (the default)", () => {
@@ -218,7 +224,11 @@ def main():
     assert.equal(r.body.data[0].status, 0, r.text);
     const run = await runSync(server, "preload_probe");
     assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
-    assert.deepEqual(run.body, {
+    const { cgroups, ...rest } = run.body;
+    // A cgroup of the runner's own, with a task's limits, not the service's (docs/security.md).
+    assert.ok(cgroups.length > 0, JSON.stringify(cgroups));
+    for (const cg of cgroups) assert.match(cg, /^\/sluice\/[^/]+\/t\d+$/);
+    assert.deepEqual(rest, {
       preloaded: true,
       remountUsr: false,
       writeTasks: false,

@@ -32,7 +32,8 @@ docs/script-dependencies.md) imported before it forks, so every task finds them 
 fails to import is skipped (the task that imports it gets the error itself);
 `--userns=OUTER,BASE,COUNT` puts the zygote in a user namespace of its own first, whose root is
 host uid OUTER and whose tasks take uids BASE..BASE+COUNT-1, which no other zygote has: what it
-preloads then has no rights outside it (docs/security.md, "Preloading");
+preloads then has no rights outside it (docs/security.md, "Preloading"); it then reports
+`hold PID` and waits for a `g` line (Node has put it in a cgroup of its own) before it goes on;
 `--strict` makes a missing isolation layer (those namespaces, or the seccomp filter that denies
 user namespaces) fatal instead of a warning on stderr; `--probe` checks both and exits, 0 when
 they work (docs/security.md, "Layers").
@@ -194,6 +195,15 @@ def deny_user_namespaces():
     f.load()
     del f
     sys.modules.pop("seccomp", None)
+
+
+def hold():
+    """Before anything of the environment runs here, Node puts this zygote in a cgroup of its own,
+    with a task's limits (docs/security.md, "Preloading"): `hold PID`, then wait for `g`. What its
+    packages' import-time code starts is then in that cgroup too, and goes with it."""
+    os.write(1, f"hold {os.getpid()}\n".encode())
+    if read_line(0) != b"g\n":
+        sys.exit(0)  # Node is gone, or refused it a cgroup
 
 
 def own_user_namespace(outer, base, count, flags):
@@ -814,6 +824,8 @@ def main():
             own_user_namespace(*user_namespace, flags)
         except OSError as e:
             sys.exit(f"sluice zygote: no user namespace of its own: {e}")
+        if not probe:
+            hold()
     task_namespaces = confine_children(flags, strict, disk, tasks)
     if probe:
         return
