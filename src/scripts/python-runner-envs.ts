@@ -21,6 +21,11 @@ export interface EnvLease {
   pool: ZygotePool;
   /** The uids its tasks take (its slice's), or undefined: the runner's own. */
   uids: { base: number; count: number } | undefined;
+  /**
+   * Keeps the zygote (and so its slice) from being stopped until the function it returns is
+   * called: while a shared directory whose group is a uid of its slice lives.
+   */
+  hold(): () => void;
   release(): void;
 }
 
@@ -65,16 +70,28 @@ export class EnvPools {
     const e = this.#entry(dir, manifest, warm);
     e.busy++;
     e.used = ++this.#clock;
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      e.busy--;
-      this.#evict(this.#o.max);
+    const hold = () => {
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        e.busy--;
+        this.#evict(this.#o.max);
+      };
     };
+    const release = hold();
     try {
       const { pool, slice } = await e.started;
-      return { pool, uids: slice && { base: slice.base, count: slice.count }, release };
+      const uids = slice && { base: slice.base, count: slice.count };
+      return {
+        pool,
+        uids,
+        hold: () => {
+          e.busy++;
+          return hold();
+        },
+        release,
+      };
     } catch (err) {
       release();
       throw err;

@@ -5,7 +5,7 @@ import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
 import { type KillReason, type RunningTask, runOnChild } from "./python-runner-task.ts";
-import type { WorkDirs } from "./python-runner-workdir.ts";
+import type { WorkDir, WorkDirs } from "./python-runner-workdir.ts";
 import type { Child, ZygotePool } from "./python-runner-zygote.ts";
 import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
 import type { ScriptEnvs } from "./script-envs.ts";
@@ -29,8 +29,8 @@ interface TaskState {
   running?: RunningTask;
   /** The zygote its child comes from: the default one, or its environment's. */
   pool: ZygotePool;
-  /** The uids that zygote's tasks take when it has a slice of its own. */
-  uids?: { base: number; count: number } | undefined;
+  /** Its environment's zygote, held until the task's sweep (undefined: the default zygote). */
+  lease?: EnvLease | undefined;
 }
 
 /** The state of one started runner: what it opened, and the tasks it runs or holds back. */
@@ -140,7 +140,7 @@ async function runOnTakenChild(
   r: Runner,
   spec: TaskSpec,
   state: TaskState,
-  wd: Awaited<ReturnType<WorkDirs["acquire"]>>,
+  wd: WorkDir,
   taken: { childPid: number; cg: TaskCgroup | undefined },
 ): Promise<TaskOutcome> {
   const child = await takeChild(r, spec, state, taken);
@@ -163,14 +163,43 @@ async function runOnTakenChild(
   }
 }
 
-async function execute(
+/**
+ * The task's working directory and uid: from its zygote's slice when it preloads. A shared
+ * directory in use with a group of another range cannot be joined from there, so such a task moves
+ * to a plain zygote of its environment (docs/security.md, "Preloading").
+ */
+async function acquireDir(
   r: Runner,
   spec: TaskSpec,
   state: TaskState,
-  done: () => void,
-): Promise<TaskOutcome> {
+): Promise<WorkDir | TaskOutcome> {
   const name = spec.workDirName ?? spec.taskId;
-  const wd = await r.dirs.acquire(name, spec.workDirName === undefined, state.uids);
+  const privateName = spec.workDirName === undefined;
+  const lease = state.lease;
+  const slice = lease?.uids && { ...lease.uids, hold: lease.hold };
+  const wd = await r.dirs.acquire(name, privateName, slice);
+  if (wd) return wd;
+  const env = spec.source.env;
+  if (!env) throw new Error("a task of the default zygote was refused its directory");
+  const plain = await withEnv(r, env, false);
+  if ("status" in plain) return plain;
+  lease?.release();
+  state.lease = plain;
+  state.pool = plain.pool;
+  return (await r.dirs.acquire(name, privateName)) as WorkDir;
+}
+
+async function execute(r: Runner, spec: TaskSpec, state: TaskState): Promise<TaskOutcome> {
+  const name = spec.workDirName ?? spec.taskId;
+  const done = () => state.lease?.release();
+  const wd = await acquireDir(r, spec, state).catch((err: unknown) => {
+    done();
+    throw err;
+  });
+  if (!("dir" in wd)) {
+    done();
+    return wd;
+  }
   const taken: { childPid: number; cg: TaskCgroup | undefined } = { childPid: 0, cg: undefined };
   try {
     if (r.pauseAt) await r.pauseAt(spec.taskId, "workDir");
@@ -217,25 +246,22 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
     return failure("DuplicateTask", `task ${spec.taskId} is already running`);
   const state: TaskState = { pool: r.pool };
   r.tasks.set(spec.taskId, state);
-  let lease: EnvLease | undefined;
+  let handedOver = false; // from execute on, the lease is released by the task's sweep
   try {
     // Its environment (built here first if this node lacks it) before a slot: a build holds none.
     if (spec.source.env) {
-      // A preloading zygote's tasks have private directories: a shared one's group is no slice's.
-      const env = await withEnv(r, spec.source.env, spec.workDirName === undefined);
+      const env = await withEnv(r, spec.source.env, true);
       if ("status" in env) return env;
-      lease = env;
+      state.lease = env;
       state.pool = env.pool;
-      state.uids = env.uids;
     }
     await acquireSlot(r);
     try {
       if (r.pauseAt) await r.pauseAt(spec.taskId, "slot");
       if (state.killReason) return canceledBeforeStart(state.killReason);
       if (r.closed) return failure("RunnerClosed", "python runner is closed");
-      const held = lease;
-      lease = undefined; // from here released by the task's sweep
-      return await execute(r, spec, state, () => held?.release());
+      handedOver = true;
+      return await execute(r, spec, state);
     } finally {
       releaseSlot(r);
     }
@@ -243,7 +269,7 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
     r.logger.error({ err, taskId: spec.taskId }, "python task could not run");
     return failure("RunnerError", err instanceof Error ? err.message : String(err));
   } finally {
-    lease?.release();
+    if (!handedOver) state.lease?.release();
     r.tasks.delete(spec.taskId);
   }
 }
@@ -262,6 +288,7 @@ async function withEnv(
     return {
       pool: lease.pool,
       uids: lease.uids,
+      hold: lease.hold,
       release: () => {
         lease.release();
         unhold();

@@ -26,6 +26,15 @@ interface Entry {
   perUid: boolean;
   /** Confirmations that the uids of the tasks that used it have nothing left running. */
   sweeps: Promise<boolean>[];
+  /** Called once it is cleaned up: a group from a slice keeps that slice's zygote until then. */
+  gone?: () => void;
+}
+
+/** A preloading zygote's uids (docs/security.md, "Preloading"), and how to keep it meanwhile. */
+export interface SliceUids {
+  base: number;
+  count: number;
+  hold(): () => void;
 }
 
 const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
@@ -62,6 +71,9 @@ interface UidRange {
   base: number;
   count: number;
 }
+
+const inRange = (id: number | undefined, r: UidRange): boolean =>
+  id !== undefined && id >= r.base && id < r.base + r.count;
 
 /**
  * Working directories and sandbox uids. Tasks sharing a directory name share its uid
@@ -117,10 +129,16 @@ export class WorkDirs {
   }
 
   /**
-   * `uids`: the range a private directory's uid comes from, a preloading zygote's slice
-   * (docs/security.md, "Preloading"); the runner's own range otherwise, and always for groups.
+   * `uids`: the slice of the preloading zygote the task runs on (docs/security.md,
+   * "Preloading"), which its uid comes from and, for a shared directory that no task uses yet, its
+   * group; the runner's own range otherwise. Undefined when the shared directory is in use with a
+   * group of another range: the task must run where that group can be joined.
    */
-  async acquire(requested: string, privateName: boolean, uids?: UidRange): Promise<WorkDir> {
+  async acquire(
+    requested: string,
+    privateName: boolean,
+    uids?: SliceUids,
+  ): Promise<WorkDir | undefined> {
     if (!SAFE_NAME.test(requested))
       throw new Error(`invalid working directory name "${requested}"`);
     if (privateName && this.#switchUid) {
@@ -144,13 +162,17 @@ export class WorkDirs {
     const name = requested;
     const dir = path.join(this.root, name);
     let e = this.#entries.get(name);
-    if (e) e.refs++;
-    else {
-      const gid = this.#switchUid ? this.#allocUid() : undefined;
+    if (e) {
+      if (uids && !inRange(e.uid, uids)) return undefined;
+      e.refs++;
+    } else {
+      const gid = this.#switchUid ? this.#allocUid(uids) : undefined;
       e = { uid: gid, refs: 1, perUid: false, ready: this.#prepare(dir, gid), sweeps: [] };
+      // The slice must not serve another zygote while a group of it owns a live directory.
+      if (uids && gid !== undefined) e.gone = uids.hold();
       this.#entries.set(name, e);
     }
-    const uid = this.#switchUid ? this.#allocUid() : undefined;
+    const uid = this.#switchUid ? this.#allocUid(uids) : undefined;
     await this.#ready(name, e, uid);
     return { name, dir, uid, gid: e.uid, privateUid: uid !== undefined };
   }
@@ -240,6 +262,7 @@ export class WorkDirs {
     })().finally(() => {
       if (uid !== undefined && !this.#quarantined.has(uid)) this.#inUse.delete(uid);
       this.#cleaning.delete(dir);
+      e.gone?.();
     });
     this.#cleaning.set(dir, work);
     return work;
@@ -253,11 +276,10 @@ export class WorkDirs {
    * uid of the slice unusable for the next zygote's tasks.
    */
   retireRange(range: UidRange, clean: boolean): void {
-    const inRange = (uid: number) => uid >= range.base && uid < range.base + range.count;
-    for (const uid of this.#spare) if (inRange(uid)) this.#spare.delete(uid);
+    for (const uid of this.#spare) if (inRange(uid, range)) this.#spare.delete(uid);
     if (!clean) return;
     for (const uid of this.#quarantined)
-      if (inRange(uid)) {
+      if (inRange(uid, range)) {
         this.#quarantined.delete(uid);
         this.#inUse.delete(uid);
       }

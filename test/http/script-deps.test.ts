@@ -97,29 +97,58 @@ describe("script dependencies", () => {
     assert.deepEqual(run.body, { help: "helped", warm: true });
   });
 
-  it("runs a flow's script node, whose working directory the run's nodes share, unpreloaded", async () => {
-    // deps_py was uploaded by the first test. A shared directory's group is no slice's uid, so
-    // the node runs on a plain zygote of the environment (docs/security.md, "Preloading").
+  it("runs a flow's script node warm, sharing the run's directory with the other nodes", async () => {
+    // The directory's group comes from the preloading zygote's uid slice while the node runs, and
+    // from the runner's own range while a node of the default zygote does (docs/security.md).
+    const reader = `# /// script
+# dependencies = ["sluice-slow"]
+# ///
+import sluice_slow
+
+def main(p):
+    with open("note.txt") as f:
+        note = f.read()
+    with open("note.txt", "a") as f:
+        f.write("b")
+    return {"note": note + "b", "warm": sluice_slow.LOADED_BY != 1}
+`;
+    const up = await upload(server, [{ name: "deps_reader.py", content: reader }], {
+      path: "/deps",
+    });
+    assert.equal(up.body.data[0].status, 0, up.text);
+    const code = (body: string) => ({ code: `def main(p):\n${body}` });
     await deployAndActivate(server, "deps_flow", {
       vertexes: [
         { id: "in", type: "input" },
         {
-          id: "py",
+          id: "w",
           type: "script",
-          config: { element: { elementName: "deps_py", path: "/deps" } },
+          config: code("    open('note.txt', 'w').write('a')\n    return p\n"),
+        },
+        {
+          id: "r",
+          type: "script",
+          config: { element: { elementName: "deps_reader", path: "/deps" } },
+        },
+        {
+          id: "f",
+          type: "script",
+          config: code("    return {**p, 'final': open('note.txt').read()}\n"),
         },
         { id: "out", type: "output" },
       ],
       edges: [
-        { source: "in", target: "py" },
-        { source: "py", target: "out" },
+        { source: "in", target: "w" },
+        { source: "w", target: "r" },
+        { source: "r", target: "f" },
+        { source: "f", target: "out" },
       ],
     });
     const r = await server.call("POST", `${DF}/run-sync`, {
       headers: scopeHeaders(),
       body: { elementName: "deps_flow", parameter: {} },
     });
-    assert.deepEqual(r.body.data, { help: "helped", warm: false }, r.text);
+    assert.deepEqual(r.body.data, { note: "ab", warm: true, final: "ab" }, r.text);
   });
 
   it("with SCRIPT_ENV_PRELOAD=false the task imports its packages itself", async () => {
