@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { gatedScript } from "../helpers/gate-file.ts";
 import {
   modeEnv,
   scopeHeaders,
@@ -149,6 +150,47 @@ def main(p):
       body: { elementName: "deps_flow", parameter: {} },
     });
     assert.deepEqual(r.body.data, { note: "ab", warm: true, final: "ab" }, r.text);
+  });
+
+  it("runs a node on a plain zygote while a parallel branch holds the run's directory with another group", async () => {
+    const go = `# /// script
+# dependencies = ["sluice-slow"]
+# ///
+import sluice_slow
+
+def main(p):
+    open("go", "w").close()  # lets the gated branch end
+    return {"warm": sluice_slow.LOADED_BY != 1}
+`;
+    const up = await upload(server, [{ name: "deps_go.py", content: go }], { path: "/deps" });
+    assert.equal(up.body.data[0].status, 0, up.text);
+    await deployAndActivate(server, "deps_branches", {
+      vertexes: [
+        { id: "in", type: "input" },
+        // Opens the directory first (a group of the runner's range) and holds it until `go`.
+        {
+          id: "g",
+          type: "script",
+          config: { code: gatedScript(["open('g-started', 'w').close()"], []) },
+        },
+        {
+          id: "s",
+          type: "script",
+          config: { code: gatedScript([], []).replaceAll("'go'", "'g-started'") },
+        },
+        { id: "r", type: "script", config: { element: { elementName: "deps_go", path: "/deps" } } },
+      ],
+      edges: [
+        { source: "in", target: "g" },
+        { source: "in", target: "s" },
+        { source: "s", target: "r" },
+      ],
+    });
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: scopeHeaders(),
+      body: { elementName: "deps_branches", parameter: {} },
+    });
+    assert.deepEqual(r.body.data, { g: {}, r: { warm: false } }, r.text);
   });
 
   it("with SCRIPT_ENV_PRELOAD=false the task imports its packages itself", async () => {
