@@ -38,6 +38,9 @@ export interface ZygoteOptions {
   onIdleGone?: (pid: number) => void;
 }
 
+/** A zygote process that lived this long after ready died of something new, not a loop. */
+const STABLE_MS = 60_000;
+
 const killGroup = (pid: number): void => {
   try {
     process.kill(-pid, "SIGKILL");
@@ -59,6 +62,8 @@ export class ZygotePool {
   #waiters: Array<(c: Child) => void> = [];
   #closing = false;
   #restarts = 0;
+  /** When the running zygote process said ready. */
+  #readyAt = 0;
   #ready: Promise<void> | undefined;
   /** Set when the zygote's children each have a pid namespace of their own (`ready … pidns`). */
   #reaped: ReapedChildren | undefined;
@@ -101,7 +106,7 @@ export class ZygotePool {
             const [, pid, flag] = line.split(" ");
             this.#zygotePid = Number(pid);
             this.#reaped = flag === "pidns" ? new ReapedChildren(this.#o.clock) : undefined;
-            this.#restarts = 0;
+            this.#readyAt = this.#o.clock.now();
             resolve();
             this.#topUp();
           } else if (line.startsWith("hold ")) this.#hold(proc, Number(line.slice(5)));
@@ -308,6 +313,10 @@ export class ZygotePool {
     this.#reaped = undefined;
     if (this.#closing) return;
     this.#o.logger.error({ code, signal }, "python zygote died; restarting it");
+    // The back-off starts again only after a zygote that lived a while: one that dies soon after
+    // it is ready (a preloaded package can end it, docs/security.md) is restarted at most every 5 s.
+    if (this.#readyAt > 0 && this.#o.clock.now() - this.#readyAt > STABLE_MS) this.#restarts = 0;
+    this.#readyAt = 0;
     const delay = Math.min(5000, 50 * 2 ** this.#restarts++);
     this.#o.clock
       .setTimeout(() => {
