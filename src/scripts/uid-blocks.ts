@@ -5,7 +5,10 @@ import path from "node:path";
  * Sandbox uids must not be shared by two Sluice processes on one host: a task's uid is its
  * process-count limit and its file owner, and a finished task's uid is swept (every process it
  * owns is killed). Each runner therefore claims a block of the configured range with an
- * exclusive lock file naming its pid; a block whose owner is gone is taken over.
+ * exclusive lock file named after its first uid, holding its pid and its size; a block whose
+ * owner is gone is taken over. Block sizes follow the configuration (SCRIPT_CONCURRENCY,
+ * preloading), so two processes of one host may cut the range differently (a rolling upgrade):
+ * a block that overlaps a live one of another size is not taken either.
  */
 export interface UidBlock {
   base: number;
@@ -31,31 +34,61 @@ export function claimUidBlock(
   for (let b = 0; b < blocks; b++) {
     const base = range.uidBase + b * blockSize;
     const lock = path.join(lockDir, `${base}`);
-    if (!heldHere.has(lock) && take(lock)) {
-      heldHere.add(lock);
-      return {
-        base,
-        count: blockSize,
-        release: () => {
-          heldHere.delete(lock);
-          if (readPid(lock) === process.pid) fs.rmSync(lock, { force: true });
-        },
-      };
+    if (heldHere.has(lock) || overlapsLive(lockDir, base, blockSize, lock)) continue;
+    if (!take(lock, blockSize)) continue;
+    // Another process may have taken an overlapping block of another size meanwhile: of two
+    // such, the one further up gives way.
+    if (overlapsLive(lockDir, base, blockSize, lock, base)) {
+      fs.rmSync(lock, { force: true });
+      continue;
     }
+    heldHere.add(lock);
+    return {
+      base,
+      count: blockSize,
+      release: () => {
+        heldHere.delete(lock);
+        if (readLock(lock)?.pid === process.pid) fs.rmSync(lock, { force: true });
+      },
+    };
   }
   throw new Error(
     `all ${blocks} sandbox uid blocks of ${blockSize} are held by running Sluice processes; raise SCRIPT_UID_COUNT`,
   );
 }
 
-function take(lock: string): boolean {
+/**
+ * Whether a live block other than `self` overlaps [base, base + size); with `below`, only blocks
+ * starting below it count. A lock without a size (an older Sluice's) was a block of 256.
+ */
+function overlapsLive(
+  lockDir: string,
+  base: number,
+  size: number,
+  self: string,
+  below = Number.POSITIVE_INFINITY,
+): boolean {
+  for (const name of fs.readdirSync(lockDir)) {
+    const other = Number(name);
+    const lock = path.join(lockDir, name);
+    if (!Number.isInteger(other) || lock === self || other >= below) continue;
+    const owner = readLock(lock);
+    if (!owner) continue;
+    // This process's own locks are live while one of its runners holds them.
+    if (owner.pid === process.pid ? !heldHere.has(lock) : !alive(owner.pid)) continue;
+    if (other < base + size && base < other + owner.size) return true;
+  }
+  return false;
+}
+
+function take(lock: string, size: number): boolean {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      fs.writeFileSync(lock, String(process.pid), { flag: "wx", mode: 0o600 });
+      fs.writeFileSync(lock, `${process.pid} ${size}`, { flag: "wx", mode: 0o600 });
       return true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      const owner = readPid(lock);
+      const owner = readLock(lock)?.pid;
       if (owner !== undefined && owner !== process.pid && alive(owner)) return false;
       // The owner died without releasing (or is this process, restarted runner): free again.
       fs.rmSync(lock, { force: true });
@@ -64,10 +97,11 @@ function take(lock: string): boolean {
   return false;
 }
 
-function readPid(lock: string): number | undefined {
+function readLock(lock: string): { pid: number; size: number } | undefined {
   try {
-    const n = Number(fs.readFileSync(lock, "utf8"));
-    return Number.isInteger(n) && n > 0 ? n : undefined;
+    const [pid, size] = fs.readFileSync(lock, "utf8").trim().split(/\s+/).map(Number);
+    if (!Number.isInteger(pid) || (pid as number) <= 0) return undefined;
+    return { pid: pid as number, size: Number.isInteger(size) ? (size as number) : 256 };
   } catch {
     return undefined;
   }

@@ -42,3 +42,34 @@ describe("sandbox uid blocks", () => {
     for (const h of held) h.release();
   });
 });
+
+describe("sandbox uid blocks of different sizes on one host", () => {
+  const range = { uidBase: 300000, uidCount: 4096 };
+
+  it("does not take a block that overlaps a live block of another size", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
+    // A process that cut the range in blocks of 772 holds the second one: 300772..301543.
+    const other = spawn("sleep", ["30"]);
+    fs.writeFileSync(path.join(dir, "300772"), `${other.pid} 772`);
+    const mine = [1, 2, 3, 4].map(() => claimUidBlock(range, 256, dir));
+    const overlaps = (base: number) => base < 300772 + 772 && 300772 < base + 256;
+    for (const b of mine) assert.ok(!overlaps(b.base), `block ${b.base} overlaps the live one`);
+    // 300768, 301024, 301280 and 301536 each share uids with 300772..301543.
+    assert.deepEqual(
+      mine.map((b) => b.base),
+      [300000, 300256, 300512, 301792],
+    );
+    other.kill();
+    for (const b of mine) b.release();
+  });
+
+  it("reads an older lock without a size as a block of 256", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
+    const other = spawn("sleep", ["30"]);
+    fs.writeFileSync(path.join(dir, "300256"), String(other.pid));
+    const mine = claimUidBlock(range, 772, dir);
+    assert.equal(mine.base, 300772, "300000..300771 shares uids with the older 300256..300511");
+    other.kill();
+    mine.release();
+  });
+});
