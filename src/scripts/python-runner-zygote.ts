@@ -94,6 +94,14 @@ export class ZygotePool {
     });
     this.#proc = proc;
     let buf = "";
+    // `hold` comes once, first, and `ready` once, from the held pid: a preloaded package writes
+    // to the same pipe after `hold` and could forge either (docs/security.md, "Preloading").
+    let held: number | undefined;
+    let readySeen = false;
+    const forged = (line: string) => {
+      this.#o.logger.error({ line }, "python zygote sent a report out of turn: stopped");
+      proc.kill("SIGKILL");
+    };
     this.#ready = new Promise<void>((resolve, reject) => {
       proc.stdout?.setEncoding("utf8").on("data", (d: string) => {
         buf += d;
@@ -104,13 +112,18 @@ export class ZygotePool {
           nl = buf.indexOf("\n");
           if (line.startsWith("ready ")) {
             const [, pid, flag] = line.split(" ");
+            if (readySeen || (held !== undefined && Number(pid) !== held)) return forged(line);
+            readySeen = true;
             this.#zygotePid = Number(pid);
             this.#reaped = flag === "pidns" ? new ReapedChildren(this.#o.clock) : undefined;
             this.#readyAt = this.#o.clock.now();
             resolve();
             this.#topUp();
-          } else if (line.startsWith("hold ")) this.#hold(proc, Number(line.slice(5)));
-          else this.#onReport(line);
+          } else if (line.startsWith("hold ")) {
+            if (held !== undefined || readySeen) return forged(line);
+            held = Number(line.slice(5));
+            this.#hold(proc, held);
+          } else this.#onReport(line);
         }
       });
       proc.once("exit", (code, signal) => {

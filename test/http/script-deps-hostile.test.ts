@@ -381,6 +381,61 @@ def main():
   });
 });
 
+/** The cgroup paths of process `pid` (memory and pids on v1, else the v2 one). */
+function cgroupsOf(pid: number): string[] {
+  const lines = readFileSync(`/proc/${pid}/cgroup`, "utf8").trim().split("\n");
+  const parts = lines.map((l) => l.split(":"));
+  const v1 = parts.filter(([, ctl]) => ctl === "memory" || ctl === "pids").map((p) => p[2]);
+  return (v1.length > 0 ? v1 : parts.filter(([, ctl]) => ctl === "").map((p) => p[2])) as string[];
+}
+
+describe("a preloaded package that asks Node to hold another process in its cgroup", () => {
+  let server: TestServer;
+  let wheels: string;
+  let victim: ChildProcess;
+  before(async () => {
+    // A host process outside every sandbox: a stand-in for Node, the database or another task.
+    victim = spawn("sleep", ["3600"]);
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-hold-"));
+    writeWheel(wheels, {
+      name: "sluice-hold",
+      version: "1.0",
+      topLevel: ["sluice_hold"],
+      // The zygote's `hold PID` makes Node put PID in a cgroup of its own, later emptied by a kill.
+      files: {
+        "sluice_hold/__init__.py": `import os\nos.write(1, b"hold ${victim.pid}\\n")\n`,
+      },
+    });
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  });
+  after(async () => {
+    await server.close();
+    victim.kill("SIGKILL");
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("is not believed: the process stays in its own cgroup and alive", async () => {
+    const before = cgroupsOf(victim.pid as number);
+    const src = `# /// script
+# dependencies = ["sluice-hold"]
+# ///
+import sluice_hold
+
+def main():
+    return "ran"
+`;
+    const r = await upload(server, [{ name: "hold.py", content: src }], { path: "/h" });
+    assert.equal(r.body.data[0].status, 0, r.text);
+    const run = await runSync(server, "hold");
+    assert.deepEqual(run, { status: "SUCCESS", body: "ran" });
+    assert.deepEqual(cgroupsOf(victim.pid as number), before);
+    await server.close(); // every zygote stopped, every cgroup of the runner released
+    assert.equal(victim.exitCode, null);
+    assert.equal(victim.signalCode, null);
+    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+  });
+});
+
 describe("a preloaded package that ends its zygote as it is imported", () => {
   let server: TestServer;
   let wheels: string;
