@@ -1,6 +1,7 @@
 import { chmodSync, chownSync, mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
-import { chmod, chown, lchown, lstat, mkdir, readdir, rm } from "node:fs/promises";
+import { chmod, chown, mkdir } from "node:fs/promises";
 import path from "node:path";
+import { chgrpTree, removeTree } from "./safe-tree.ts";
 
 export interface WorkDir {
   name: string;
@@ -39,14 +40,6 @@ export interface SliceUids {
 
 const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 
-/** Gives every file of a kept directory to a new group, owners unchanged. */
-async function chgrpTree(p: string, gid: number): Promise<void> {
-  const st = await lstat(p);
-  await lchown(p, st.uid, gid);
-  if (!st.isDirectory()) return;
-  for (const e of await readdir(p)) await chgrpTree(path.join(p, e), gid);
-}
-
 /** One getdents on a directory a task just left: synchronous, see #preparePerUid. */
 function isEmptyDir(dir: string): boolean {
   try {
@@ -63,7 +56,7 @@ async function removeDir(dir: string): Promise<void> {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT") return;
     if (code !== "ENOTEMPTY" && code !== "EEXIST") throw err;
-    await rm(dir, { recursive: true, force: true });
+    await removeTree(dir);
   }
 }
 
@@ -195,7 +188,7 @@ export class WorkDirs {
       return;
     }
     // Not known empty (e.g. left by a process that crashed): start from nothing.
-    await rm(dir, { recursive: true, force: true });
+    await removeTree(dir);
     await mkdir(dir, { mode: 0o700 });
     await chown(dir, uid, uid);
   }

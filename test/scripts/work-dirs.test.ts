@@ -1,5 +1,14 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { spawn } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -66,5 +75,90 @@ describe("working directories of preloading zygotes' tasks", () => {
     assert.ok(again && inSlice(again.gid, s), JSON.stringify(again));
     await dirs.release(again, true, async () => true);
     assert.equal(s.held, 0);
+  });
+});
+
+/**
+ * What an attacker holding a descriptor inside a kept run directory does (a preloading zygote
+ * whose slice gave the directory its group keeps one: its packages' code can open it while the
+ * group is its own): swap, atomically and for ever, a subdirectory with a symlink to a host
+ * directory, so that Node, root, walking the tree by path, is sent outside.
+ */
+const SWAPPER = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+d = sys.argv[1]
+a, b = os.path.join(d, "sub").encode(), os.path.join(d, "lnk").encode()
+print("go", flush=True)
+while True:
+    libc.renameat2(-100, a, -100, b, 2)  # RENAME_EXCHANGE
+`;
+
+describe("a kept run directory handed to a new group", () => {
+  let root: string;
+  let outside: string;
+  let dirs: WorkDirs;
+  before(async () => {
+    root = mkdtempSync(path.join(os.tmpdir(), "sluice-workdirs-race-"));
+    outside = mkdtempSync(path.join(os.tmpdir(), "sluice-host-"));
+    dirs = new WorkDirs({ root, uidBase: 310_000, uidCount: 16, switchUid: true });
+    await dirs.init();
+  });
+  after(() => {
+    rmSync(root, { recursive: true, force: true });
+    rmSync(outside, { recursive: true, force: true });
+  });
+
+  it("never changes a file outside it, whatever a process inside swaps meanwhile", async () => {
+    // A host file, root's, named like files of the run directory's subdirectory.
+    const names = Array.from({ length: 40 }, (_, i) => `f${i}`);
+    for (const n of names) writeFileSync(path.join(outside, n), "host");
+    const first = await dirs.acquire("run-race", false);
+    assert.ok(first);
+    const sub = path.join(first.dir, "sub");
+    mkdirSync(sub);
+    for (const n of names) writeFileSync(path.join(sub, n), "run");
+    symlinkSync(outside, path.join(first.dir, "lnk"));
+    await dirs.release(first, true, async () => true);
+
+    const swapper = spawn("python3", ["-c", SWAPPER, first.dir], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    try {
+      await new Promise((resolve) => swapper.stdout.once("data", resolve));
+      const changed = () => names.filter((n) => statSync(path.join(outside, n)).gid !== 0);
+      for (let i = 0; i < 150 && changed().length === 0; i++) {
+        const wd = await dirs.acquire("run-race", false);
+        assert.ok(wd);
+        await dirs.release(wd, true, async () => true);
+      }
+      assert.deepEqual(changed(), []);
+    } finally {
+      swapper.kill("SIGKILL");
+    }
+  });
+  it("never removes a file outside it, whatever a process inside swaps meanwhile", async () => {
+    const names = Array.from({ length: 40 }, (_, i) => `g${i}`);
+    for (const n of names) writeFileSync(path.join(outside, n), "host");
+    const gone = () => names.filter((n) => !existsSync(path.join(outside, n)));
+    for (let i = 0; i < 40 && gone().length === 0; i++) {
+      const wd = await dirs.acquire(`run-rm${i}`, false);
+      assert.ok(wd);
+      const sub = path.join(wd.dir, "sub");
+      mkdirSync(sub);
+      for (const n of names) writeFileSync(path.join(sub, n), "run");
+      symlinkSync(outside, path.join(wd.dir, "lnk"));
+      const swapper = spawn("python3", ["-c", SWAPPER, wd.dir], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      try {
+        await new Promise((resolve) => swapper.stdout.once("data", resolve));
+        // It may fail (the tree changes under it); it must not reach outside.
+        await dirs.release(wd, false, async () => true).catch(() => {});
+      } finally {
+        swapper.kill("SIGKILL");
+      }
+    }
+    assert.deepEqual(gone(), []);
   });
 });

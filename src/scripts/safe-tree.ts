@@ -1,0 +1,74 @@
+import { constants } from "node:fs";
+import { type FileHandle, lchown, lstat, open, readdir, rmdir, unlink } from "node:fs/promises";
+
+/**
+ * Walks of a directory tree that processes of the sandbox may still be changing while Node, root,
+ * walks it (a preloading zygote can keep a descriptor inside a run's directory; docs/security.md,
+ * "Preloading"). A walk by path follows a subdirectory swapped for a symlink between two calls and
+ * goes on in a host directory; here each directory is opened without following a symlink and its
+ * entries are reached through `/proc/self/fd/N/<name>`, which resolves to that very directory,
+ * and no call follows a last component.
+ */
+
+const NOT_A_DIR = new Set(["ELOOP", "ENOTDIR", "ENOENT"]);
+
+/** The directory at `p` (never a symlink there), or undefined when it is not one any more. */
+async function openDir(p: string): Promise<FileHandle | undefined> {
+  try {
+    return await open(p, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (err) {
+    if (NOT_A_DIR.has((err as NodeJS.ErrnoException).code ?? "")) return undefined;
+    throw err;
+  }
+}
+
+const isGone = (err: unknown): boolean => (err as NodeJS.ErrnoException).code === "ENOENT";
+
+/** Gives every file of a directory to `gid`, owners unchanged. */
+export async function chgrpTree(dir: string, gid: number): Promise<void> {
+  const fh = await openDir(dir);
+  if (!fh) return; // swapped for something else under us: nothing of it is ours to change
+  try {
+    const st = await fh.stat();
+    await fh.chown(st.uid, gid);
+    const base = `/proc/self/fd/${fh.fd}`;
+    for (const name of await readdir(base)) {
+      const p = `${base}/${name}`;
+      const e = await lstat(p).catch((err: unknown) =>
+        isGone(err) ? undefined : Promise.reject(err),
+      );
+      if (!e) continue;
+      if (e.isDirectory()) await chgrpTree(p, gid);
+      else
+        await lchown(p, e.uid, gid).catch((err: unknown) =>
+          isGone(err) ? undefined : Promise.reject(err),
+        );
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Removes a directory and everything in it. */
+export async function removeTree(dir: string): Promise<void> {
+  const fh = await openDir(dir);
+  if (!fh) {
+    await unlink(dir).catch((err: unknown) => (isGone(err) ? undefined : Promise.reject(err)));
+    return;
+  }
+  try {
+    const base = `/proc/self/fd/${fh.fd}`;
+    for (const name of await readdir(base)) {
+      const p = `${base}/${name}`;
+      const e = await lstat(p).catch((err: unknown) =>
+        isGone(err) ? undefined : Promise.reject(err),
+      );
+      if (!e) continue;
+      if (e.isDirectory()) await removeTree(p);
+      else await unlink(p).catch((err: unknown) => (isGone(err) ? undefined : Promise.reject(err)));
+    }
+  } finally {
+    await fh.close();
+  }
+  await rmdir(dir).catch((err: unknown) => (isGone(err) ? undefined : Promise.reject(err)));
+}
