@@ -36,9 +36,10 @@ export function claimUidBlock(
     const lock = path.join(lockDir, `${base}`);
     if (heldHere.has(lock) || overlapsLive(lockDir, base, blockSize, lock)) continue;
     if (!take(lock, blockSize)) continue;
-    // Another process may have taken an overlapping block of another size meanwhile: of two
-    // such, the one further up gives way.
-    if (overlapsLive(lockDir, base, blockSize, lock, base)) {
+    // Another process may have taken an overlapping block of another size meanwhile, above or
+    // below: give way to any. Of two, the one that locked last sees the other (both may, and both
+    // move on); letting only the upper one give way kept both when the lower locked last.
+    if (overlapsLive(lockDir, base, blockSize, lock)) {
       fs.rmSync(lock, { force: true });
       continue;
     }
@@ -58,20 +59,14 @@ export function claimUidBlock(
 }
 
 /**
- * Whether a live block other than `self` overlaps [base, base + size); with `below`, only blocks
- * starting below it count. A lock without a size (an older Sluice's) was a block of 256.
+ * Whether a live block other than `self` overlaps [base, base + size). A lock without a size (an
+ * older Sluice's) was a block of 256.
  */
-function overlapsLive(
-  lockDir: string,
-  base: number,
-  size: number,
-  self: string,
-  below = Number.POSITIVE_INFINITY,
-): boolean {
+function overlapsLive(lockDir: string, base: number, size: number, self: string): boolean {
   for (const name of fs.readdirSync(lockDir)) {
     const other = Number(name);
     const lock = path.join(lockDir, name);
-    if (!Number.isInteger(other) || lock === self || other >= below) continue;
+    if (!Number.isInteger(other) || lock === self) continue;
     const owner = readLock(lock);
     if (!owner) continue;
     // This process's own locks are live while one of its runners holds them.

@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { describe, it } from "node:test";
+import { describe, it, mock } from "node:test";
 import { claimUidBlock } from "../../src/scripts/uid-blocks.ts";
 
 describe("sandbox uid blocks", () => {
@@ -71,5 +71,33 @@ describe("sandbox uid blocks of different sizes on one host", () => {
     assert.equal(mine.base, 300772, "300000..300771 shares uids with the older 300256..300511");
     other.kill();
     mine.release();
+  });
+  it("gives way to a block above it taken between its look and its lock", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uidb-"));
+    const other = spawn("sleep", ["30"]);
+    // The other process (blocks of 256) looks, finds nothing, locks 300256 and looks again
+    // below it, all while this one, having looked, has not written its lock yet.
+    const write = fs.writeFileSync;
+    let raced = false;
+    const spy = mock.method(fs, "writeFileSync", (...args: Parameters<typeof write>) => {
+      if (!raced && args[0] === path.join(dir, "300000")) {
+        raced = true;
+        write(path.join(dir, "300256"), `${other.pid} 256`, { flag: "wx" });
+      }
+      return write(...args);
+    });
+    try {
+      const mine = claimUidBlock(range, 772, dir);
+      assert.ok(raced);
+      const overlaps = mine.base < 300256 + 256 && 300256 < mine.base + 772;
+      assert.ok(
+        !overlaps,
+        `block ${mine.base}..${mine.base + 771} overlaps the live 300256..300511`,
+      );
+      mine.release();
+    } finally {
+      spy.mock.restore();
+      other.kill();
+    }
   });
 });
