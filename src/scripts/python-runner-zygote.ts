@@ -147,6 +147,11 @@ export class ZygotePool {
     }
     this.#o.onHold(pid).then(
       (unhold) => {
+        // Gone meanwhile (killed, or the pool closed): its exit found no hold to let go.
+        if (proc.exitCode !== null || proc.signalCode !== null) {
+          void unhold().catch(() => {});
+          return;
+        }
         this.#unhold = unhold;
         go();
       },

@@ -64,3 +64,38 @@ describe("zygote restarts", () => {
     assert.deepEqual(delays, [50, 50]);
   });
 });
+
+describe("a preloading zygote's hold", () => {
+  it("is let go when its zygote exits before Node has put it in its cgroup", async () => {
+    const clock = createFakeClock();
+    const letGo = condition();
+    let released = 0;
+    const gone = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    const p = new ZygotePool({
+      command: "/bin/sh",
+      // It goes before its hold is done (killed, or its pool closed meanwhile).
+      args: ["-c", 'echo "hold $$"; exit 3'],
+      env: { PATH: "/usr/bin:/bin" },
+      prefork: 0,
+      logger: silent,
+      clock,
+      onHold: async (pid) => {
+        await pollUntil(() => gone(pid), Boolean, "the zygote gone");
+        return async () => {
+          released++;
+          letGo.changed();
+        };
+      },
+    });
+    await assert.rejects(p.start(), /exited before ready/);
+    await letGo.until(() => released === 1, "its cgroup released");
+    await p.close();
+  });
+});
