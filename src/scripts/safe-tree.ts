@@ -1,4 +1,4 @@
-import { constants } from "node:fs";
+import { constants, type Stats } from "node:fs";
 import { type FileHandle, lchown, lstat, open, readdir, rmdir, unlink } from "node:fs/promises";
 
 /**
@@ -24,6 +24,23 @@ async function openDir(p: string): Promise<FileHandle | undefined> {
 
 const isGone = (err: unknown): boolean => (err as NodeJS.ErrnoException).code === "ENOENT";
 
+/** Swallows "it is gone already" (an entry removed meanwhile): nothing left to change. */
+const unlessGone = (err: unknown): Promise<undefined> =>
+  isGone(err) ? Promise.resolve(undefined) : Promise.reject(err);
+
+/** Each entry of the open directory `fh`, by a path through its descriptor, with its lstat. */
+async function eachEntry(
+  fh: FileHandle,
+  fn: (p: string, e: Stats) => Promise<unknown>,
+): Promise<void> {
+  const base = `/proc/self/fd/${fh.fd}`;
+  for (const name of await readdir(base)) {
+    const p = `${base}/${name}`;
+    const e = await lstat(p).catch(unlessGone);
+    if (e) await fn(p, e);
+  }
+}
+
 /** Gives every file of a directory to `gid`, owners unchanged. */
 export async function chgrpTree(dir: string, gid: number): Promise<void> {
   const fh = await openDir(dir);
@@ -31,19 +48,9 @@ export async function chgrpTree(dir: string, gid: number): Promise<void> {
   try {
     const st = await fh.stat();
     await fh.chown(st.uid, gid);
-    const base = `/proc/self/fd/${fh.fd}`;
-    for (const name of await readdir(base)) {
-      const p = `${base}/${name}`;
-      const e = await lstat(p).catch((err: unknown) =>
-        isGone(err) ? undefined : Promise.reject(err),
-      );
-      if (!e) continue;
-      if (e.isDirectory()) await chgrpTree(p, gid);
-      else
-        await lchown(p, e.uid, gid).catch((err: unknown) =>
-          isGone(err) ? undefined : Promise.reject(err),
-        );
-    }
+    await eachEntry(fh, (p, e) =>
+      e.isDirectory() ? chgrpTree(p, gid) : lchown(p, e.uid, gid).catch(unlessGone),
+    );
   } finally {
     await fh.close();
   }
@@ -53,22 +60,13 @@ export async function chgrpTree(dir: string, gid: number): Promise<void> {
 export async function removeTree(dir: string): Promise<void> {
   const fh = await openDir(dir);
   if (!fh) {
-    await unlink(dir).catch((err: unknown) => (isGone(err) ? undefined : Promise.reject(err)));
+    await unlink(dir).catch(unlessGone);
     return;
   }
   try {
-    const base = `/proc/self/fd/${fh.fd}`;
-    for (const name of await readdir(base)) {
-      const p = `${base}/${name}`;
-      const e = await lstat(p).catch((err: unknown) =>
-        isGone(err) ? undefined : Promise.reject(err),
-      );
-      if (!e) continue;
-      if (e.isDirectory()) await removeTree(p);
-      else await unlink(p).catch((err: unknown) => (isGone(err) ? undefined : Promise.reject(err)));
-    }
+    await eachEntry(fh, (p, e) => (e.isDirectory() ? removeTree(p) : unlink(p).catch(unlessGone)));
   } finally {
     await fh.close();
   }
-  await rmdir(dir).catch((err: unknown) => (isGone(err) ? undefined : Promise.reject(err)));
+  await rmdir(dir).catch(unlessGone);
 }

@@ -72,27 +72,34 @@ async function versionOf(server: TestServer, name: string) {
   return r.body.data;
 }
 
-describe("script dependencies", () => {
-  let server: TestServer;
-  let wheels: string;
+/** A server installing from a fresh wheel folder, for the suite that calls it. */
+function serveWheels(): { server: TestServer; wheels: string } {
+  const suite = { wheels: "" } as { server: TestServer; wheels: string };
   before(async () => {
-    wheels = wheelFolder();
-    // Preloading is on by default (docs/security.md, "Preloading"): the warm start is tested.
-    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+    suite.wheels = wheelFolder();
+    suite.server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: suite.wheels });
   });
   after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
+    await suite.server.close();
+    rmSync(suite.wheels, { recursive: true, force: true });
   });
+  return suite;
+}
+
+describe("script dependencies", () => {
+  // Preloading is on by default (docs/security.md, "Preloading"): the warm start is tested.
+  const suite = serveWheels();
 
   it("installs a module's PEP 723 dependencies at upload and runs it with them, warm", async () => {
-    const r = await upload(server, [{ name: "deps_py.py", content: MODULE }], { path: "/deps" });
+    const r = await upload(suite.server, [{ name: "deps_py.py", content: MODULE }], {
+      path: "/deps",
+    });
     assert.equal(r.body.data[0].status, 0, r.text);
-    const v = await versionOf(server, "deps_py");
+    const v = await versionOf(suite.server, "deps_py");
     assert.deepEqual(v.env.packages, ["sluice-helper==2.1", "sluice-slow==1.0"]);
     assert.deepEqual(v.env.declared, ["sluice-slow"]);
-    assert.deepEqual(envDirs(server), [v.env.hash]);
-    const run = await runSync(server, "deps_py");
+    assert.deepEqual(envDirs(suite.server), [v.env.hash]);
+    const run = await runSync(suite.server, "deps_py");
     assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
     // Imported in the zygote, before the fork: the task (pid 1 of its namespace) did not load it.
     assert.deepEqual(run.body, { help: "helped", warm: true });
@@ -113,12 +120,12 @@ def main(p):
         f.write("b")
     return {"note": note + "b", "warm": sluice_slow.LOADED_BY != 1}
 `;
-    const up = await upload(server, [{ name: "deps_reader.py", content: reader }], {
+    const up = await upload(suite.server, [{ name: "deps_reader.py", content: reader }], {
       path: "/deps",
     });
     assert.equal(up.body.data[0].status, 0, up.text);
     const code = (body: string) => ({ code: `def main(p):\n${body}` });
-    await deployAndActivate(server, "deps_flow", {
+    await deployAndActivate(suite.server, "deps_flow", {
       vertexes: [
         { id: "in", type: "input" },
         {
@@ -145,7 +152,7 @@ def main(p):
         { source: "f", target: "out" },
       ],
     });
-    const r = await server.call("POST", `${DF}/run-sync`, {
+    const r = await suite.server.call("POST", `${DF}/run-sync`, {
       headers: scopeHeaders(),
       body: { elementName: "deps_flow", parameter: {} },
     });
@@ -162,9 +169,9 @@ def main(p):
     open("go", "w").close()  # lets the gated branch end
     return {"warm": sluice_slow.LOADED_BY != 1}
 `;
-    const up = await upload(server, [{ name: "deps_go.py", content: go }], { path: "/deps" });
+    const up = await upload(suite.server, [{ name: "deps_go.py", content: go }], { path: "/deps" });
     assert.equal(up.body.data[0].status, 0, up.text);
-    await deployAndActivate(server, "deps_branches", {
+    await deployAndActivate(suite.server, "deps_branches", {
       vertexes: [
         { id: "in", type: "input" },
         // Opens the directory first (a group of the runner's range) and holds it until `go`.
@@ -186,7 +193,7 @@ def main(p):
         { source: "s", target: "r" },
       ],
     });
-    const r = await server.call("POST", `${DF}/run-sync`, {
+    const r = await suite.server.call("POST", `${DF}/run-sync`, {
       headers: scopeHeaders(),
       body: { elementName: "deps_branches", parameter: {} },
     });
@@ -196,7 +203,7 @@ def main(p):
   it("with SCRIPT_ENV_PRELOAD=false the task imports its packages itself", async () => {
     const plain = await startServer({
       PIP_NO_INDEX: "1",
-      PIP_FIND_LINKS: wheels,
+      PIP_FIND_LINKS: suite.wheels,
       SCRIPT_ENV_PRELOAD: "false",
     });
     try {
@@ -221,29 +228,34 @@ def main(p):
         content: "# same set as deps_py\nsluice-slow  # pulls the helper\n",
       },
     ]);
-    const r = await upload(server, [{ name: "deps_zip.zip", content: zip }], { path: "/deps" });
+    const r = await upload(suite.server, [{ name: "deps_zip.zip", content: zip }], {
+      path: "/deps",
+    });
     assert.equal(r.body.data[0].status, 0, r.text);
-    const [a, b] = [await versionOf(server, "deps_py"), await versionOf(server, "deps_zip")];
+    const [a, b] = [
+      await versionOf(suite.server, "deps_py"),
+      await versionOf(suite.server, "deps_zip"),
+    ];
     assert.equal(a.env.hash, b.env.hash);
-    assert.deepEqual(envDirs(server), [a.env.hash]);
-    const run = await runSync(server, "deps_zip");
+    assert.deepEqual(envDirs(suite.server), [a.env.hash]);
+    const run = await runSync(suite.server, "deps_zip");
     assert.deepEqual([run.status, run.body], ["SUCCESS", "helped"]);
   });
 
   it("refuses an upload whose package cannot be found, leaving nothing behind", async () => {
-    const before = envDirs(server);
+    const before = envDirs(suite.server);
     const src =
       '# /// script\n# dependencies = ["sluice-missing==9"]\n# ///\ndef main():\n    return 1\n';
-    const r = await upload(server, [{ name: "missing.py", content: src }], { path: "/deps" });
+    const r = await upload(suite.server, [{ name: "missing.py", content: src }], { path: "/deps" });
     assert.equal(r.body.data[0].status, 2);
     assert.match(r.body.data[0].message, /could not be installed: .*sluice-missing/s);
-    assert.deepEqual(envDirs(server), before);
+    assert.deepEqual(envDirs(suite.server), before);
     assert.deepEqual(
-      readdirSync(path.join(server.dataDir, "envs")).filter((n) => n.startsWith(".")),
+      readdirSync(path.join(suite.server.dataDir, "envs")).filter((n) => n.startsWith(".")),
       [],
       "no temporary build directory is left",
     );
-    const found = await server.call("POST", "/script/external/missing/run-sync", {
+    const found = await suite.server.call("POST", "/script/external/missing/run-sync", {
       headers: scopeHeaders(),
       body: {},
     });
@@ -269,7 +281,7 @@ def main(p):
       ],
     ];
     for (const [name, content, message] of cases) {
-      const r = await upload(server, [{ name, content }], { path: "/bad" });
+      const r = await upload(suite.server, [{ name, content }], { path: "/bad" });
       assert.equal(r.body.data[0].status, 2, name);
       assert.match(r.body.data[0].message, message, name);
     }
@@ -278,13 +290,15 @@ def main(p):
   it("removes an environment no element uses any more", async () => {
     const src =
       '# /// script\n# dependencies = ["sluice-helper"]\n# ///\ndef main():\n    return 2\n';
-    const r = await upload(server, [{ name: "helper_only.py", content: src }], { path: "/gc" });
+    const r = await upload(suite.server, [{ name: "helper_only.py", content: src }], {
+      path: "/gc",
+    });
     assert.equal(r.body.data[0].status, 0, r.text);
-    const own = (await versionOf(server, "helper_only")).env.hash as string;
-    const shared = (await versionOf(server, "deps_py")).env.hash as string;
-    assert.deepEqual(envDirs(server), [own, shared].sort());
+    const own = (await versionOf(suite.server, "helper_only")).env.hash as string;
+    const shared = (await versionOf(suite.server, "deps_py")).env.hash as string;
+    assert.deepEqual(envDirs(suite.server), [own, shared].sort());
     const plain = await upload(
-      server,
+      suite.server,
       [{ name: "helper_only.py", content: "def main():\n    return 3\n" }],
       {
         path: "/gc",
@@ -292,9 +306,9 @@ def main(p):
       },
     );
     assert.equal(plain.body.data[0].status, 0);
-    assert.equal((await versionOf(server, "helper_only")).env, null);
-    assert.deepEqual(envDirs(server), [shared]);
-    assert.deepEqual(await runSync(server, "helper_only"), { status: "SUCCESS", body: 3 });
+    assert.equal((await versionOf(suite.server, "helper_only")).env, null);
+    assert.deepEqual(envDirs(suite.server), [shared]);
+    assert.deepEqual(await runSync(suite.server, "helper_only"), { status: "SUCCESS", body: 3 });
   });
 });
 
@@ -343,16 +357,7 @@ describe("a node that lacks an environment", () => {
 });
 
 describe("preloading zygotes' uids", () => {
-  let server: TestServer;
-  let wheels: string;
-  before(async () => {
-    wheels = wheelFolder();
-    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
-  });
-  after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
-  });
+  const suite = serveWheels();
 
   it("gives each environment's preloading zygote uids no other zygote's task has", async () => {
     const uidOf = (pkgs: string) => `# /// script
@@ -367,13 +372,13 @@ def main():
       { name: "uid_b.py", content: uidOf('"sluice-helper"') },
       { name: "uid_plain.py", content: uidOf("") },
     ];
-    const r = await upload(server, files, { path: "/uids" });
+    const r = await upload(suite.server, files, { path: "/uids" });
     assert.deepEqual(
       r.body.data.map((d: { status: number }) => d.status),
       [0, 0, 0],
       r.text,
     );
-    const uid = async (name: string) => (await runSync(server, name)).body as number;
+    const uid = async (name: string) => (await runSync(suite.server, name)).body as number;
     const [a, b, plain] = [await uid("uid_a"), await uid("uid_b"), await uid("uid_plain")];
     // The block: the default zygote's 256 uids, then one slice of 1 + 2 × 64 per preloading
     // zygote (its first is the namespace's root), then the syntax checks'.
