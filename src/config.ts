@@ -305,7 +305,7 @@ function pythonConfig(env: Env): Config["python"] {
     throw new Error(`config: SCRIPT_CGROUP_ROOT must be an absolute path, got "${cgroupRoot}"`);
   }
   const checkConcurrency = int(env, "SCRIPT_CHECK_CONCURRENCY", 2);
-  // Each concurrent check holds a sandbox uid of its own, taken from the runner's block of 256.
+  // Each concurrent check holds a sandbox uid of its own, one of the last of the runner's block.
   if (!Number.isInteger(checkConcurrency) || checkConcurrency < 1 || checkConcurrency > 64) {
     throw new Error(
       `config: SCRIPT_CHECK_CONCURRENCY must be an integer from 1 to 64, got "${checkConcurrency}"`,

@@ -34,8 +34,8 @@ export interface EnvLease {
  * and kind, started on a task's demand, at most `max` at once on top of the default zygote. A
  * preloading zygote imports the environment's declared modules in a user namespace mapping a
  * uid slice of its own (docs/security.md, "Preloading"); a plain one imports nothing and runs
- * tasks that share a working directory with others (their group is no slice's) and every task
- * when no slice is free. When a new one is needed at the limit, the least recently used one that
+ * the tasks whose shared working directory is in use with a group outside the slice, and every
+ * task of its environment when it started with no slice free or its preloading start failed. When a new one is needed at the limit, the least recently used one that
  * no task holds is stopped; when every one is held, the new one starts anyway and the count
  * comes back to the limit as tasks end.
  */
@@ -64,7 +64,7 @@ export class EnvPools {
     return this.#entries.size;
   }
 
-  /** `preload`: the task may run on a preloading zygote (its working directory is its own). */
+  /** `preload`: false for a task whose shared directory is in use with a group of another range. */
   async acquire(dir: string, manifest: EnvManifest, preload: boolean): Promise<EnvLease> {
     const warm = preload && this.#o.slices !== undefined;
     const e = this.#entry(dir, manifest, warm);

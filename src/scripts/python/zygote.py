@@ -1,11 +1,14 @@
 """Sluice zygote: one warm CPython that forks a fresh child per script task.
 
-Started once by src/scripts/python-runner.ts as `python -I zygote.py`.
+Started by src/scripts/python-runner.ts as `python -I zygote.py` (once per service process, and
+as `python -I -S zygote.py --env=…` per zygote of an environment).
 Node drives it over stdin with one command per line:
+    g      go on (only after `hold`: Node has put this zygote in a cgroup of its own)
     f N    fork N more idle children
     k UID PID  make sure nothing of UID is left once its task's child PID has ended
     (0: unknown), and report when that is confirmed
 and reads reports from stdout, one per line:
+    hold PID                    with --userns, once and first: wait for `g`
     ready PID [pidns]           warm and accepting commands (pidns: each child is the first
                                 process of a pid namespace of its own)
     c PID TASK RESULT OUT ERR   forked a child; Node opens /proc/PID/fd/<n> for these four
