@@ -35,9 +35,10 @@ export interface EnvLease {
  * preloading zygote imports the environment's declared modules in a user namespace mapping a
  * uid slice of its own (docs/security.md, "Preloading"); a plain one imports nothing and runs
  * the tasks whose shared working directory is in use with a group outside the slice, and every
- * task of its environment when it started with no slice free or its preloading start failed. When a new one is needed at the limit, the least recently used one that
- * no task holds is stopped; when every one is held, the new one starts anyway and the count
- * comes back to the limit as tasks end.
+ * task of its environment when it started with no slice free or its preloading start failed.
+ * When a new one is needed at the limit, the least recently used one that no task holds is
+ * stopped; when every one is held, the new one starts anyway and the count comes back to the
+ * limit as tasks end.
  */
 export interface EnvPoolsOptions {
   max: number;
