@@ -121,7 +121,7 @@ describe("a kept run directory handed to a new group", () => {
     symlinkSync(outside, path.join(first.dir, "lnk"));
     await dirs.release(first, true, async () => true);
 
-    const swapper = spawn("python3", ["-c", SWAPPER, first.dir], {
+    const swapper = spawn("/usr/bin/python3", ["-c", SWAPPER, first.dir], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     try {
@@ -148,7 +148,7 @@ describe("a kept run directory handed to a new group", () => {
       mkdirSync(sub);
       for (const n of names) writeFileSync(path.join(sub, n), "run");
       symlinkSync(outside, path.join(wd.dir, "lnk"));
-      const swapper = spawn("python3", ["-c", SWAPPER, wd.dir], {
+      const swapper = spawn("/usr/bin/python3", ["-c", SWAPPER, wd.dir], {
         stdio: ["ignore", "pipe", "inherit"],
       });
       try {
