@@ -31,7 +31,9 @@ describe("webhook signature", () => {
       "print(ok)",
     ].join("\n");
     const run = (body: string) =>
-      execFileSync("/usr/bin/python3", ["-c", py, SECRET, header, body], { encoding: "utf8" }).trim();
+      execFileSync("/usr/bin/python3", ["-c", py, SECRET, header, body], {
+        encoding: "utf8",
+      }).trim();
     assert.equal(run(BODY), "True");
     assert.equal(run(`${BODY}x`), "False");
   });
