@@ -237,23 +237,37 @@ describe("completion webhooks", () => {
   });
 });
 
+/** Deploys the orders flow on `server` and runs it once with a callback to `rx` at `at`. */
+async function ordersRunWithCallback(
+  server: TestServer,
+  rx: { url: string },
+  at: string,
+): Promise<string> {
+  await deployAndActivate(server, "orders", NO_SCRIPT_FLOW);
+  const r = await server.call("POST", `${DF}/run-sync`, {
+    headers: H,
+    body: { elementName: "orders", parameter: ORDERS, callbackUrl: `${rx.url}${at}` },
+  });
+  return r.headers.get("x-run-id") ?? "";
+}
+
+/** Settings for two lives of one service whose deliveries retry fast. */
+async function restartEnv(): Promise<Record<string, string>> {
+  return { ...(await modeEnv()), WEBHOOK_BACKOFF_MS: "30", WEBHOOK_MAX_BACKOFF_MS: "60" };
+}
+
 describe("completion webhooks across a restart", () => {
   it("delivers exactly once when the service restarts in the middle of retries", async () => {
     const rx = await startReceiver();
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-hooks-"));
     // The same database for both lives: the data directory, or the same PostgreSQL database.
-    const env = { ...(await modeEnv()), WEBHOOK_BACKOFF_MS: "30", WEBHOOK_MAX_BACKOFF_MS: "60" };
+    const env = await restartEnv();
     let healed = false;
     rx.answer = () => (healed ? 200 : 500);
     const first = await startServer(env, { dataDir, keepData: true });
     let runId = "";
     try {
-      await deployAndActivate(first, "orders", NO_SCRIPT_FLOW);
-      const r = await first.call("POST", `${DF}/run-sync`, {
-        headers: H,
-        body: { elementName: "orders", parameter: ORDERS, callbackUrl: `${rx.url}/restart` },
-      });
-      runId = r.headers.get("x-run-id") ?? "";
+      runId = await ordersRunWithCallback(first, rx, "/restart");
       await rx.cond.until(() => rx.received.length >= 2, "two failed attempts");
     } finally {
       await first.close();
@@ -285,12 +299,7 @@ describe("completion webhooks of deleted runs", () => {
     const rx = await startReceiver();
     const server = await startServer({});
     try {
-      await deployAndActivate(server, "orders", NO_SCRIPT_FLOW);
-      const r = await server.call("POST", `${DF}/run-sync`, {
-        headers: H,
-        body: { elementName: "orders", parameter: ORDERS, callbackUrl: `${rx.url}/gone` },
-      });
-      const runId = r.headers.get("x-run-id") ?? "";
+      const runId = await ordersRunWithCallback(server, rx, "/gone");
       await rx.cond.until(() => rx.received.length === 1, "the delivery");
       await server.services.webhooks.idle();
       assert.equal((await server.services.webhooks.deliveriesOf(runId)).length, 1);
@@ -309,18 +318,13 @@ describe("completion webhooks of deleted runs", () => {
   it("still delivers a pending delivery of a deleted run, and prunes it at the next start", async () => {
     const rx = await startReceiver();
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-hooks-"));
-    const env = { ...(await modeEnv()), WEBHOOK_BACKOFF_MS: "30", WEBHOOK_MAX_BACKOFF_MS: "60" };
+    const env = await restartEnv();
     let deleted = false;
     rx.answer = () => (deleted ? 200 : 500);
     const first = await startServer(env, { dataDir, keepData: true });
     let runId = "";
     try {
-      await deployAndActivate(first, "orders", NO_SCRIPT_FLOW);
-      const r = await first.call("POST", `${DF}/run-sync`, {
-        headers: H,
-        body: { elementName: "orders", parameter: ORDERS, callbackUrl: `${rx.url}/later` },
-      });
-      runId = r.headers.get("x-run-id") ?? "";
+      runId = await ordersRunWithCallback(first, rx, "/later");
       await rx.cond.until(() => rx.received.length >= 1, "a failed attempt");
       await first.call("POST", `${DF}/run/delete`, { headers: H, body: { runIds: [runId] } });
       deleted = true;
