@@ -1,29 +1,13 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { artifactsSaved, WRITERS } from "../helpers/artifacts.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { sluice } from "../helpers/process.ts";
 import { SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 import { within } from "../helpers/wait.ts";
-
-const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
-
-function sluice(args: string[], env: Record<string, string>) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 /** `sluice artifacts` (docs/cli.md, docs/artifacts.md) as a script would run it. */
 describe("sluice artifacts", () => {

@@ -1,34 +1,11 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { sluice } from "../helpers/process.ts";
 import { SCOPE, startServer, type TestServer } from "../helpers/server.ts";
-
-const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
-
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the real `sluice` binary as a separate process, as a script would. */
-function sluice(args: string[], env: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 describe("sluice CLI against a real server", () => {
   let server: TestServer;

@@ -1,28 +1,11 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { sluice } from "../helpers/process.ts";
 import { SCOPE, scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 import { writeWheel } from "../helpers/wheels.ts";
-
-const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
-
-/** Runs the real `sluice` binary as a separate process, as a script would. */
-function sluice(args: string[], env: Record<string, string>) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 const WITH_DEPS = `# /// script
 # dependencies = ["sluice-helper>=2"]

@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { BIN } from "../helpers/process.ts";
 import { SCOPE, startServer, type TestServer, upload } from "../helpers/server.ts";
-
-const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
 
 describe("sluice CLI whose reader goes away (`sluice … | head`)", () => {
   let server: TestServer;

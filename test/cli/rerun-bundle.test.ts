@@ -1,30 +1,16 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { DF, deployAndActivate, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { type Hook, startHook } from "../helpers/hook.ts";
+import { sluice } from "../helpers/process.ts";
 import { SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
-const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
 const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
 
 /** The real `sluice` binary as a separate process (as test/cli/cli.test.ts runs it). */
-function sluice(args: string[], env: Record<string, string>) {
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 60_000 },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
-
 describe("sluice rerun, resume, export and import against real servers", () => {
   let source: TestServer;
   let target: TestServer;

@@ -1,8 +1,30 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
 
-const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
+/** The `sluice` command (docs/cli.md). */
+export const BIN = path.resolve(import.meta.dirname, "../../bin/sluice.js");
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `sluice` binary as a separate process, as a script would. */
+export function sluice(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
