@@ -1,17 +1,12 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { makeSessionCookie } from "../../src/auth/tokens.ts";
-import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
+import type { Browser, Page } from "playwright-core";
 import { artifactsSaved, WRITERS } from "../helpers/artifacts.ts";
+import { assertConsoleReady, consolePage, SESSION_SECRET } from "../helpers/console-page.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
-import { SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 import { within } from "../helpers/wait.ts";
-
-const CHROMIUM = "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
 
 describe("console: a run page lists its artifacts with download links (headless Chromium)", () => {
   let server: TestServer;
@@ -19,18 +14,10 @@ describe("console: a run page lists its artifacts with download links (headless 
   let page: Page;
 
   before(async () => {
-    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (bash bin/system-deps.sh)`);
-    assert.ok(
-      fs.existsSync(path.join(CONSOLE_DIST, "index.html")),
-      "build the console first: npm run build:console",
-    );
-    server = await startServer({ AUTH_SESSION_SECRET: "session-secret", FILE_SWEEP_MS: "0" });
+    assertConsoleReady();
+    server = await startServer({ AUTH_SESSION_SECRET: SESSION_SECRET, FILE_SWEEP_MS: "0" });
     await deployAndActivate(server, "keeper", WRITERS, { fileCleanup: { type: "keep" } });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: true });
-    const context = await browser.newContext({ acceptDownloads: true });
-    const cookie = makeSessionCookie("session-secret", SCOPE, Math.floor(Date.now() / 1000) + 3600);
-    await context.addCookies([{ name: "session", value: cookie, url: server.url }]);
-    page = await context.newPage();
+    ({ browser, page } = await consolePage(server, { acceptDownloads: true }));
   });
   after(async () => {
     await browser?.close();

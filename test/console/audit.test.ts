@@ -1,21 +1,9 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { makeSessionCookie } from "../../src/auth/tokens.ts";
-import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
+import type { Browser, Page } from "playwright-core";
+import { assertConsoleReady, consolePage, SESSION_SECRET } from "../helpers/console-page.ts";
 import { DF } from "../helpers/flows.ts";
-import {
-  OTHER_SCOPE,
-  SCOPE,
-  scopeHeaders,
-  startServer,
-  type TestServer,
-} from "../helpers/server.ts";
-
-const CHROMIUM = "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
+import { OTHER_SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
 /** The console's audit page lists the scope's entries and filters them (docs/audit.md). */
 describe("console: audit page (headless Chromium)", () => {
@@ -25,21 +13,13 @@ describe("console: audit page (headless Chromium)", () => {
   const h = scopeHeaders();
 
   before(async () => {
-    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (bash bin/system-deps.sh)`);
-    assert.ok(
-      fs.existsSync(path.join(CONSOLE_DIST, "index.html")),
-      "build the console first: npm run build:console",
-    );
-    server = await startServer({ AUTH_SESSION_SECRET: "session-secret" });
+    assertConsoleReady();
+    server = await startServer({ AUTH_SESSION_SECRET: SESSION_SECRET });
     await server.call("POST", `${DF}/flow/activate`, { headers: h, body: { elementName: "nope" } });
     await server.call("POST", `${DF}/run/delete`, { headers: h, body: { runIds: ["r-1"] } });
     const other = scopeHeaders(OTHER_SCOPE);
     await server.call("POST", `${DF}/run/terminate`, { headers: other, body: { runIds: ["x"] } });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: true });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const cookie = makeSessionCookie("session-secret", SCOPE, Math.floor(Date.now() / 1000) + 3600);
-    await context.addCookies([{ name: "session", value: cookie, url: server.url }]);
-    page = await context.newPage();
+    ({ browser, page } = await consolePage(server));
   });
   after(async () => {
     await browser?.close();

@@ -3,14 +3,10 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { makeSessionCookie } from "../../src/auth/tokens.ts";
-import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
-import { SCOPE, scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+import type { Browser, Page } from "playwright-core";
+import { assertConsoleReady, consolePage, SESSION_SECRET } from "../helpers/console-page.ts";
+import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 import { writeWheel } from "../helpers/wheels.ts";
-
-const CHROMIUM = "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
 
 const WITH_DEPS = `# /// script
 # dependencies = ["sluice-helper"]
@@ -29,18 +25,14 @@ describe("console: a script's environment (headless Chromium)", () => {
   let taskId = "";
 
   before(async () => {
-    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (bash bin/system-deps.sh)`);
-    assert.ok(
-      fs.existsSync(path.join(CONSOLE_DIST, "index.html")),
-      "build the console first: npm run build:console",
-    );
+    assertConsoleReady();
     writeWheel(wheels, {
       name: "sluice-helper",
       version: "2.1",
       files: { "sluice_helper.py": "def help():\n    return 'helped'\n" },
     });
     server = await startServer({
-      AUTH_SESSION_SECRET: "session-secret",
+      AUTH_SESSION_SECRET: SESSION_SECRET,
       PIP_NO_INDEX: "1",
       PIP_FIND_LINKS: wheels,
     });
@@ -59,11 +51,7 @@ describe("console: a script's environment (headless Chromium)", () => {
     });
     assert.equal(v2.body.data[0].status, 0, v2.text);
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: true });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const cookie = makeSessionCookie("session-secret", SCOPE, Math.floor(Date.now() / 1000) + 3600);
-    await context.addCookies([{ name: "session", value: cookie, url: server.url }]);
-    page = await context.newPage();
+    ({ browser, page } = await consolePage(server));
   });
   after(async () => {
     await browser?.close();

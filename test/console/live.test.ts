@@ -1,16 +1,10 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { makeSessionCookie } from "../../src/auth/tokens.ts";
-import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
+import type { Browser, Page } from "playwright-core";
+import { assertConsoleReady, consolePage, SESSION_SECRET } from "../helpers/console-page.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { gatedScript, release } from "../helpers/gate-file.ts";
-import { SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
-
-const CHROMIUM = "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
+import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
 /**
  * in → work → out, where `work` prints, then waits for a file named `go` in the run's working
@@ -44,18 +38,10 @@ describe("console: a run page follows a 3-node run live (headless Chromium)", ()
   let page: Page;
 
   before(async () => {
-    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (bash bin/system-deps.sh)`);
-    assert.ok(
-      fs.existsSync(path.join(CONSOLE_DIST, "index.html")),
-      "build the console first: npm run build:console",
-    );
-    server = await startServer({ AUTH_SESSION_SECRET: "session-secret" });
+    assertConsoleReady();
+    server = await startServer({ AUTH_SESSION_SECRET: SESSION_SECRET });
     await deployAndActivate(server, "live3", FLOW);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: true });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const cookie = makeSessionCookie("session-secret", SCOPE, Math.floor(Date.now() / 1000) + 3600);
-    await context.addCookies([{ name: "session", value: cookie, url: server.url }]);
-    page = await context.newPage();
+    ({ browser, page } = await consolePage(server));
   });
   after(async () => {
     await browser?.close();

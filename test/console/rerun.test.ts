@@ -3,15 +3,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
-import { makeSessionCookie } from "../../src/auth/tokens.ts";
-import { CONSOLE_DIST } from "../../src/http/console-routes.ts";
+import type { Browser, Page } from "playwright-core";
+import { assertConsoleReady, consolePage, SESSION_SECRET } from "../helpers/console-page.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { type Hook, startHook } from "../helpers/hook.ts";
-import { SCOPE, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
 // As test/console/console.test.ts: `SLUICE_SCREENSHOTS=docs/console` refreshes the committed shot.
 const SHOTS =
   process.env.SLUICE_SCREENSHOTS ?? fs.mkdtempSync(path.join(os.tmpdir(), "sluice-shots-"));
@@ -47,20 +44,12 @@ describe("console: re-run and resume buttons on a run page (headless Chromium)",
   };
 
   before(async () => {
-    assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing (bash bin/system-deps.sh)`);
-    assert.ok(
-      fs.existsSync(path.join(CONSOLE_DIST, "index.html")),
-      "build the console first: npm run build:console",
-    );
-    server = await startServer({ AUTH_SESSION_SECRET: "session-secret" });
+    assertConsoleReady();
+    server = await startServer({ AUTH_SESSION_SECRET: SESSION_SECRET });
     hook = await startHook();
     await deployAndActivate(server, "chain", chain(hook.url));
     await deployAndActivate(server, "concise", chain(hook.url), { logContent: "CONCISE" });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: true });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const cookie = makeSessionCookie("session-secret", SCOPE, Math.floor(Date.now() / 1000) + 3600);
-    await context.addCookies([{ name: "session", value: cookie, url: server.url }]);
-    page = await context.newPage();
+    ({ browser, page } = await consolePage(server));
   });
   after(async () => {
     await browser?.close();
