@@ -12,23 +12,28 @@ import { scriptMethods } from "./kysely-scripts.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect, Store } from "./types.ts";
 
-/** The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. */
+/**
+ * The Store over Kysely: one implementation, the dialect decides SQLite or PostgreSQL. `hot`, when
+ * given, runs every statement but monitoring's (PostgreSQL's prepared statements,
+ * store/pg-prepared.ts); monitoring and `db` itself plan each query for its own values.
+ */
 export function createKyselyStore(
   db: Kysely<Database>,
   dialect: Dialect,
   onClose: () => Promise<void>,
+  hot: Kysely<Database> = db,
 ): Store & { db: Kysely<Database> } {
   return {
-    ...flowMethods(db, (id) => elementByNumber(db, id)),
-    ...bundleMethods(db),
-    ...revisionReads(db),
-    ...scriptMethods(db),
+    ...flowMethods(hot, (id) => elementByNumber(hot, id)),
+    ...bundleMethods(hot),
+    ...revisionReads(hot),
+    ...scriptMethods(hot),
     ...monitorMethods(db, dialect),
-    ...scheduleMethods(db),
-    ...elementMethods(db),
-    ...runMethods(db),
-    ...runLimitMethods(db, dialect),
-    ...scriptEnvMethods(db),
+    ...scheduleMethods(hot),
+    ...elementMethods(hot),
+    ...runMethods(hot),
+    ...runLimitMethods(hot, dialect),
+    ...scriptEnvMethods(hot),
     db,
     dialect,
     close: onClose,

@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
 import { createKyselyStore } from "./kysely-store.ts";
 import { migrate } from "./migrate.ts";
+import { preparedPool } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
 import { openSqlite } from "./sqlite-driver.ts";
 import type { Store } from "./types.ts";
@@ -35,7 +36,10 @@ export async function openStore(opts: {
     );
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     await migrate(db as Kysely<unknown>, "postgres");
-    return createKyselyStore(db, "postgres", () => db.destroy());
+    const hot = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: preparedPool(pool) }),
+    });
+    return createKyselyStore(db, "postgres", () => db.destroy(), hot);
   }
   fs.mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(opts.dataDir, "sluice.db");

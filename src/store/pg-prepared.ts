@@ -1,0 +1,60 @@
+import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from "kysely";
+import type pg from "pg";
+
+/** Distinct statement texts one process prepares at most; the rest run unnamed, as before. */
+const MAX_PREPARED = 256;
+
+/** PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated). */
+const isStalePlan = (err: unknown) =>
+  (err as { code?: string }).code === "0A000" &&
+  String((err as Error).message).includes("cached plan must not change result type");
+
+/**
+ * A pool for Kysely whose statements run as named prepared statements (pg's `{name, text,
+ * values}` query): each connection parses and plans a statement text once instead of on every
+ * call, which was a third of PostgreSQL's CPU per run in a cluster (docs/cluster.md, "Prepared
+ * statements"). Only for the store's own lookups and run writes: monitoring keeps unnamed
+ * statements, so each of its queries is planned for its own filter values.
+ */
+export function preparedPool(pool: pg.Pool): PostgresPool {
+  const names = new Map<string, string>();
+  let generation = 0;
+  const nameOf = (text: string): string | undefined => {
+    let name = names.get(text);
+    if (name === undefined && names.size < MAX_PREPARED) {
+      name = `sluice_${generation}_${names.size}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+  const client = (c: pg.PoolClient): PostgresPoolClient => {
+    async function run<R>(text: string, values: readonly unknown[]) {
+      // A statement without parameters may hold several commands, which cannot be prepared.
+      const name = values.length > 0 ? nameOf(text) : undefined;
+      const query = (n: string | undefined) =>
+        c.query({ text, values: [...values], ...(n ? { name: n } : {}) });
+      try {
+        return (await query(name)) as unknown as PostgresQueryResult<R>;
+      } catch (err) {
+        if (name === undefined || !isStalePlan(err)) throw err;
+        // Every name of this process may be stale: start a new generation, then try once more
+        // (nothing ran; inside a transaction the retry fails like the statement did).
+        generation++;
+        names.clear();
+        return (await query(nameOf(text))) as unknown as PostgresQueryResult<R>;
+      }
+    }
+    return {
+      query: ((sqlOrCursor: string | PostgresCursor<unknown>, values?: readonly unknown[]) =>
+        typeof sqlOrCursor === "string"
+          ? run(sqlOrCursor, values ?? [])
+          : c.query(sqlOrCursor as never)) as PostgresPoolClient["query"],
+      release: () => c.release(),
+    };
+  };
+  return {
+    connect: async () => client(await pool.connect()),
+    // The underlying pool is shared with the unprepared Kysely instance, which ends it.
+    end: async () => {},
+  };
+}

@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Kysely, PostgresDialect, sql } from "kysely";
+import pg from "pg";
+import { preparedPool } from "../../src/store/pg-prepared.ts";
+import { startPostgres } from "../helpers/pg.ts";
+
+describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
+  let pool: pg.Pool;
+  let db: Kysely<Record<string, Record<string, unknown>>>;
+  let url: string;
+  before(async () => {
+    url = await (await startPostgres()).createDatabase();
+    // One connection, so every statement below meets the same session's prepared statements.
+    pool = new pg.Pool({ connectionString: url, max: 1 });
+    db = new Kysely({ dialect: new PostgresDialect({ pool: preparedPool(pool) }) });
+    await sql`create table t (id int primary key, v text)`.execute(db);
+  });
+  after(async () => {
+    await db.destroy();
+    await pool.end();
+  });
+
+  const prepared = async () =>
+    (
+      await sql<{
+        statement: string;
+      }>`select statement from pg_prepared_statements where name like 'sluice_%'`.execute(db)
+    ).rows.map((r) => r.statement);
+
+  it("runs a statement with parameters as a named prepared statement, once per text", async () => {
+    for (let i = 0; i < 3; i++)
+      await db
+        .insertInto("t")
+        .values({ id: i, v: `v${i}` })
+        .execute();
+    const insert = (await prepared()).filter((s) => s.startsWith('insert into "t"'));
+    assert.equal(insert.length, 1);
+    const rows = await db.selectFrom("t").selectAll().where("id", "=", 2).execute();
+    assert.deepEqual(rows, [{ id: 2, v: "v2" }]);
+  });
+
+  it("runs a statement without parameters unprepared, so it may hold several commands", async () => {
+    await sql.raw("insert into t values (10, 'a'); insert into t values (11, 'b')").execute(db);
+    const n = await db
+      .selectFrom("t")
+      .select((eb) => eb.fn.countAll().as("n"))
+      .executeTakeFirst();
+    assert.equal(Number(n?.n), 5);
+  });
+
+  it("prepares again when another session changed the table's shape under a prepared select", async () => {
+    const read = () => db.selectFrom("t").selectAll().where("id", "=", 1).execute();
+    assert.deepEqual(await read(), [{ id: 1, v: "v1" }]);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    await other.query("alter table t add column w int default 7");
+    await other.end();
+    // PostgreSQL refuses the old plan ("cached plan must not change result type"): the pool
+    // prepares the statement under a new name and the read sees the new column.
+    assert.deepEqual(await read(), [{ id: 1, v: "v1", w: 7 }]);
+  });
+
+  it("prepares at most a bounded number of texts; the rest still run", async () => {
+    const own = new pg.Pool({ connectionString: url, max: 1 });
+    const fresh = new Kysely({ dialect: new PostgresDialect({ pool: preparedPool(own) }) });
+    try {
+      for (let i = 0; i < 300; i++) {
+        const r = await sql<{ x: number }>`select ${i}::int + ${sql.raw(String(i))} as x`.execute(
+          fresh,
+        );
+        assert.equal(r.rows[0]?.x, 2 * i);
+      }
+      const { rows } = await sql<{
+        n: string;
+      }>`select count(*) as n from pg_prepared_statements`.execute(fresh);
+      assert.equal(Number(rows[0]?.n), 256);
+    } finally {
+      await fresh.destroy();
+      await own.end();
+    }
+  });
+});
