@@ -180,10 +180,14 @@ export function runFilters(
   }
   for (const f of q.colFilters) parts.push(colFilter(eb, dialect, f));
   if (textIndex && dialect === "postgres") {
-    // SEARCH_TEXT is lower-cased already: compared as is, it is the indexed expression.
-    for (const n of searchNeedles(q))
+    // SEARCH_TEXT is lower-cased already: compared as is, it is the indexed expression. The index
+    // holds finished runs only (migration 018): unfinished ones come through the end-time index.
+    const needles = searchNeedles(q).map(
+      (n) => sql<SqlBool>`${SEARCH_TEXT} like ${`%${likeEscape(n.toLowerCase())}%`} escape '\\'`,
+    );
+    if (needles.length > 0)
       parts.unshift(
-        sql<SqlBool>`${SEARCH_TEXT} like ${`%${likeEscape(n.toLowerCase())}%`} escape '\\'`,
+        eb.or([eb("end_time", "is", null), eb.and([eb("end_time", "is not", null), ...needles])]),
       );
   }
   return eb.and(parts);

@@ -33,6 +33,7 @@ const ALL = [
   "014-script-envs",
   "016-audit",
   "017-artifacts",
+  "018-search-finished-runs",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {
