@@ -1,5 +1,5 @@
 import type { Job, PgBoss } from "pg-boss";
-import type { Clock } from "../clock.ts";
+import type { Clock, TimerHandle } from "../clock.ts";
 import type { RunJob } from "./types.ts";
 
 type Kind = RunJob["kind"];
@@ -7,6 +7,15 @@ type Handler = (job: RunJob) => Promise<void>;
 
 /** The largest batch one fetch claims; a lane never claims more than it has free slots for. */
 const MAX_BATCH = 100;
+
+/**
+ * Finished jobs are completed together at most this long after the first of them, or at once when
+ * this many wait. Completing a job is bookkeeping only (the run's own row says it ended), and a job
+ * left active by a process that died before completing it only comes back to find its run no
+ * longer QUEUED, which does nothing: so one statement per 50 ms instead of one per few runs.
+ */
+const COMPLETE_AFTER_MS = 50;
+const COMPLETE_AT = 200;
 
 /** What a lane uses of its queue: pg-boss, the poll interval, and the count of fetched jobs. */
 export interface LaneHost {
@@ -31,6 +40,8 @@ export interface Lane {
   idle: (() => void)[];
   done: { id: string; retryCount: number }[];
   flushing: Promise<void> | null;
+  /** The pending flush of `done` (COMPLETE_AFTER_MS). */
+  flushTimer: TimerHandle | null;
 }
 
 export function createLane(q: LaneHost, kind: Kind, name: string, slots: number): Lane {
@@ -45,6 +56,7 @@ export function createLane(q: LaneHost, kind: Kind, name: string, slots: number)
     idle: [],
     done: [],
     flushing: null,
+    flushTimer: null,
   };
 }
 
@@ -69,6 +81,8 @@ function sleep(l: Lane, ms: number): Promise<void> {
 
 /** Completes finished jobs in one statement per batch instead of one per job. */
 function flush(l: Lane): Promise<void> {
+  if (l.flushTimer) l.q.clock.clearTimeout(l.flushTimer);
+  l.flushTimer = null;
   l.flushing ??= (async () => {
     try {
       while (l.done.length > 0) {
@@ -104,7 +118,12 @@ function dispatch(l: Lane, job: Job<RunJob>, run: Handler): void {
     .finally(() => {
       l.active--;
       l.done.push({ id: job.id, retryCount: job.retryCount });
-      void flush(l);
+      if (l.done.length >= COMPLETE_AT) void flush(l);
+      else
+        l.flushTimer ??= l.q.clock.setTimeout(() => {
+          l.flushTimer = null;
+          void flush(l);
+        }, COMPLETE_AFTER_MS);
       if (l.active === 0) for (const f of l.idle.splice(0)) f();
       wake(l);
     });

@@ -46,6 +46,18 @@ export interface CounterKey {
 }
 
 /**
+ * The one order every writer takes counter rows in (here and in run-writes-pg.ts's statement,
+ * which sorts the same fields bytewise): by app, space, element ID as text, trigger, status.
+ */
+function counterOrder(a: CounterKey, b: CounterKey): number {
+  const x = [a.app, a.space, String(a.element_id), a.trigger_type, a.status];
+  const y = [b.app, b.space, String(b.element_id), b.trigger_type, b.status];
+  for (let i = 0; i < x.length; i++)
+    if (x[i] !== y[i]) return (x[i] as string) < (y[i] as string) ? -1 : 1;
+  return 0;
+}
+
+/**
  * Adds `delta` to the counters of finished runs (migration 006) for each key, in the caller's
  * transaction with the runs' own write. PostgreSQL's upsert holds the counter row until commit,
  * so concurrent writers queue on it and the count stays exact; keys go in one order so that two
@@ -64,7 +76,7 @@ export async function countFinished(
     g.n += delta;
     grouped.set(id, g);
   }
-  for (const [, g] of [...grouped].sort(([a], [b]) => (a < b ? -1 : 1))) {
+  for (const g of [...grouped.values()].sort(counterOrder)) {
     await tx
       .withTables<MonitorTables>()
       .insertInto("run_status_counts")

@@ -4,8 +4,10 @@ import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished, countRun } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
 import { createRunWrites, runRow } from "./run-writes.ts";
+import { applyStartsAndEnds } from "./run-writes-pg.ts";
 import type { Database } from "./schema.ts";
 import type {
+  Dialect,
   ElementType,
   NewRun,
   Run,
@@ -32,8 +34,8 @@ type RunMethods = Pick<
 >;
 
 /** Run records and node heartbeats over Kysely for both dialects. */
-export function runMethods(db: Kysely<Database>): RunMethods {
-  const writes = createRunWrites(db);
+export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
+  const writes = createRunWrites(db, dialect === "postgres" ? applyStartsAndEnds : undefined);
   const readRun = runReader(db);
   return {
     insertRun: writes.insertRun,

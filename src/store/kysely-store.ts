@@ -31,7 +31,7 @@ export function createKyselyStore(
     ...monitorMethods(db, dialect),
     ...scheduleMethods(hot),
     ...elementMethods(hot),
-    ...runMethods(hot),
+    ...runMethods(hot, dialect),
     ...runLimitMethods(hot, dialect),
     ...scriptEnvMethods(hot),
     db,

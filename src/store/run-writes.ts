@@ -5,13 +5,13 @@ import { toRun } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
 
-type Write =
+export type Write =
   | { kind: "insert"; run: NewRun; end: RunEnd | undefined }
   | { kind: "start"; id: string; startTime: number; nodeId: string | null }
   | { kind: "end"; id: string; end: RunEnd };
 
 /** Per write: inserts true, starts the started run (or undefined), ends whether they ended one. */
-type WriteResult = boolean | Run | undefined;
+export type WriteResult = boolean | Run | undefined;
 
 /** At most this many writes per transaction (a multi-row insert stays far below SQLite's 32,766 bound values). */
 const MAX_BATCH = 200;
@@ -25,14 +25,21 @@ const MAX_BATCH = 200;
  * run. A failed batch is written again one write per transaction, so that one bad write fails
  * alone.
  */
-export function createRunWrites(db: Kysely<Database>): {
+export function createRunWrites(
+  db: Kysely<Database>,
+  /** How a batch without inserts is written instead of in one transaction (run-writes-pg.ts). */
+  withoutInserts?: (db: Kysely<Database>, writes: readonly Write[]) => Promise<WriteResult[]>,
+): {
   insertRun(run: NewRun, end?: RunEnd): Promise<void>;
   startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   endRun(id: string, end: RunEnd): Promise<boolean>;
 } {
   const add = createBatcher<Write, WriteResult>({
     max: MAX_BATCH,
-    run: (writes) => db.transaction().execute((tx) => applyWrites(tx, writes)),
+    run: (writes) =>
+      withoutInserts && !writes.some((w) => w.kind === "insert")
+        ? withoutInserts(db, writes)
+        : db.transaction().execute((tx) => applyWrites(tx, writes)),
     alone: (write) => db.transaction().execute((tx) => retryAlone(tx, write)),
   });
 
@@ -63,10 +70,7 @@ export async function applyWrites(
   if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
   await startAll(tx, writes, results);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
-  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
-  ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
-  // A run ends once: a second end of it in the same batch finds it ended, as it would alone.
-  const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
+  const { ends, first } = endsOf(writes);
   const ended = new Map<string, CounterKey>();
   const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
   for (const part of byBytes(rows)) for (const [id, k] of await endAll(tx, part)) ended.set(id, k);
@@ -78,6 +82,17 @@ export async function applyWrites(
   for (const e of ends) results[e.i] ??= false;
   await applyCounters(tx, writes, finished);
   return results;
+}
+
+/**
+ * The batch's ends in run ID order, and the first end of each run: a run ends once, so a second
+ * end of it in the same batch finds it ended, as it would alone.
+ */
+export function endsOf(writes: readonly Write[]) {
+  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
+  ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
+  const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
+  return { ends, first };
 }
 
 /** The monitoring counters of the batch's new flow runs and of the runs it ended. */
@@ -99,8 +114,8 @@ async function applyCounters(
  * (under load most share both), so a worker claims a fetched batch of runs in one statement
  * instead of a read and an update each.
  */
-async function startAll(
-  tx: Transaction<Database>,
+export async function startAll(
+  tx: Kysely<Database>,
   writes: readonly Write[],
   results: WriteResult[],
   retry = false,
@@ -192,13 +207,13 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
 /** The texts of one statement's ends at most: a task's result and output may be ~18 MiB. */
 const MAX_STATEMENT_BYTES = 32 * 1024 * 1024;
 
-type EndRow = { id: string; c: ReturnType<typeof endColumns> };
+export type EndRow = { id: string; c: ReturnType<typeof endColumns> };
 
 /**
  * Ends split so that no statement carries more than MAX_STATEMENT_BYTES of text: many large ends
  * in one message would be refused by the server and fail the whole batch.
  */
-function byBytes(ends: readonly EndRow[]): EndRow[][] {
+export function byBytes(ends: readonly EndRow[]): EndRow[][] {
   const parts: EndRow[][] = [];
   let part: EndRow[] = [];
   let bytes = 0;
@@ -263,7 +278,7 @@ const UNFINISHED = {
   detail: null,
 };
 
-function endColumns(end: RunEnd, startTime: number) {
+export function endColumns(end: RunEnd, startTime: number) {
   return {
     status: end.status,
     end_time: end.endTime,
