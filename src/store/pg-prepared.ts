@@ -1,8 +1,15 @@
 import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from "kysely";
+import { LRUCache } from "lru-cache";
 import type pg from "pg";
 
 /** Distinct statement texts one process prepares at most; the rest run unnamed, as before. */
 const MAX_PREPARED = 256;
+
+/**
+ * A text is prepared on its second use: one seen once (a rare batch size of a multi-row statement)
+ * would otherwise take one of the MAX_PREPARED names from the texts that recur.
+ */
+const SEEN_TEXTS = 4096;
 
 /** PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated). */
 const isStalePlan = (err: unknown) =>
@@ -18,13 +25,17 @@ const isStalePlan = (err: unknown) =>
  */
 export function preparedPool(pool: pg.Pool): PostgresPool {
   const names = new Map<string, string>();
+  const seen = new LRUCache<string, true>({ max: SEEN_TEXTS });
   let generation = 0;
   const nameOf = (text: string): string | undefined => {
     let name = names.get(text);
-    if (name === undefined && names.size < MAX_PREPARED) {
-      name = `sluice_${generation}_${names.size}`;
-      names.set(text, name);
+    if (name !== undefined || names.size >= MAX_PREPARED) return name;
+    if (!seen.has(text)) {
+      seen.set(text, true);
+      return undefined;
     }
+    name = `sluice_${generation}_${names.size}`;
+    names.set(text, name);
     return name;
   };
   const client = (c: pg.PoolClient): PostgresPoolClient => {

@@ -52,6 +52,7 @@ describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
   it("prepares again when another session changed the table's shape under a prepared select", async () => {
     const read = () => db.selectFrom("t").selectAll().where("id", "=", 1).execute();
     assert.deepEqual(await read(), [{ id: 1, v: "v1" }]);
+    assert.deepEqual(await read(), [{ id: 1, v: "v1" }]); // the second use prepares it
     const other = new pg.Client({ connectionString: url });
     await other.connect();
     await other.query("alter table t add column w int default 7");
@@ -61,20 +62,29 @@ describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
     assert.deepEqual(await read(), [{ id: 1, v: "v1", w: 7 }]);
   });
 
-  it("prepares at most a bounded number of texts; the rest still run", async () => {
+  it("prepares a text on its second use, at most a bounded number of texts; the rest still run", async () => {
     const own = new pg.Pool({ connectionString: url, max: 1 });
     const fresh = new Kysely({ dialect: new PostgresDialect({ pool: preparedPool(own) }) });
     try {
-      for (let i = 0; i < 300; i++) {
-        const r = await sql<{ x: number }>`select ${i}::int + ${sql.raw(String(i))} as x`.execute(
-          fresh,
-        );
-        assert.equal(r.rows[0]?.x, 2 * i);
-      }
+      const once = await sql<{ x: number }>`select ${1}::int - 1 as x`.execute(fresh);
+      assert.equal(once.rows[0]?.x, 0);
+      for (let i = 0; i < 300; i++)
+        for (let twice = 0; twice < 2; twice++) {
+          const r = await sql<{
+            x: number;
+          }>`select ${i}::int + ${sql.raw(String(i))} as x`.execute(fresh);
+          assert.equal(r.rows[0]?.x, 2 * i);
+        }
       const { rows } = await sql<{
         n: string;
       }>`select count(*) as n from pg_prepared_statements`.execute(fresh);
       assert.equal(Number(rows[0]?.n), 256);
+      const single = await sql<{
+        n: string;
+      }>`select count(*) as n from pg_prepared_statements where statement like ${"%- 1 as x"}`.execute(
+        fresh,
+      );
+      assert.equal(Number(single.rows[0]?.n), 0, "a text used once is not prepared");
     } finally {
       await fresh.destroy();
       await own.end();
