@@ -4,10 +4,20 @@ import type pg from "pg";
 /** Distinct statement texts one process prepares at most; the rest run unnamed, as before. */
 const MAX_PREPARED = 256;
 
-/** PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated). */
-const isStalePlan = (err: unknown) =>
-  (err as { code?: string }).code === "0A000" &&
-  String((err as Error).message).includes("cached plan must not change result type");
+/**
+ * PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated).
+ * Told apart from other 0A000 errors by the server function that raises it: the message is
+ * translated when the server's `lc_messages` is not English, and a stale statement not recognised
+ * fails on every call for as long as its connection lives.
+ */
+const isStalePlan = (err: unknown) => {
+  const e = err as { code?: string; routine?: string; message?: string };
+  return (
+    e.code === "0A000" &&
+    (e.routine === "RevalidateCachedQuery" ||
+      String(e.message).includes("cached plan must not change result type"))
+  );
+};
 
 /**
  * A pool for Kysely whose statements run as named prepared statements (pg's `{name, text,

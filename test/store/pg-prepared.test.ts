@@ -61,6 +61,45 @@ describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
     assert.deepEqual(await read(), [{ id: 1, v: "v1", w: 7 }]);
   });
 
+  it("prepares again after a schema change when the server's messages are not in English", async () => {
+    // A server with lc_messages = 'de_DE' sends the same error (SQLSTATE 0A000, raised by
+    // RevalidateCachedQuery) in German. This pool hands out real connections whose error messages
+    // read as such a server's would: nothing else differs.
+    const own = new pg.Pool({ connectionString: url, max: 1 });
+    const german = {
+      connect: async () => {
+        const c = await own.connect();
+        const query = c.query.bind(c) as (q: unknown) => Promise<unknown>;
+        return Object.assign(Object.create(c) as pg.PoolClient, {
+          query: (q: unknown) =>
+            query(q).catch((err: { code?: string; message: string }) => {
+              if (err.code === "0A000")
+                err.message = "gecachter Plan darf den Ergebnistyp nicht \u00e4ndern";
+              throw err;
+            }),
+          release: () => c.release(),
+        });
+      },
+    } as unknown as pg.Pool;
+    const de = new Kysely<Record<string, Record<string, unknown>>>({
+      dialect: new PostgresDialect({ pool: preparedPool(german) }),
+    });
+    try {
+      await sql`create table u (id int primary key, v text)`.execute(db);
+      await sql`insert into u values (1, 'a')`.execute(db);
+      const read = () => de.selectFrom("u").selectAll().where("id", "=", 1).execute();
+      assert.deepEqual(await read(), [{ id: 1, v: "a" }]);
+      await sql`alter table u add column w int default 7`.execute(db);
+      // Before: the German message was not recognised, so the stale statement failed on every
+      // call on this connection for as long as the connection lived.
+      assert.deepEqual(await read(), [{ id: 1, v: "a", w: 7 }]);
+      assert.deepEqual(await read(), [{ id: 1, v: "a", w: 7 }]);
+    } finally {
+      await de.destroy();
+      await own.end();
+    }
+  });
+
   it("prepares at most a bounded number of texts; the rest still run", async () => {
     const own = new pg.Pool({ connectionString: url, max: 1 });
     const fresh = new Kysely({ dialect: new PostgresDialect({ pool: preparedPool(own) }) });
