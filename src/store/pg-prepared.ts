@@ -3,6 +3,14 @@ import type pg from "pg";
 
 /** Distinct statement texts one process prepares at most; the rest run unnamed, as before. */
 const MAX_PREPARED = 256;
+/**
+ * Parameters of all prepared texts together, at most: what a prepared statement holds on the
+ * server grows with its parameters (a 150-row insert of runs, 3,450 of them: ~1 MB per
+ * connection, for as long as the connection lives), and batch statements have a text per size.
+ * A few MB per connection at this bound; 256 texts of large batches held ~100 MB
+ * (test/store/pg-prepared.test.ts).
+ */
+const MAX_PREPARED_PARAMS = 16_384;
 
 /**
  * PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated).
@@ -29,18 +37,20 @@ const isStalePlan = (err: unknown) => {
 export function preparedPool(pool: pg.Pool): PostgresPool {
   const names = new Map<string, string>();
   let generation = 0;
-  const nameOf = (text: string): string | undefined => {
+  let params = 0;
+  const nameOf = (text: string, values: number): string | undefined => {
     let name = names.get(text);
-    if (name === undefined && names.size < MAX_PREPARED) {
+    if (name === undefined && names.size < MAX_PREPARED && params + values <= MAX_PREPARED_PARAMS) {
       name = `sluice_${generation}_${names.size}`;
       names.set(text, name);
+      params += values;
     }
     return name;
   };
   const client = (c: pg.PoolClient): PostgresPoolClient => {
     async function run<R>(text: string, values: readonly unknown[]) {
       // A statement without parameters may hold several commands, which cannot be prepared.
-      const name = values.length > 0 ? nameOf(text) : undefined;
+      const name = values.length > 0 ? nameOf(text, values.length) : undefined;
       const query = (n: string | undefined) =>
         c.query({ text, values: [...values], ...(n ? { name: n } : {}) });
       try {
@@ -51,7 +61,8 @@ export function preparedPool(pool: pg.Pool): PostgresPool {
         // (nothing ran; inside a transaction the retry fails like the statement did).
         generation++;
         names.clear();
-        return (await query(nameOf(text))) as unknown as PostgresQueryResult<R>;
+        params = 0;
+        return (await query(nameOf(text, values.length))) as unknown as PostgresQueryResult<R>;
       }
     }
     return {

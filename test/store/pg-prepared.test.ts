@@ -1,9 +1,16 @@
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
+import { runMethods } from "../../src/store/kysely-runs.ts";
+import { openStore } from "../../src/store/open-store.ts";
 import { preparedPool } from "../../src/store/pg-prepared.ts";
+import type { Database } from "../../src/store/schema.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
 
 describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
   let pool: pg.Pool;
@@ -117,6 +124,41 @@ describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
     } finally {
       await fresh.destroy();
       await own.end();
+    }
+  });
+
+  it("keeps the memory a connection's prepared statements hold bounded, whatever the batch sizes", async () => {
+    // The run writes' texts vary with the batch's size: a 150-row insert has 3,450 parameters,
+    // and its prepared statement holds ~1 MB of the server's memory for as long as the connection
+    // lives. 256 such texts held ~100 MB on each connection of the pool.
+    const runsUrl = await (await startPostgres()).createDatabase();
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-prep-"));
+    await (await openStore({ databaseUrl: runsUrl, dataDir })).close(); // migrated
+    const own = new pg.Pool({ connectionString: runsUrl, max: 1 });
+    const hot = new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparedPool(own) }) });
+    try {
+      const runs = runMethods(hot, "postgres");
+      let n = 0;
+      for (let size = 100; size < 190; size++) {
+        const batch = Array.from({ length: size }, () => newRun({ id: `mem${n++}` }));
+        // One turn: the batch goes as one statement of each kind.
+        await Promise.all(batch.map((r) => runs.insertRun(r)));
+        await Promise.all(batch.map((r) => runs.startRun(r.id, 5, "n1")));
+        await Promise.all(
+          batch.map((r) => runs.endRun(r.id, { status: "SUCCESS", endTime: 9, summary: "s" })),
+        );
+      }
+      const { rows } = await sql<{ bytes: string }>`select sum(total_bytes) as bytes
+        from pg_backend_memory_contexts where name like 'CachedPlan%'`.execute(hot);
+      const mib = Number(rows[0]?.bytes) / 2 ** 20;
+      assert.ok(mib < 16, `prepared statements hold ${mib.toFixed(1)} MiB on one connection`);
+      const ended = await sql<{ n: string }>`select count(*) as n from runs
+        where status = 'SUCCESS'`.execute(hot);
+      assert.equal(Number(ended.rows[0]?.n), n, "the statements not prepared still ran");
+    } finally {
+      await hot.destroy();
+      await own.end();
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });
