@@ -4,6 +4,14 @@ import type pg from "pg";
 
 /** Distinct statement texts one process prepares at most; the rest run unnamed, as before. */
 const MAX_PREPARED = 256;
+/**
+ * Parameters of all prepared texts together, at most: what a prepared statement holds on the
+ * server grows with its parameters (a 150-row insert of runs, 3,450 of them: ~1 MB per
+ * connection, for as long as the connection lives), and batch statements have a text per size.
+ * A few MB per connection at this bound; 256 texts of large batches held ~100 MB
+ * (test/store/pg-prepared.test.ts).
+ */
+const MAX_PREPARED_PARAMS = 16_384;
 
 /**
  * A text is prepared on its second use: one seen once (a rare batch size of a multi-row statement)
@@ -11,10 +19,20 @@ const MAX_PREPARED = 256;
  */
 const SEEN_TEXTS = 4096;
 
-/** PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated). */
-const isStalePlan = (err: unknown) =>
-  (err as { code?: string }).code === "0A000" &&
-  String((err as Error).message).includes("cached plan must not change result type");
+/**
+ * PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated).
+ * Told apart from other 0A000 errors by the server function that raises it: the message is
+ * translated when the server's `lc_messages` is not English, and a stale statement not recognised
+ * fails on every call for as long as its connection lives.
+ */
+const isStalePlan = (err: unknown) => {
+  const e = err as { code?: string; routine?: string; message?: string };
+  return (
+    e.code === "0A000" &&
+    (e.routine === "RevalidateCachedQuery" ||
+      String(e.message).includes("cached plan must not change result type"))
+  );
+};
 
 /**
  * A pool for Kysely whose statements run as named prepared statements (pg's `{name, text,
@@ -27,21 +45,24 @@ export function preparedPool(pool: pg.Pool): PostgresPool {
   const names = new Map<string, string>();
   const seen = new LRUCache<string, true>({ max: SEEN_TEXTS });
   let generation = 0;
-  const nameOf = (text: string): string | undefined => {
+  let params = 0;
+  const nameOf = (text: string, values: number): string | undefined => {
     let name = names.get(text);
     if (name !== undefined || names.size >= MAX_PREPARED) return name;
+    if (params + values > MAX_PREPARED_PARAMS) return undefined;
     if (!seen.has(text)) {
       seen.set(text, true);
       return undefined;
     }
     name = `sluice_${generation}_${names.size}`;
     names.set(text, name);
+    params += values;
     return name;
   };
   const client = (c: pg.PoolClient): PostgresPoolClient => {
     async function run<R>(text: string, values: readonly unknown[]) {
       // A statement without parameters may hold several commands, which cannot be prepared.
-      const name = values.length > 0 ? nameOf(text) : undefined;
+      const name = values.length > 0 ? nameOf(text, values.length) : undefined;
       const query = (n: string | undefined) =>
         c.query({ text, values: [...values], ...(n ? { name: n } : {}) });
       try {
@@ -52,7 +73,8 @@ export function preparedPool(pool: pg.Pool): PostgresPool {
         // (nothing ran; inside a transaction the retry fails like the statement did).
         generation++;
         names.clear();
-        return (await query(nameOf(text))) as unknown as PostgresQueryResult<R>;
+        params = 0;
+        return (await query(nameOf(text, values.length))) as unknown as PostgresQueryResult<R>;
       }
     }
     return {

@@ -154,7 +154,13 @@ export async function startAll(
       .returningAll()
       .execute();
     const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
-    for (const i of g.at) results[i] = byId.get((writes[i] as { id: string }).id);
+    // A run's second start in the batch (a second job of it) finds it started, as it would alone:
+    // answered as started too, the run would be executed twice.
+    for (const i of g.at) {
+      const id = (writes[i] as { id: string }).id;
+      results[i] = byId.get(id);
+      byId.delete(id);
+    }
   }
 }
 

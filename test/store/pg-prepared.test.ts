@@ -1,9 +1,16 @@
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
+import { runMethods } from "../../src/store/kysely-runs.ts";
+import { openStore } from "../../src/store/open-store.ts";
 import { preparedPool } from "../../src/store/pg-prepared.ts";
+import type { Database } from "../../src/store/schema.ts";
 import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
 
 describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
   let pool: pg.Pool;
@@ -62,6 +69,46 @@ describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
     assert.deepEqual(await read(), [{ id: 1, v: "v1", w: 7 }]);
   });
 
+  it("prepares again after a schema change when the server's messages are not in English", async () => {
+    // A server with lc_messages = 'de_DE' sends the same error (SQLSTATE 0A000, raised by
+    // RevalidateCachedQuery) in German. This pool hands out real connections whose error messages
+    // read as such a server's would: nothing else differs.
+    const own = new pg.Pool({ connectionString: url, max: 1 });
+    const german = {
+      connect: async () => {
+        const c = await own.connect();
+        const query = c.query.bind(c) as (q: unknown) => Promise<unknown>;
+        return Object.assign(Object.create(c) as pg.PoolClient, {
+          query: (q: unknown) =>
+            query(q).catch((err: { code?: string; message: string }) => {
+              if (err.code === "0A000")
+                err.message = "gecachter Plan darf den Ergebnistyp nicht \u00e4ndern";
+              throw err;
+            }),
+          release: () => c.release(),
+        });
+      },
+    } as unknown as pg.Pool;
+    const de = new Kysely<Record<string, Record<string, unknown>>>({
+      dialect: new PostgresDialect({ pool: preparedPool(german) }),
+    });
+    try {
+      await sql`create table u (id int primary key, v text)`.execute(db);
+      await sql`insert into u values (1, 'a')`.execute(db);
+      const read = () => de.selectFrom("u").selectAll().where("id", "=", 1).execute();
+      assert.deepEqual(await read(), [{ id: 1, v: "a" }]);
+      assert.deepEqual(await read(), [{ id: 1, v: "a" }]); // the second use prepares it
+      await sql`alter table u add column w int default 7`.execute(db);
+      // Before: the German message was not recognised, so the stale statement failed on every
+      // call on this connection for as long as the connection lived.
+      assert.deepEqual(await read(), [{ id: 1, v: "a", w: 7 }]);
+      assert.deepEqual(await read(), [{ id: 1, v: "a", w: 7 }]);
+    } finally {
+      await de.destroy();
+      await own.end();
+    }
+  });
+
   it("prepares a text on its second use, at most a bounded number of texts; the rest still run", async () => {
     const own = new pg.Pool({ connectionString: url, max: 1 });
     const fresh = new Kysely({ dialect: new PostgresDialect({ pool: preparedPool(own) }) });
@@ -88,6 +135,43 @@ describe("prepared statements on PostgreSQL (store/pg-prepared.ts)", () => {
     } finally {
       await fresh.destroy();
       await own.end();
+    }
+  });
+
+  it("keeps the memory a connection's prepared statements hold bounded, whatever the batch sizes", async () => {
+    // The run writes' texts vary with the batch's size: a 150-row insert has 3,450 parameters,
+    // and its prepared statement holds ~1 MB of the server's memory for as long as the connection
+    // lives. 256 such texts held ~100 MB on each connection of the pool.
+    const runsUrl = await (await startPostgres()).createDatabase();
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-prep-"));
+    await (await openStore({ databaseUrl: runsUrl, dataDir })).close(); // migrated
+    const own = new pg.Pool({ connectionString: runsUrl, max: 1 });
+    const hot = new Kysely<Database>({ dialect: new PostgresDialect({ pool: preparedPool(own) }) });
+    try {
+      const runs = runMethods(hot, "postgres");
+      let n = 0;
+      // Each size twice: a text is prepared on its second use.
+      for (let k = 0; k < 40; k++) {
+        const size = 150 + (k >> 1);
+        const batch = Array.from({ length: size }, () => newRun({ id: `mem${n++}` }));
+        // One turn: the batch goes as one statement of each kind.
+        await Promise.all(batch.map((r) => runs.insertRun(r)));
+        await Promise.all(batch.map((r) => runs.startRun(r.id, 5, "n1")));
+        await Promise.all(
+          batch.map((r) => runs.endRun(r.id, { status: "SUCCESS", endTime: 9, summary: "s" })),
+        );
+      }
+      const { rows } = await sql<{ bytes: string }>`select sum(total_bytes) as bytes
+        from pg_backend_memory_contexts where name like 'CachedPlan%'`.execute(hot);
+      const mib = Number(rows[0]?.bytes) / 2 ** 20;
+      assert.ok(mib < 16, `prepared statements hold ${mib.toFixed(1)} MiB on one connection`);
+      const ended = await sql<{ n: string }>`select count(*) as n from runs
+        where status = 'SUCCESS'`.execute(hot);
+      assert.equal(Number(ended.rows[0]?.n), n, "the statements not prepared still ran");
+    } finally {
+      await hot.destroy();
+      await own.end();
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

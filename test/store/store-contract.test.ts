@@ -483,6 +483,18 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal(await store.startRun("no-such-run", T0, null), undefined);
       });
 
+      it("two starts of one run in one turn (two jobs of it, one fetch): only one starts it", async () => {
+        // A run may have two jobs (a sweep sends one again; docs/cluster.md): fetched together,
+        // their starts share a batch, and each answered as started would execute the run twice.
+        const run = newRun();
+        await store.insertRun(run);
+        const answers = await Promise.all([
+          store.startRun(run.id, T0 + 100, "node-b"),
+          store.startRun(run.id, T0 + 100, "node-b"),
+        ]);
+        assert.equal(answers.filter((a) => a !== undefined).length, 1);
+      });
+
       it("endRun: unfinished → terminal once; terminal states never change", async () => {
         const run = newRun({ createTime: T0 });
         await store.insertRun(run);
