@@ -13,7 +13,8 @@ interface Pending<I, R> {
  */
 export function createBatcher<I, R>(opts: {
   run(items: I[]): Promise<R[]>;
-  alone?: (item: I) => Promise<R>;
+  /** Runs one item of a failed batch; `answered` holds the items before it and their answers. */
+  alone?: (item: I, answered: readonly { item: I; result: R }[]) => Promise<R>;
   max: number;
 }): (item: I) => Promise<R> {
   let pending: Pending<I, R>[] = [];
@@ -31,7 +32,12 @@ export function createBatcher<I, R>(opts: {
         for (const p of batch) p.reject(err);
         return;
       }
-      for (const p of batch) await opts.alone(p.item).then(p.resolve, p.reject);
+      const answered: { item: I; result: R }[] = [];
+      for (const p of batch)
+        await opts.alone(p.item, answered).then((result) => {
+          answered.push({ item: p.item, result });
+          p.resolve(result);
+        }, p.reject);
     }
   }
 

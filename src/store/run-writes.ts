@@ -40,7 +40,11 @@ export function createRunWrites(
       withoutInserts && !writes.some((w) => w.kind === "insert")
         ? withoutInserts(db, writes)
         : db.transaction().execute((tx) => applyWrites(tx, writes)),
-    alone: (write) => db.transaction().execute((tx) => retryAlone(tx, write)),
+    // A run's second start in the batch finds it started by the first, as in the batch itself.
+    alone: (write, answered) =>
+      write.kind === "start" && answered.some((a) => startedBy(a, write.id))
+        ? Promise.resolve(undefined)
+        : db.transaction().execute((tx) => retryAlone(tx, write)),
   });
 
   return {
@@ -83,6 +87,10 @@ export async function applyWrites(
   await applyCounters(tx, writes, finished);
   return results;
 }
+
+/** Whether `a`, an answered write of the same batch, is a start that started run `id`. */
+const startedBy = (a: { item: Write; result: WriteResult }, id: string) =>
+  a.item.kind === "start" && a.item.id === id && typeof a.result === "object";
 
 /**
  * The batch's ends in run ID order, and the first end of each run: a run ends once, so a second

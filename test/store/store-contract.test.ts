@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { newId } from "../../src/ids.ts";
 import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
-import { applyWrites, retryAlone } from "../../src/store/run-writes.ts";
+import { applyWrites, createRunWrites, retryAlone } from "../../src/store/run-writes.ts";
 import type { RunStatus, Scope } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { newRun } from "../helpers/runs.ts";
@@ -654,6 +654,25 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(await counts(), before, "nothing counted twice");
         const clash = { ...newRun(), id: r.id };
         await assert.rejects(alone({ kind: "insert", run: clash, end: undefined }), /taken/);
+      });
+
+      it("two starts of one run in a batch that failed after committing: only the first is answered as started", async () => {
+        // Two jobs of one run fetched together, and the batch's answer lost after it was written
+        // (a connection reset after COMMIT): the batcher tries each write alone.
+        const r = newRun();
+        await store.insertRun(r);
+        const writes = createRunWrites(store.db, async (db, batch) => {
+          await db.transaction().execute((tx) => applyWrites(tx, batch));
+          throw new Error("connection lost after commit");
+        });
+        const answers = await Promise.all([
+          writes.startRun(r.id, T0 + 3, "n1"),
+          writes.startRun(r.id, T0 + 3, "n1"),
+        ]);
+        assert.deepEqual(
+          answers.map((a) => a?.id),
+          [r.id, undefined],
+        );
       });
 
       it("a QUEUED run can be canceled and then never starts; duration counts from creation", async () => {
