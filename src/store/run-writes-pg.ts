@@ -5,6 +5,7 @@ import {
   type EndRow,
   endColumns,
   endsOf,
+  endValues,
   startAll,
   type Write,
   type WriteResult,
@@ -47,10 +48,7 @@ async function endCounted(
   db: Kysely<Database>,
   ends: readonly EndRow[],
 ): Promise<Map<string, CounterKey>> {
-  const values = ends.map(
-    ({ id, c }) =>
-      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`,
-  );
+  const values = endValues(ends);
   const { rows } = await sql<CounterKey & { id: string }>`
     with v (id, status, end_time, summary, result, error, stdout, stderr, detail) as (
       values ${sql.join(values)}

@@ -262,10 +262,7 @@ async function endAll(
   tx: Transaction<Database>,
   ends: readonly EndRow[],
 ): Promise<Map<string, CounterKey>> {
-  const rows = ends.map(
-    ({ id, c }) =>
-      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`,
-  );
+  const rows = endValues(ends);
   const { rows: changed } = await sql<CounterKey & { id: string }>`
     update runs set
       status = v.column2,
@@ -280,6 +277,13 @@ async function endAll(
   );
   return new Map(changed.map((r) => [r.id, r]));
 }
+
+/** The `VALUES` rows of ends: id, status, end time, summary, result, error, stdout, stderr, detail. */
+export const endValues = (ends: readonly EndRow[]) =>
+  ends.map(
+    ({ id, c }) =>
+      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`,
+  );
 
 const UNFINISHED = {
   end_time: null,
