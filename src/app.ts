@@ -190,6 +190,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
       await dataflow.register(monitorRoutes, {
         store: deps.store,
         schedules: deps.schedules && ((id: string) => deps.schedules?.schedules(id) ?? []),
+        schedulesSettled: deps.schedules && (() => deps.schedules?.settled() ?? Promise.resolve()),
         deliveries: deps.webhooks && ((runId: string) => deps.webhooks?.deliveriesOf(runId) ?? []),
       });
       if (deps.webhooks) await dataflow.register(webhookRoutes, { webhooks: deps.webhooks });

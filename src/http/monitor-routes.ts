@@ -35,6 +35,11 @@ export interface MonitorRouteOptions {
   store: Store;
   /** An element's schedules, from the scheduler when one is wired; absent means none. */
   schedules?: ((elementId: string) => ScheduleOverview[]) | undefined;
+  /**
+   * Resolves once this node's own flow changes (deploy, activate, import) reached its scheduler,
+   * so that a flow list read after them shows their schedules.
+   */
+  schedulesSettled?: (() => Promise<void>) | undefined;
   /** A run's webhook deliveries (docs/webhooks.md); absent: none shown. */
   deliveries?: ((runId: string) => Promise<WebhookDelivery[]> | WebhookDelivery[]) | undefined;
 }
@@ -66,7 +71,10 @@ export async function monitorRoutes(
     },
     async (req) => {
       const language = languageHeader(req.headers.language);
-      const rows = await store.monitorFlows(scopeOf(req));
+      const [rows] = await Promise.all([
+        store.monitorFlows(scopeOf(req)),
+        opts.schedulesSettled?.(),
+      ]);
       return ok(rows.map((r) => flowOverview(r, language, opts.schedules?.(r.element.id) ?? [])));
     },
   );

@@ -18,6 +18,8 @@ const MAX_PREPARED_PARAMS = 16_384;
  * would otherwise take one of the MAX_PREPARED names from the texts that recur.
  */
 const SEEN_TEXTS = 4096;
+/** And at most this much text among them: a 200-row insert's text is ~30 KB. */
+const SEEN_BYTES = 8 * 1024 * 1024;
 
 /**
  * PostgreSQL refuses a prepared `select *` once its table changed shape (another node migrated).
@@ -43,7 +45,11 @@ const isStalePlan = (err: unknown) => {
  */
 export function preparedPool(pool: pg.Pool): PostgresPool {
   const names = new Map<string, string>();
-  const seen = new LRUCache<string, true>({ max: SEEN_TEXTS });
+  const seen = new LRUCache<string, true>({
+    max: SEEN_TEXTS,
+    maxSize: SEEN_BYTES,
+    sizeCalculation: (_, text) => text.length + 1,
+  });
   let generation = 0;
   let params = 0;
   const nameOf = (text: string, values: number): string | undefined => {
