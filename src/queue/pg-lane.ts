@@ -26,6 +26,9 @@ export interface LaneHost {
   stopped: boolean;
   /** Jobs this process fetched since the last exact count (see pg-queue.ts, "bound"). */
   fetchedSinceCount: number;
+  /** Exact counts started so far, and the one under way: a fetch that overlaps one is not counted. */
+  recounts: number;
+  recounting: Promise<void> | null;
 }
 
 /** The state of one kind's lane: its free slots, its fetch loop and the jobs to complete. */
@@ -139,6 +142,7 @@ async function fetchLoop(l: Lane, run: Handler): Promise<void> {
     }
     const want = Math.min(free, MAX_BATCH);
     let jobs: Job<RunJob>[] = [];
+    const recounts = q.recounts;
     try {
       jobs = await q.boss.fetch<RunJob>(l.name, { batchSize: want });
     } catch (err) {
@@ -147,7 +151,10 @@ async function fetchLoop(l: Lane, run: Handler): Promise<void> {
       await sleep(l, 1000);
       continue;
     }
-    q.fetchedSinceCount += jobs.length;
+    // A fetch that overlapped an exact count may already be in it (its jobs counted as taken),
+    // and counting it here too would under-estimate the queue: leave it out, which can only
+    // over-estimate it until the next count.
+    if (recounts === q.recounts && !q.recounting) q.fetchedSinceCount += jobs.length;
     for (const job of jobs) dispatch(l, job, run);
     // A full batch means more is probably waiting: fetch again at once.
     if (jobs.length < want && !q.stopped) await sleep(l, q.pollMs);

@@ -96,6 +96,7 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     counted: 0,
     sentSinceCount: 0,
     fetchedSinceCount: 0,
+    recounts: 0,
     inflight: 0,
     recounting: null,
     lastRecount: 0,
@@ -203,6 +204,7 @@ function armRecount(q: PgQueue, ms: number): void {
 }
 
 function recount(q: PgQueue): Promise<void> {
+  if (!q.recounting) q.recounts++;
   q.recounting ??= (async () => {
     const sent = q.sentSinceCount;
     const fetched = q.fetchedSinceCount;
