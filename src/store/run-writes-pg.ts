@@ -1,10 +1,8 @@
 import { type Kysely, sql } from "kysely";
 import type { CounterKey } from "./kysely-monitor.ts";
 import {
-  byBytes,
+  applyEnds,
   type EndRow,
-  endColumns,
-  endsOf,
   endValues,
   startAll,
   type Write,
@@ -27,13 +25,7 @@ export async function applyStartsAndEnds(
 ): Promise<WriteResult[]> {
   const results: WriteResult[] = writes.map(() => undefined);
   await startAll(db, writes, results);
-  const { ends, first } = endsOf(writes);
-  const ended = new Map<string, CounterKey>();
-  const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
-  for (const part of byBytes(rows))
-    for (const [id, k] of await endCounted(db, part)) ended.set(id, k);
-  for (const e of first) results[e.i] = ended.has(e.id);
-  for (const e of ends) results[e.i] ??= false;
+  await applyEnds(writes, results, (part) => endCounted(db, part));
   return results;
 }
 

@@ -74,16 +74,7 @@ export async function applyWrites(
   if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
   await startAll(tx, writes, results);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
-  const { ends, first } = endsOf(writes);
-  const ended = new Map<string, CounterKey>();
-  const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
-  for (const part of byBytes(rows)) for (const [id, k] of await endAll(tx, part)) ended.set(id, k);
-  for (const e of first) {
-    const key = ended.get(e.id);
-    if (key) finished.push(key);
-    results[e.i] = key !== undefined;
-  }
-  for (const e of ends) results[e.i] ??= false;
+  finished.push(...(await applyEnds(writes, results, (part) => endAll(tx, part))));
   await applyCounters(tx, writes, finished);
   return results;
 }
@@ -93,14 +84,24 @@ const startedBy = (a: { item: Write; result: WriteResult }, id: string) =>
   a.item.kind === "start" && a.item.id === id && typeof a.result === "object";
 
 /**
- * The batch's ends in run ID order, and the first end of each run: a run ends once, so a second
- * end of it in the same batch finds it ended, as it would alone.
+ * Writes the batch's ends through `write`, in run ID order and in parts of bounded size, and
+ * answers each in `results`; returns the counter keys of the runs they ended. A run ends once, so
+ * a second end of it in the same batch finds it ended, as it would alone.
  */
-export function endsOf(writes: readonly Write[]) {
+export async function applyEnds(
+  writes: readonly Write[],
+  results: WriteResult[],
+  write: (part: EndRow[]) => Promise<Map<string, CounterKey>>,
+): Promise<CounterKey[]> {
   const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
   ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
   const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
-  return { ends, first };
+  const ended = new Map<string, CounterKey>();
+  const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
+  for (const part of byBytes(rows)) for (const [id, k] of await write(part)) ended.set(id, k);
+  for (const e of first) results[e.i] = ended.has(e.id);
+  for (const e of ends) results[e.i] ??= false;
+  return [...ended.values()];
 }
 
 /** The monitoring counters of the batch's new flow runs and of the runs it ended. */
@@ -227,7 +228,7 @@ export type EndRow = { id: string; c: ReturnType<typeof endColumns> };
  * Ends split so that no statement carries more than MAX_STATEMENT_BYTES of text: many large ends
  * in one message would be refused by the server and fail the whole batch.
  */
-export function byBytes(ends: readonly EndRow[]): EndRow[][] {
+function byBytes(ends: readonly EndRow[]): EndRow[][] {
   const parts: EndRow[][] = [];
   let part: EndRow[] = [];
   let bytes = 0;
@@ -296,7 +297,7 @@ const UNFINISHED = {
   detail: null,
 };
 
-export function endColumns(end: RunEnd, startTime: number) {
+function endColumns(end: RunEnd, startTime: number) {
   return {
     status: end.status,
     end_time: end.endTime,

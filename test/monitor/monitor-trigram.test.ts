@@ -8,7 +8,7 @@ import { type PagedRunsFilterInput, parseRunsFilter } from "../../src/monitor/fi
 import { monitorMethods } from "../../src/store/kysely-monitor.ts";
 import { runFilters } from "../../src/store/monitor-sql.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
-import type { Scope } from "../../src/store/types.ts";
+import type { NewRun, Scope } from "../../src/store/types.ts";
 import { startPostgres } from "../helpers/pg.ts";
 
 /**
@@ -48,6 +48,35 @@ const QUERIES: Omit<PagedRunsFilterInput, "pageNo" | "pageSize">[] = [
   { quickSearch: "nightly", runStatusFilter: ["FAILURE"] },
 ];
 
+/** A run of the searched element, started at `t` unless it is QUEUED. */
+function searchRun(
+  id: string,
+  status: "QUEUED" | "STARTED",
+  runName: string | null,
+  initiator: Record<string, string> | null,
+  t: number,
+): NewRun {
+  return {
+    id,
+    scope: SCOPE,
+    elementId: "7",
+    elementType: "DPL",
+    elementName: "search",
+    folderId: "f",
+    version: "1",
+    triggerType: "ASYNC",
+    status,
+    runName,
+    runParam: null,
+    initiator,
+    parentRunId: null,
+    inProcess: false,
+    nodeId: null,
+    createTime: t,
+    startTime: status === "STARTED" ? t : null,
+  };
+}
+
 describe("monitor text search through the trigram index (postgres)", () => {
   let store: OpenedStore;
   let dataDir: string;
@@ -59,25 +88,9 @@ describe("monitor text search through the trigram index (postgres)", () => {
       dataDir,
     });
     for (const [i, r] of RUNS.entries()) {
-      await store.insertRun({
-        id: `trg${String(i).padStart(2, "0")}`,
-        scope: SCOPE,
-        elementId: "7",
-        elementType: "DPL",
-        elementName: "search",
-        folderId: "f",
-        version: "1",
-        triggerType: "ASYNC",
-        status: "STARTED",
-        runName: r.name,
-        runParam: null,
-        initiator: r.who,
-        parentRunId: null,
-        inProcess: false,
-        nodeId: null,
-        createTime: 1000 + i,
-        startTime: 1000 + i,
-      });
+      await store.insertRun(
+        searchRun(`trg${String(i).padStart(2, "0")}`, "STARTED", r.name, r.who, 1000 + i),
+      );
       await store.endRun(`trg${String(i).padStart(2, "0")}`, {
         status: i % 2 ? "FAILURE" : "SUCCESS",
         endTime: 2000 + i,
@@ -91,25 +104,7 @@ describe("monitor text search through the trigram index (postgres)", () => {
         ["QUEUED", "queued abc", { userId: "alice" }],
       ] as const
     ).entries()) {
-      await store.insertRun({
-        id: `trg-open${i}`,
-        scope: SCOPE,
-        elementId: "7",
-        elementType: "DPL",
-        elementName: "search",
-        folderId: "f",
-        version: "1",
-        triggerType: "ASYNC",
-        status,
-        runName: name,
-        runParam: null,
-        initiator: who,
-        parentRunId: null,
-        inProcess: false,
-        nodeId: null,
-        createTime: 3000 + i,
-        startTime: status === "STARTED" ? 3000 + i : null,
-      });
+      await store.insertRun(searchRun(`trg-open${i}`, status, name, who, 3000 + i));
     }
   });
 
