@@ -74,6 +74,7 @@ export async function startBenchServer(env: Record<string, string> = {}) {
   const server = await startProcess({ DATA_DIR: dataDir, LOG_LEVEL: "error", ...env });
   return {
     url: server.url,
+    pid: server.child.pid as number,
     async stop() {
       server.child.kill("SIGTERM");
       await new Promise((r) => server.child.once("exit", r));
