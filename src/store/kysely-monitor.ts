@@ -3,6 +3,7 @@ import { monitorRuns, runsByIds } from "./monitor-runs.ts";
 import type { MonitorTables } from "./monitor-tables.ts";
 import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database } from "./schema.ts";
+import { bound, shapeOf } from "./shapes.ts";
 import type { Dialect, FlowListRow, FlowOverviewRow, Scope, ScopeFilter, Store } from "./types.ts";
 import { FINISHED } from "./types.ts";
 
@@ -14,27 +15,6 @@ import { FINISHED } from "./types.ts";
 const TEXT_INDEX_MIN_RUNS = 20_000;
 
 type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
-
-/**
- * Counts a new run for its element's `totalRuns`. Called inside insertRun's transaction: one
- * upsert on a one-row-per-element table, so the overview never counts runs.
- */
-export async function countRun(
-  tx: Transaction<Database>,
-  elementId: string,
-  runs = 1,
-): Promise<void> {
-  await tx
-    .withTables<MonitorTables>()
-    .insertInto("element_run_stats")
-    .values({ element_id: Number(elementId), total_runs: runs })
-    .onConflict((oc) =>
-      oc
-        .column("element_id")
-        .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${runs}` }),
-    )
-    .execute();
-}
 
 /** What identifies a run's counter in run_status_counts. */
 export interface CounterKey {
@@ -57,6 +37,19 @@ function counterOrder(a: CounterKey, b: CounterKey): number {
   return 0;
 }
 
+/** The counters' changes for `keys`, one per counter, in counterOrder. */
+function counterDeltas(keys: readonly CounterKey[], delta: 1 | -1): (CounterKey & { n: number })[] {
+  const grouped = new Map<string, CounterKey & { n: number }>();
+  for (const k of keys) {
+    if (!(FINISHED as readonly string[]).includes(k.status)) continue;
+    const id = JSON.stringify([k.app, k.space, k.element_id, k.trigger_type, k.status]);
+    const g = grouped.get(id) ?? { ...k, n: 0 };
+    g.n += delta;
+    grouped.set(id, g);
+  }
+  return [...grouped.values()].sort(counterOrder);
+}
+
 /**
  * Adds `delta` to the counters of finished runs (migration 006) for each key, in the caller's
  * transaction with the runs' own write. PostgreSQL's upsert holds the counter row until commit,
@@ -68,15 +61,7 @@ export async function countFinished(
   keys: readonly CounterKey[],
   delta: 1 | -1,
 ): Promise<void> {
-  const grouped = new Map<string, CounterKey & { n: number }>();
-  for (const k of keys) {
-    if (!(FINISHED as readonly string[]).includes(k.status)) continue;
-    const id = JSON.stringify([k.app, k.space, k.element_id, k.trigger_type, k.status]);
-    const g = grouped.get(id) ?? { ...k, n: 0 };
-    g.n += delta;
-    grouped.set(id, g);
-  }
-  for (const g of [...grouped.values()].sort(counterOrder)) {
+  for (const g of counterDeltas(keys, delta)) {
     await tx
       .withTables<MonitorTables>()
       .insertInto("run_status_counts")
@@ -95,6 +80,58 @@ export async function countFinished(
       )
       .execute();
   }
+}
+
+/**
+ * The counter upserts of the run writes' hot path, compiled once (shapes.ts): `countRun` adds new
+ * runs to their element's `totalRuns` (one row per element, so the overview never counts runs),
+ * `countFinished` as above.
+ */
+export interface CounterWrites {
+  countRun(tx: Kysely<Database>, elementId: string, runs: number): Promise<void>;
+  countFinished(tx: Kysely<Database>, keys: readonly CounterKey[], delta: 1 | -1): Promise<void>;
+}
+
+export function counterWrites(db: Kysely<Database>): CounterWrites {
+  const m = db.withTables<MonitorTables>();
+  const run = shapeOf((slot) =>
+    m
+      .insertInto("element_run_stats")
+      .values({ element_id: slot(0), total_runs: slot(1) })
+      .onConflict((oc) =>
+        oc
+          .column("element_id")
+          .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${slot(1)}` }),
+      ),
+  );
+  const finished = shapeOf((slot) =>
+    m
+      .insertInto("run_status_counts")
+      .values({
+        app: slot(0),
+        space: slot(1),
+        element_id: slot(2),
+        trigger_type: slot(3),
+        status: slot(4),
+        n: slot(5),
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(["app", "space", "element_id", "trigger_type", "status"])
+          .doUpdateSet({ n: sql`run_status_counts.n + ${slot(5)}` }),
+      ),
+  );
+  return {
+    async countRun(tx, elementId, runs) {
+      await tx.executeQuery(bound(run, [Number(elementId), runs]));
+    },
+    async countFinished(tx, keys, delta) {
+      for (const g of counterDeltas(keys, delta))
+        await tx.executeQuery(
+          bound(finished, [g.app, g.space, Number(g.element_id), g.trigger_type, g.status, g.n]),
+        );
+    },
+  };
 }
 
 /** Monitoring reads (docs/monitoring.md) over Kysely for both dialects. */

@@ -1,9 +1,9 @@
 import { CompiledQuery, type Kysely, type Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
-import { countFinished, countRun } from "./kysely-monitor.ts";
+import { countFinished } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
-import { createRunWrites, runRow } from "./run-writes.ts";
+import { createRunWrites, type HotWrites, hotWrites, runRow } from "./run-writes.ts";
 import { applyStartsAndEnds } from "./run-writes-pg.ts";
 import type { Database } from "./schema.ts";
 import type {
@@ -36,10 +36,11 @@ type RunMethods = Pick<
 /** Run records and node heartbeats over Kysely for both dialects. */
 export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
   const writes = createRunWrites(db, dialect === "postgres" ? applyStartsAndEnds : undefined);
+  const hot = hotWrites(db);
   const readRun = runReader(db);
   return {
     insertRun: writes.insertRun,
-    insertRunsWith: (runs, also) => insertRunsWith(db, runs, also),
+    insertRunsWith: (runs, also) => insertRunsWith(db, hot, runs, also),
     startRun: writes.startRun,
     endRun: writes.endRun,
     getRun: (scope, id) => getRun(readRun, scope, id),
@@ -77,20 +78,22 @@ function runReader(db: Kysely<Database>): (id: string) => Promise<Run | undefine
 
 async function insertRunsWith(
   db: Kysely<Database>,
+  hot: HotWrites,
   runs: readonly NewRun[],
   also: (tx: SqlExecutor) => Promise<void>,
 ): Promise<void> {
   if (runs.length === 0) return;
   await db.transaction().execute(async (tx) => {
-    await tx
-      .insertInto("runs")
-      .values(runs.map((r) => runRow(r)))
-      .execute();
+    await hot.insertRuns(
+      tx,
+      runs.map((r) => runRow(r)),
+    );
     const flows = new Map<string, number>();
     for (const r of runs)
       if (r.elementType === "DPL") flows.set(r.elementId, (flows.get(r.elementId) ?? 0) + 1);
     // Sorted, so that two transactions never wait on each other's counter rows crosswise.
-    for (const id of [...flows.keys()].sort()) await countRun(tx, id, flows.get(id));
+    for (const id of [...flows.keys()].sort())
+      await hot.counters.countRun(tx, id, flows.get(id) ?? 0);
     await also({
       executeSql: async (text, values) => {
         const r = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));

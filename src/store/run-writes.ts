@@ -1,8 +1,14 @@
 import { type Kysely, sql, type Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
-import { type CounterKey, countFinished, countRun } from "./kysely-monitor.ts";
+import {
+  type CounterKey,
+  type CounterWrites,
+  counterWrites,
+  countFinished,
+} from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
 import type { Database } from "./schema.ts";
+import { bound, shapeCache, shapeOf } from "./shapes.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
 
 export type Write =
@@ -34,12 +40,13 @@ export function createRunWrites(
   startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   endRun(id: string, end: RunEnd): Promise<boolean>;
 } {
+  const hot = hotWrites(db);
   const add = createBatcher<Write, WriteResult>({
     max: MAX_BATCH,
     run: (writes) =>
       withoutInserts && !writes.some((w) => w.kind === "insert")
         ? withoutInserts(db, writes)
-        : db.transaction().execute((tx) => applyWrites(tx, writes)),
+        : db.transaction().execute((tx) => applyWrites(tx, writes, hot)),
     // A run's second start in the batch finds it started by the first, as in the batch itself.
     alone: (write, answered) =>
       write.kind === "start" && answered.some((a) => startedBy(a, write.id))
@@ -68,15 +75,58 @@ export function createRunWrites(
 export async function applyWrites(
   tx: Transaction<Database>,
   writes: readonly Write[],
+  hot: HotWrites = hotWrites(tx),
 ): Promise<WriteResult[]> {
   const results: WriteResult[] = writes.map((w) => (w.kind === "insert" ? true : undefined));
   const inserts = writes.flatMap((w) => (w.kind === "insert" ? [runRow(w.run, w.end)] : []));
-  if (inserts.length > 0) await tx.insertInto("runs").values(inserts).execute();
+  if (inserts.length > 0) await hot.insertRuns(tx, inserts);
   await startAll(tx, writes, results);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
   finished.push(...(await applyEnds(writes, results, (part) => endAll(tx, part))));
-  await applyCounters(tx, writes, finished);
+  await applyCounters(tx, writes, finished, hot.counters);
   return results;
+}
+
+type RunRow = ReturnType<typeof runRow>;
+
+/**
+ * The statements every run write makes, compiled once per shape (shapes.ts): the multi-row insert
+ * of run rows per row count, and the counter upserts.
+ */
+export interface HotWrites {
+  insertRuns(tx: Kysely<Database>, rows: readonly RunRow[]): Promise<void>;
+  counters: CounterWrites;
+}
+
+export function hotWrites(db: Kysely<Database>): HotWrites {
+  // Every run row has every column (runRow), so the first row's names are every row's.
+  let columns: (keyof RunRow)[] | undefined;
+  const insert = shapeCache(MAX_BATCH, (n: number) =>
+    shapeOf((slot) =>
+      db
+        .insertInto("runs")
+        .values(
+          Array.from({ length: n }, (_, r) =>
+            Object.fromEntries(
+              (columns ?? []).map((c, k) => [c, slot(r * (columns ?? []).length + k)]),
+            ),
+          ) as never,
+        ),
+    ),
+  );
+  return {
+    async insertRuns(tx, rows) {
+      columns ??= Object.keys(rows[0] ?? {}) as (keyof RunRow)[];
+      const cols = columns;
+      await tx.executeQuery(
+        bound(
+          insert(rows.length),
+          rows.flatMap((row) => cols.map((c) => row[c])),
+        ),
+      );
+    },
+    counters: counterWrites(db),
+  };
 }
 
 /** Whether `a`, an answered write of the same batch, is a start that started run `id`. */
@@ -109,13 +159,14 @@ async function applyCounters(
   tx: Transaction<Database>,
   writes: readonly Write[],
   finished: readonly CounterKey[],
+  counters: CounterWrites,
 ): Promise<void> {
   const flows = new Map<string, number>();
   for (const w of writes)
     if (w.kind === "insert" && w.run.elementType === "DPL")
       flows.set(w.run.elementId, (flows.get(w.run.elementId) ?? 0) + 1);
-  for (const id of [...flows.keys()].sort()) await countRun(tx, id, flows.get(id));
-  if (finished.length > 0) await countFinished(tx, finished, 1);
+  for (const id of [...flows.keys()].sort()) await counters.countRun(tx, id, flows.get(id) ?? 0);
+  if (finished.length > 0) await counters.countFinished(tx, finished, 1);
 }
 
 /**
@@ -215,7 +266,7 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
       throw new Error(`run ID ${w.run.id} is taken by another run`);
     return true;
   }
-  await applyCounters(tx, [w], row.end_time !== null ? [row] : []);
+  await applyCounters(tx, [w], row.end_time !== null ? [row] : [], counterWrites(tx));
   return true;
 }
 
