@@ -16,6 +16,7 @@ import * as m014 from "./migrations/014-script-envs.ts";
 import * as m016 from "./migrations/016-audit.ts";
 import * as m017 from "./migrations/017-artifacts.ts";
 import * as m018 from "./migrations/018-search-finished-runs.ts";
+import * as m019 from "./migrations/019-partial-parent-index.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -41,6 +42,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "016-audit": m016,
   "017-artifacts": m017,
   "018-search-finished-runs": m018,
+  "019-partial-parent-index": m019,
 };
 
 /** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */

@@ -34,6 +34,7 @@ const ALL = [
   "016-audit",
   "017-artifacts",
   "018-search-finished-runs",
+  "019-partial-parent-index",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {

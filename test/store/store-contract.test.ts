@@ -3,6 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { sql } from "kysely";
 import { newId } from "../../src/ids.ts";
 import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
@@ -777,6 +778,20 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(new Set(got.map((r) => r.id)), new Set(kids.map((k) => k.id)));
         assert.ok(got.every((r) => r.parentRunId === parent.id && r.triggerType === "API"));
         assert.deepEqual(await store.childRuns(kids[0]?.id ?? ""), []);
+        // Through the partial index of runs that have a parent (migration 019).
+        const plan =
+          dialect === "sqlite"
+            ? (
+                await sql<{ detail: string }>`explain query plan
+                  select id from runs where parent_run_id = ${parent.id}`.execute(store.db)
+              ).rows.map((r) => r.detail)
+            : await store.db.transaction().execute(async (tx) => {
+                await sql`set local enable_seqscan = off`.execute(tx);
+                const { rows } = await sql<{ "QUERY PLAN": string }>`explain
+                  select id from runs where parent_run_id = ${parent.id}`.execute(tx);
+                return rows.map((r) => r["QUERY PLAN"]);
+              });
+        assert.match(plan.join("\n"), /runs_parent/);
       });
 
       it("a run inserted with a startTime keeps it (in-process runs start at once)", async () => {
