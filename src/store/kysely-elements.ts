@@ -3,6 +3,7 @@ import { createBatcher } from "./batch.ts";
 import { ensureFolderAt, folderAt } from "./folders.ts";
 import { ELEMENT_COLUMNS, numericId, toElement, toScript } from "./rows.ts";
 import type { Database } from "./schema.ts";
+import { bound, shapeOf } from "./shapes.ts";
 import type { Element, ElementQuery, Scope, ScriptElement, Store } from "./types.ts";
 
 type ElementMethods = Pick<
@@ -49,7 +50,7 @@ const MAX_LOOKUPS = 200;
 function elementLookup(
   db: Kysely<Database>,
 ): (scope: Scope, query: ElementQuery) => Promise<Element[]> {
-  const one = (l: Lookup) => lookUp(db, l);
+  const one = lookUp(db);
   const keyOf = ({ scope, query }: Lookup) =>
     JSON.stringify([scope.app, scope.space, query.type, query.name, query.folderId ?? null]);
   const find = createBatcher<Lookup, Element[]>({
@@ -68,16 +69,30 @@ function elementLookup(
   return (scope, query) => find({ scope, query });
 }
 
-async function lookUp(db: Kysely<Database>, { scope, query }: Lookup): Promise<Element[]> {
-  let q = elements(db)
-    .select(ELEMENT_COLUMNS)
-    .where("e.app", "=", scope.app)
-    .where("e.space", "=", scope.space)
-    .where("e.type", "=", query.type)
-    .where("e.name", "=", query.name);
-  if (query.folderId !== undefined) q = q.where("e.folder_id", "=", query.folderId);
-  const rows = await q.limit(2).execute();
-  return rows.map(toElement);
+/**
+ * One lookup's statement, compiled once for each of its two forms (shapes.ts): every run request
+ * makes one.
+ */
+function lookUp(db: Kysely<Database>): (l: Lookup) => Promise<Element[]> {
+  const form = (inFolder: boolean) =>
+    shapeOf((slot) => {
+      let q = elements(db)
+        .select(ELEMENT_COLUMNS)
+        .where("e.app", "=", slot(0))
+        .where("e.space", "=", slot(1))
+        .where("e.type", "=", slot(2))
+        .where("e.name", "=", slot(3));
+      if (inFolder) q = q.where("e.folder_id", "=", slot(4));
+      return q.limit(slot(5));
+    });
+  const anywhere = form(false);
+  const inFolder = form(true);
+  return async ({ scope, query }) => {
+    const shape = query.folderId === undefined ? anywhere : inFolder;
+    const values = [scope.app, scope.space, query.type, query.name, query.folderId, 2];
+    const { rows } = await db.executeQuery<Parameters<typeof toElement>[0]>(bound(shape, values));
+    return rows.map(toElement);
+  };
 }
 
 async function folderById(db: Kysely<Database>, scope: Scope, id: string) {

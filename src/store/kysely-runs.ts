@@ -1,11 +1,12 @@
-import { CompiledQuery, type Kysely, type Transaction } from "kysely";
+import { CompiledQuery, type Kysely, type Selectable, type Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
 import { createRunWrites, type HotWrites, hotWrites, runRow } from "./run-writes.ts";
 import { applyStartsAndEnds } from "./run-writes-pg.ts";
-import type { Database } from "./schema.ts";
+import type { Database, RunTable } from "./schema.ts";
+import { bound, shapeCache, shapeOf } from "./shapes.ts";
 import type {
   Dialect,
   ElementType,
@@ -58,14 +59,27 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
  * one turn share one statement (docs/architecture.md, "Group commit").
  */
 function runReader(db: Kysely<Database>): (id: string) => Promise<Run | undefined> {
-  return createBatcher<string, Run | undefined>({
-    max: 500,
-    async run(ids) {
-      const rows = await db
+  const MAX = 500;
+  // One compiled statement per count of ids (shapes.ts): the statement is the same every time.
+  const select = shapeCache(MAX, (n: number) =>
+    shapeOf((slot) =>
+      db
         .selectFrom("runs")
         .selectAll()
-        .where("id", "in", [...new Set(ids)])
-        .execute();
+        .where(
+          "id",
+          "in",
+          Array.from({ length: n }, (_, i) => slot(i)),
+        ),
+    ),
+  );
+  return createBatcher<string, Run | undefined>({
+    max: MAX,
+    async run(ids) {
+      const distinct = [...new Set(ids)];
+      const { rows } = await db.executeQuery<Selectable<RunTable>>(
+        bound(select(distinct.length), distinct),
+      );
       const byId = new Map(rows.map((r) => [r.id, toRun(r)]));
       // Each caller gets its own object: two waiters of one run must not share a mutable one.
       return ids.map((id) => {
