@@ -3,6 +3,8 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
   type CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
   DummyDriver,
   Kysely,
   PostgresAdapter,
@@ -11,7 +13,13 @@ import {
   SqliteAdapter,
   SqliteIntrospector,
   SqliteQueryCompiler,
+  sql,
 } from "kysely";
+import { elementMethods } from "../../src/store/kysely-elements.ts";
+import { counterWrites } from "../../src/store/kysely-monitor.ts";
+import { runMethods } from "../../src/store/kysely-runs.ts";
+import type { MonitorTables } from "../../src/store/monitor-tables.ts";
+import { ELEMENT_COLUMNS } from "../../src/store/rows.ts";
 import { hotWrites, runRow } from "../../src/store/run-writes.ts";
 import type { Database } from "../../src/store/schema.ts";
 import { bound, shapeOf } from "../../src/store/shapes.ts";
@@ -40,6 +48,48 @@ const dialects = {
     },
   }),
 };
+
+/**
+ * A Kysely of `name`'s dialect whose connection keeps the statements it is given instead of
+ * running them (every one answers no rows): for the shapes a store method compiles on its own db.
+ */
+function recordingDb(name: keyof typeof dialects): { db: Kysely<Database>; sent: CompiledQuery[] } {
+  const sent: CompiledQuery[] = [];
+  const connection: DatabaseConnection = {
+    executeQuery: async (q) => {
+      sent.push(q);
+      return { rows: [] };
+    },
+    streamQuery: () => {
+      throw new Error("not streamed");
+    },
+  };
+  const driver: Driver = {
+    init: async () => {},
+    acquireConnection: async () => connection,
+    beginTransaction: async () => {},
+    commitTransaction: async () => {},
+    rollbackTransaction: async () => {},
+    releaseConnection: async () => {},
+    destroy: async () => {},
+  };
+  const pg = name === "postgres";
+  const db = new Kysely<Database>({
+    dialect: {
+      createAdapter: () => (pg ? new PostgresAdapter() : new SqliteAdapter()),
+      createDriver: () => driver,
+      createIntrospector: (k) => (pg ? new PostgresIntrospector(k) : new SqliteIntrospector(k)),
+      createQueryCompiler: () => (pg ? new PostgresQueryCompiler() : new SqliteQueryCompiler()),
+    },
+  });
+  return { db, sent };
+}
+
+/** What was sent, as Kysely would have compiled it. */
+function assertSame(got: CompiledQuery | undefined, want: CompiledQuery): void {
+  assert.equal(got?.sql, want.sql);
+  assert.deepEqual(got?.parameters, want.parameters);
+}
 
 /** A stand-in transaction that keeps the statements it is given instead of running them. */
 function recorder(): { tx: Kysely<Database>; sent: CompiledQuery[] } {
@@ -98,6 +148,94 @@ describe("compiled shapes", () => {
           assert.deepEqual(sent[0]?.parameters, want.parameters);
         }),
         { numRuns: 60 },
+      );
+    });
+  }
+
+  for (const name of ["sqlite", "postgres"] as const) {
+    it(`counter upserts as Kysely compiles them (${name})`, async () => {
+      const { db, sent } = recordingDb(name);
+      const m = db.withTables<MonitorTables>();
+      const counters = counterWrites(db);
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 10_000 }),
+          fc.integer({ min: 1, max: 200 }),
+          fc.string({ maxLength: 8 }),
+          fc.constantFrom(1 as const, -1 as const),
+          async (element, runs, app, delta) => {
+            sent.length = 0;
+            await counters.countRun(db, String(element), runs);
+            assertSame(
+              sent[0],
+              m
+                .insertInto("element_run_stats")
+                .values({ element_id: element, total_runs: runs })
+                .onConflict((oc) =>
+                  oc
+                    .column("element_id")
+                    .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${runs}` }),
+                )
+                .compile(),
+            );
+            const key = { app, space: "s", element_id: element, trigger_type: "API" };
+            await counters.countFinished(db, [{ ...key, status: "SUCCESS" }], delta);
+            assertSame(
+              sent[1],
+              m
+                .insertInto("run_status_counts")
+                .values({ ...key, status: "SUCCESS", n: delta })
+                .onConflict((oc) =>
+                  oc
+                    .columns(["app", "space", "element_id", "trigger_type", "status"])
+                    .doUpdateSet({ n: sql`run_status_counts.n + ${delta}` }),
+                )
+                .compile(),
+            );
+          },
+        ),
+        { numRuns: 40 },
+      );
+    });
+
+    it(`batched run reads and element lookups as Kysely compiles them (${name})`, async () => {
+      const { db, sent } = recordingDb(name);
+      const runs = runMethods(db, name);
+      const elements = elementMethods(db);
+      const scope = { app: "a", space: "s" };
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.string({ minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 8 }),
+          fc.string({ maxLength: 8 }),
+          fc.option(fc.string({ minLength: 1, maxLength: 4 }), { nil: undefined }),
+          async (ids, elementName, folderId) => {
+            sent.length = 0;
+            // One turn's reads: one statement, each ID once.
+            await Promise.all(ids.map((id) => runs.getRun(scope, id)));
+            assert.equal(sent.length, 1);
+            assertSame(
+              sent[0],
+              db
+                .selectFrom("runs")
+                .selectAll()
+                .where("id", "in", [...new Set(ids)])
+                .compile(),
+            );
+            const query = { type: "DPL" as const, name: elementName, folderId };
+            await elements.findElements(scope, query);
+            let want = db
+              .selectFrom("elements as e")
+              .innerJoin("folders as f", "f.id", "e.folder_id")
+              .select(ELEMENT_COLUMNS)
+              .where("e.app", "=", scope.app)
+              .where("e.space", "=", scope.space)
+              .where("e.type", "=", query.type)
+              .where("e.name", "=", query.name);
+            if (folderId !== undefined) want = want.where("e.folder_id", "=", folderId);
+            assertSame(sent[1], want.limit(2).compile());
+          },
+        ),
+        { numRuns: 40 },
       );
     });
   }
