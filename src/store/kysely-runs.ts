@@ -36,8 +36,8 @@ type RunMethods = Pick<
 
 /** Run records and node heartbeats over Kysely for both dialects. */
 export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
-  const writes = createRunWrites(db, dialect === "postgres" ? applyStartsAndEnds : undefined);
   const hot = hotWrites(db);
+  const writes = createRunWrites(db, dialect === "postgres" ? applyStartsAndEnds : undefined, hot);
   const readRun = runReader(db);
   return {
     insertRun: writes.insertRun,

@@ -35,12 +35,13 @@ export function createRunWrites(
   db: Kysely<Database>,
   /** How a batch without inserts is written instead of in one transaction (run-writes-pg.ts). */
   withoutInserts?: (db: Kysely<Database>, writes: readonly Write[]) => Promise<WriteResult[]>,
+  /** The store's compiled statements, shared with its other writers of run rows. */
+  hot: HotWrites = hotWrites(db),
 ): {
   insertRun(run: NewRun, end?: RunEnd): Promise<void>;
   startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   endRun(id: string, end: RunEnd): Promise<boolean>;
 } {
-  const hot = hotWrites(db);
   const add = createBatcher<Write, WriteResult>({
     max: MAX_BATCH,
     run: (writes) =>

@@ -12,8 +12,8 @@ const SLOT = "\u0000sluice-slot:";
 
 export interface Shape {
   readonly sql: string;
-  /** For each parameter of `sql`, the index of its value. */
-  readonly slots: readonly number[];
+  /** For each parameter of `sql`, the index of its value (packed: an insert of 200 rows has 6,000). */
+  readonly slots: Int32Array;
 }
 
 /**
@@ -23,7 +23,7 @@ export interface Shape {
 export function shapeOf(build: (slot: (i: number) => never) => Compilable): Shape {
   const slot = ((i: number) => `${SLOT}${i}`) as (i: number) => never;
   const { sql, parameters } = build(slot).compile();
-  const slots = parameters.map((p) => {
+  const slots = Int32Array.from(parameters, (p) => {
     if (typeof p !== "string" || !p.startsWith(SLOT))
       throw new Error(`a shape's parameter is not one of its slots: ${String(p)}`);
     return Number(p.slice(SLOT.length));
@@ -35,7 +35,7 @@ export function shapeOf(build: (slot: (i: number) => never) => Compilable): Shap
 export function bound(shape: Shape, values: readonly unknown[]): CompiledQuery {
   return CompiledQuery.raw(
     shape.sql,
-    shape.slots.map((i) => values[i]),
+    Array.from(shape.slots, (i) => values[i]),
   );
 }
 

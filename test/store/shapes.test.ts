@@ -121,7 +121,7 @@ describe("compiled shapes", () => {
         .values({ id: slot(1), app: slot(0), space: slot(1) } as never)
         .returning("id"),
     );
-    assert.deepEqual(shape.slots, [1, 0, 1]);
+    assert.deepEqual([...shape.slots], [1, 0, 1]);
     assert.deepEqual(bound(shape, ["a", "b"]).parameters, ["b", "a", "b"]);
     assert.throws(
       () => shapeOf(() => db.insertInto("runs").values({ id: "literal" } as never)),
