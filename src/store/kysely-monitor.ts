@@ -3,7 +3,7 @@ import { monitorRuns, runsByIds } from "./monitor-runs.ts";
 import type { MonitorTables } from "./monitor-tables.ts";
 import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database } from "./schema.ts";
-import { bound, shapeOf } from "./shapes.ts";
+import { bound, type Shape, shapeOf } from "./shapes.ts";
 import type { Dialect, FlowListRow, FlowOverviewRow, Scope, ScopeFilter, Store } from "./types.ts";
 import { FINISHED } from "./types.ts";
 
@@ -54,32 +54,15 @@ function counterDeltas(keys: readonly CounterKey[], delta: 1 | -1): (CounterKey 
  * Adds `delta` to the counters of finished runs (migration 006) for each key, in the caller's
  * transaction with the runs' own write. PostgreSQL's upsert holds the counter row until commit,
  * so concurrent writers queue on it and the count stays exact; keys go in one order so that two
- * transactions never wait on each other's rows crosswise.
+ * transactions never wait on each other's rows crosswise. For the writes outside the hot path
+ * (deletes, a retried write): the same statement as counterWrites', compiled for this call.
  */
-export async function countFinished(
+export function countFinished(
   tx: Transaction<Database>,
   keys: readonly CounterKey[],
   delta: 1 | -1,
 ): Promise<void> {
-  for (const g of counterDeltas(keys, delta)) {
-    await tx
-      .withTables<MonitorTables>()
-      .insertInto("run_status_counts")
-      .values({
-        app: g.app,
-        space: g.space,
-        element_id: Number(g.element_id),
-        trigger_type: g.trigger_type,
-        status: g.status,
-        n: g.n,
-      })
-      .onConflict((oc) =>
-        oc
-          .columns(["app", "space", "element_id", "trigger_type", "status"])
-          .doUpdateSet({ n: sql`run_status_counts.n + ${g.n}` }),
-      )
-      .execute();
-  }
+  return counterWrites(tx).countFinished(tx, keys, delta);
 }
 
 /**
@@ -94,41 +77,49 @@ export interface CounterWrites {
 
 export function counterWrites(db: Kysely<Database>): CounterWrites {
   const m = db.withTables<MonitorTables>();
-  const run = shapeOf((slot) =>
-    m
-      .insertInto("element_run_stats")
-      .values({ element_id: slot(0), total_runs: slot(1) })
-      .onConflict((oc) =>
-        oc
-          .column("element_id")
-          .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${slot(1)}` }),
-      ),
-  );
-  const finished = shapeOf((slot) =>
-    m
-      .insertInto("run_status_counts")
-      .values({
-        app: slot(0),
-        space: slot(1),
-        element_id: slot(2),
-        trigger_type: slot(3),
-        status: slot(4),
-        n: slot(5),
-      })
-      .onConflict((oc) =>
-        oc
-          .columns(["app", "space", "element_id", "trigger_type", "status"])
-          .doUpdateSet({ n: sql`run_status_counts.n + ${slot(5)}` }),
-      ),
-  );
+  // Each compiled on first use: a caller that needs one statement does not pay for the other.
+  let run: Shape | undefined;
+  let finished: Shape | undefined;
+  const runShape = () =>
+    shapeOf((slot) =>
+      m
+        .insertInto("element_run_stats")
+        .values({ element_id: slot(0), total_runs: slot(1) })
+        .onConflict((oc) =>
+          oc
+            .column("element_id")
+            .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${slot(1)}` }),
+        ),
+    );
+  const finishedShape = () =>
+    shapeOf((slot) =>
+      m
+        .insertInto("run_status_counts")
+        .values({
+          app: slot(0),
+          space: slot(1),
+          element_id: slot(2),
+          trigger_type: slot(3),
+          status: slot(4),
+          n: slot(5),
+        })
+        .onConflict((oc) =>
+          oc
+            .columns(["app", "space", "element_id", "trigger_type", "status"])
+            .doUpdateSet({ n: sql`run_status_counts.n + ${slot(5)}` }),
+        ),
+    );
   return {
     async countRun(tx, elementId, runs) {
+      run ??= runShape();
       await tx.executeQuery(bound(run, [Number(elementId), runs]));
     },
     async countFinished(tx, keys, delta) {
+      finished ??= finishedShape();
+      const shape = finished;
       for (const g of counterDeltas(keys, delta))
         await tx.executeQuery(
-          bound(finished, [g.app, g.space, Number(g.element_id), g.trigger_type, g.status, g.n]),
+          bound(shape, [g.app, g.space, Number(g.element_id), g.trigger_type, g.status, g.n]),
         );
     },
   };

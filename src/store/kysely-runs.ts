@@ -3,7 +3,13 @@ import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
-import { createRunWrites, type HotWrites, hotWrites, runRow } from "./run-writes.ts";
+import {
+  countNewFlowRuns,
+  createRunWrites,
+  type HotWrites,
+  hotWrites,
+  runRow,
+} from "./run-writes.ts";
 import { applyStartsAndEnds } from "./run-writes-pg.ts";
 import type { Database, RunTable } from "./schema.ts";
 import { bound, shapeCache, shapeOf } from "./shapes.ts";
@@ -102,12 +108,7 @@ async function insertRunsWith(
       tx,
       runs.map((r) => runRow(r)),
     );
-    const flows = new Map<string, number>();
-    for (const r of runs)
-      if (r.elementType === "DPL") flows.set(r.elementId, (flows.get(r.elementId) ?? 0) + 1);
-    // Sorted, so that two transactions never wait on each other's counter rows crosswise.
-    for (const id of [...flows.keys()].sort())
-      await hot.counters.countRun(tx, id, flows.get(id) ?? 0);
+    await countNewFlowRuns(tx, runs, hot.counters);
     await also({
       executeSql: async (text, values) => {
         const r = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));

@@ -117,6 +117,7 @@ export function hotWrites(db: Kysely<Database>): HotWrites {
   );
   return {
     async insertRuns(tx, rows) {
+      if (rows.length === 0) return;
       columns ??= Object.keys(rows[0] ?? {}) as (keyof RunRow)[];
       const cols = columns;
       await tx.executeQuery(
@@ -162,12 +163,24 @@ async function applyCounters(
   finished: readonly CounterKey[],
   counters: CounterWrites,
 ): Promise<void> {
-  const flows = new Map<string, number>();
-  for (const w of writes)
-    if (w.kind === "insert" && w.run.elementType === "DPL")
-      flows.set(w.run.elementId, (flows.get(w.run.elementId) ?? 0) + 1);
-  for (const id of [...flows.keys()].sort()) await counters.countRun(tx, id, flows.get(id) ?? 0);
+  const inserted = writes.flatMap((w) => (w.kind === "insert" ? [w.run] : []));
+  await countNewFlowRuns(tx, inserted, counters);
   if (finished.length > 0) await counters.countFinished(tx, finished, 1);
+}
+
+/**
+ * Adds new flow runs to their elements' `totalRuns`, elements sorted so that two transactions
+ * never wait on each other's counter rows crosswise.
+ */
+export async function countNewFlowRuns(
+  tx: Kysely<Database>,
+  runs: readonly NewRun[],
+  counters: CounterWrites,
+): Promise<void> {
+  const flows = new Map<string, number>();
+  for (const r of runs)
+    if (r.elementType === "DPL") flows.set(r.elementId, (flows.get(r.elementId) ?? 0) + 1);
+  for (const id of [...flows.keys()].sort()) await counters.countRun(tx, id, flows.get(id) ?? 0);
 }
 
 /**
