@@ -3,7 +3,9 @@
  * (a throwaway cluster started here). For each worker count: async no-script flow runs per second
  * and script tasks per second, end to end (submit through the API, then collect every result).
  * The same workload on one embedded-mode process in the same run, and each cluster figure as a
- * ratio of it. Then run-sync p50 of the no-script flow through the cluster versus embedded mode.
+ * ratio of it; with each, one caller's async flow run from submit to result (how soon a worker
+ * hears of a job another process queued). Then run-sync p50 of the no-script flow through the
+ * cluster versus embedded mode.
  *
  *   npm run bench:cluster-throughput     (BENCH_RUNS=3000 flow runs, BENCH_TASKS=600 tasks per level,
  *                                         BENCH_WORKERS=1,2,4)
@@ -53,7 +55,7 @@ async function setUp(url: string): Promise<void> {
 }
 
 /** Async flow runs/s and script tasks/s through the API at `api`, each after a warm-up. */
-async function measure(api: string): Promise<{ runs: number; tasks: number }> {
+async function measure(api: string, label: string): Promise<{ runs: number; tasks: number }> {
   await setUp(api);
   const flowRuns = (n: number) =>
     throughput(
@@ -77,6 +79,19 @@ async function measure(api: string): Promise<{ runs: number; tasks: number }> {
   // A tenth first, unmeasured: JIT, PostgreSQL's caches and prepared statements, idle children.
   await flowRuns(Math.ceil(RUNS / 10));
   const runs = await flowRuns(RUNS);
+  // One caller, one run at a time: the wait between a job's commit and a worker's fetch shows.
+  const oneByOne = await load(1, 300, async () => {
+    const id = (
+      (await postJson(`${api}${DF}/run`, { elementName: "plain", parameter: PARAM })).json as {
+        data: string;
+      }
+    ).data;
+    const body = (await httpJson("GET", `${api}${DF}/run/${id}/result?timeout=30`)).json as {
+      status: boolean;
+    };
+    if (!body.status) throw new Error(`run ${id}: ${JSON.stringify(body)}`);
+  });
+  console.log(row(`async run c=1, submit to result (${label})`, oneByOne));
   await scriptTasks(Math.ceil(TASKS / 10));
   const tasks = await scriptTasks(TASKS);
   return { runs, tasks };
@@ -112,7 +127,7 @@ try {
   const alone = await startBenchServer({ SCRIPT_PREFORK: "8", LIMIT_QUEUED_RUNS: "100000" });
   let alonePerSecond: { runs: number; tasks: number };
   try {
-    alonePerSecond = await measure(alone.url);
+    alonePerSecond = await measure(alone.url, "embedded");
   } finally {
     await alone.stop();
   }
@@ -128,7 +143,7 @@ try {
       procs.push(await spawnNode("worker", { DATABASE_URL: databaseUrl }));
     const api = procs[0]?.url ?? "";
     try {
-      const { runs, tasks } = await measure(api);
+      const { runs, tasks } = await measure(api, `${workers} worker${workers > 1 ? "s" : ""}`);
       const ratio = (v: number, of: number) => `${((100 * v) / of).toFixed(0)} % of embedded`;
       console.log(
         `workers=${workers}: async flow runs ${runs.toFixed(0)}/s (${ratio(runs, alonePerSecond.runs)}), ` +

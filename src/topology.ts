@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createLocalQueue } from "./queue/local-queue.ts";
-import { createPgQueue } from "./queue/pg-queue.ts";
+import { createPgQueue, JOBS_CHANNEL } from "./queue/pg-queue.ts";
 import type { RunQueue } from "./queue/types.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "./runs/pg-notify.ts";
 import type { RunEvents } from "./runs/run-events.ts";
@@ -83,7 +83,11 @@ export async function createTopology(
     events: deps.events,
     logger,
     clock,
+    // Jobs committed by any node wake this one's idle lanes (docs/cluster.md, "Waking the
+    // lanes"); a node that runs none need not hear of them.
+    ...(placement.executesQueue ? { jobsChannel: JOBS_CHANNEL } : {}),
   });
+  bridge.onJobs((queueName) => queue.heard(queueName));
   return {
     mode: placement.mode,
     // Other processes write the database: only what never changes is kept in memory.

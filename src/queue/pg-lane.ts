@@ -40,6 +40,15 @@ export interface Lane {
   active: number;
   loop: Promise<void>;
   wakeUp: (() => void) | null;
+  /**
+   * Another node announced jobs of this lane since its last fetch began: a fetch under way may
+   * have run before their commit, so the lane fetches again instead of sleeping.
+   */
+  told: boolean;
+  /** The pending wake of a lane told of jobs (NUDGE_MS). */
+  nudge: TimerHandle | null;
+  /** When its last fetch began (clock.now()). */
+  fetchedAt: number;
   idle: (() => void)[];
   done: { id: string; retryCount: number }[];
   flushing: Promise<void> | null;
@@ -56,6 +65,9 @@ export function createLane(q: LaneHost, kind: Kind, name: string, slots: number)
     active: 0,
     loop: Promise.resolve(),
     wakeUp: null,
+    told: false,
+    nudge: null,
+    fetchedAt: Number.NEGATIVE_INFINITY,
     idle: [],
     done: [],
     flushing: null,
@@ -67,6 +79,30 @@ export function wake(l: Lane): void {
   const w = l.wakeUp;
   l.wakeUp = null;
   w?.();
+}
+
+/**
+ * An announcement makes a lane fetch at most this often. Under load the API nodes announce every
+ * few milliseconds, and a fetch for each would split the lane's batches (more statements per
+ * run); its own jobs' ends wake a busy lane sooner anyway. An idle lane that has not fetched for
+ * this long fetches at once.
+ */
+const NUDGE_MS = 50;
+
+/** Jobs of this lane were committed somewhere (docs/cluster.md, "Waking the lanes"). */
+export function told(l: Lane): void {
+  const since = l.q.clock.now() - l.fetchedAt;
+  const delay = l.active > 0 ? NUDGE_MS : Math.max(0, NUDGE_MS - since);
+  if (delay === 0) {
+    l.told = true;
+    wake(l);
+    return;
+  }
+  l.nudge ??= l.q.clock.setTimeout(() => {
+    l.nudge = null;
+    l.told = true;
+    wake(l);
+  }, delay);
 }
 
 function sleep(l: Lane, ms: number): Promise<void> {
@@ -143,6 +179,10 @@ async function fetchLoop(l: Lane, run: Handler): Promise<void> {
     const want = Math.min(free, MAX_BATCH);
     let jobs: Job<RunJob>[] = [];
     const recounts = q.recounts;
+    l.told = false;
+    if (l.nudge) l.q.clock.clearTimeout(l.nudge);
+    l.nudge = null;
+    l.fetchedAt = q.clock.now();
     try {
       jobs = await q.boss.fetch<RunJob>(l.name, { batchSize: want });
     } catch (err) {
@@ -156,8 +196,15 @@ async function fetchLoop(l: Lane, run: Handler): Promise<void> {
     // over-estimate it until the next count.
     if (recounts === q.recounts && !q.recounting) q.fetchedSinceCount += jobs.length;
     for (const job of jobs) dispatch(l, job, run);
-    // A full batch means more is probably waiting: fetch again at once.
-    if (jobs.length < want && !q.stopped) await sleep(l, q.pollMs);
+    // A full batch means more is probably waiting: fetch again at once. After a short one, jobs
+    // announced during the fetch may have been committed after it looked: told again.
+    if (jobs.length < want && !q.stopped) {
+      if (l.told) {
+        l.told = false;
+        told(l);
+      }
+      if (!l.told) await sleep(l, q.pollMs);
+    }
   }
 }
 
@@ -166,6 +213,8 @@ export function startLane(l: Lane, run: Handler): void {
 }
 
 export async function stopLane(l: Lane): Promise<void> {
+  if (l.nudge) l.q.clock.clearTimeout(l.nudge);
+  l.nudge = null;
   wake(l);
   await l.loop;
   if (l.active > 0) await new Promise<void>((r) => l.idle.push(r));

@@ -3,7 +3,15 @@ import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createFairTurns, type FairTurns, installFairTurns } from "./pg-fair-turns.ts";
-import { createLane, type Lane, type LaneHost, startLane, stopLane, wake } from "./pg-lane.ts";
+import {
+  createLane,
+  type Lane,
+  type LaneHost,
+  startLane,
+  stopLane,
+  told,
+  wake,
+} from "./pg-lane.ts";
 import { liveJobs } from "./pg-live-jobs.ts";
 import { stopping } from "./stopping.ts";
 import { type RunJob, type RunQueue, spaceKey } from "./types.ts";
@@ -28,8 +36,13 @@ export interface PgQueueOptions {
   logger: PgQueueLogger;
   /** Prefix of the pg-boss queue names (`<prefix>-flow`, `<prefix>-script`); tests use their own. */
   queueName?: string;
-  /** How often an idle lane looks for jobs that other nodes enqueued. */
+  /**
+   * How often an idle lane looks for jobs without being told of them: jobs whose announcement was
+   * missed (the listener was reconnecting) or that came back by themselves (an expired claim).
+   */
   pollMs?: number;
+  /** The channel commits of jobs are announced on (NOTIFY, payload: the pg-boss queue name). */
+  jobsChannel?: string;
   /** How often the queue depth is recounted exactly (it also feeds `depth()`). */
   recountMs?: number;
   /** Connections in pg-boss's pool. */
@@ -39,6 +52,17 @@ export interface PgQueueOptions {
 }
 
 const DEFAULT_QUEUE = "sluice-runs";
+/** Where every node announces the jobs it commits; the cluster's bridge listens (src/topology.ts). */
+export const JOBS_CHANNEL = "sluice_jobs";
+
+/** The cluster's queue, which other nodes' announcements reach through the wiring. */
+export interface PgRunQueue extends RunQueue {
+  /**
+   * Jobs of pg-boss queue `queueName` were committed (by any node); null: announcements may have
+   * been missed (the listener reconnected). Idle lanes of that queue fetch at once.
+   */
+  heard(queueName: string | null): void;
+}
 
 type Db = ReturnType<PgBoss["getDb"]>;
 type Commit = Parameters<typeof createGroupCommit>[0];
@@ -61,6 +85,7 @@ interface PgQueue extends LaneHost {
   lanes: Lane[];
   /** Per kind: the turns its jobs are fetched in (docs/run-limits.md, "Fair turns"). */
   turns: Record<Kind, FairTurns>;
+  jobsChannel: string;
 }
 
 /**
@@ -74,13 +99,14 @@ interface PgQueue extends LaneHost {
  * again, so one long run would hold up free slots. Instead each lane's fetch loop claims exactly as
  * many jobs as it has free slots, runs each on its own, and completes finished jobs in batches.
  */
-export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
+export async function createPgQueue(opts: PgQueueOptions): Promise<PgRunQueue> {
   const prefix = opts.queueName ?? DEFAULT_QUEUE;
   const queueOf = (kind: Kind) => `${prefix}-${kind}`;
   const { logger } = opts;
   const boss = await startBoss(opts);
   const tables = await createQueues(boss, queueOf);
   await installFairTurns(boss.getDb());
+  const jobsChannel = opts.jobsChannel ?? JOBS_CHANNEL;
   const tableOf = (kind: Kind) =>
     [...tables].find(([, names]) => names.includes(queueOf(kind)))?.[0] ?? "job";
   const q: PgQueue = {
@@ -91,7 +117,7 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     queueOf,
     tables,
     countSql: countSqlOf(tables),
-    pollMs: opts.pollMs ?? 100,
+    pollMs: opts.pollMs ?? 500,
     clock: opts.clock ?? systemClock,
     counted: 0,
     sentSinceCount: 0,
@@ -105,9 +131,10 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     started: false,
     lanes: [],
     turns: {
-      flow: createFairTurns(queueOf("flow"), tableOf("flow"), boss.getDb()),
-      script: createFairTurns(queueOf("script"), tableOf("script"), boss.getDb()),
+      flow: createFairTurns(queueOf("flow"), tableOf("flow"), boss.getDb(), jobsChannel),
+      script: createFairTurns(queueOf("script"), tableOf("script"), boss.getDb(), jobsChannel),
     },
+    jobsChannel,
   };
   armRecount(q, opts.recountMs ?? 500);
   q.lanes = KINDS.map((kind) => createLane(q, kind, q.queueOf(kind), laneSlots(opts, kind)));
@@ -121,6 +148,9 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<RunQueue> {
     liveJobs: (runIds, claimedWithinMs) =>
       liveJobs(q.db, [...tables.keys()], KINDS.map(queueOf), runIds, claimedWithinMs),
     enqueue: (job, enqueueOpts) => enqueue(q, job, enqueueOpts?.ignoreBound ?? false),
+    heard(queueName) {
+      for (const lane of q.lanes) if (queueName === null || lane.name === queueName) told(lane);
+    },
     async start(handler) {
       if (q.started) throw new Error("queue already started");
       q.started = true;
@@ -255,9 +285,13 @@ async function sending(
   } finally {
     q.inflight--;
   }
-  // A lane in this process need not wait for its next poll.
+  // A lane in this process need not wait for its next poll, nor those of the other nodes: a job
+  // sent alone (recovery, a freed slot) is announced after its commit, in a statement of its own.
   const lane = q.lanes.find((l) => l.kind === job.kind);
   if (lane) wake(lane);
+  q.db
+    .executeSql("SELECT pg_notify($1, $2)", [q.jobsChannel, q.queueOf(job.kind)])
+    .catch((err: unknown) => q.logger.warn({ err }, "announcing a queued job failed"));
 }
 
 async function submitBatch(

@@ -18,6 +18,11 @@ export interface PgNotifyOptions {
   channel?: string;
   /** The channel of flow changes; by default `sluice_flow_change`, or `<channel>_flow`. */
   flowChannel?: string;
+  /**
+   * The channel on which queues announce committed jobs (src/queue/pg-queue.ts); absent: not
+   * listened to. Heard through `onJobs`.
+   */
+  jobsChannel?: string;
   /** How often the listening connection is checked (a dead TCP peer may never say so). */
   heartbeatMs?: number;
   /** The retry, reconnect and heartbeat timers; the system clock when a test builds one alone. */
@@ -34,6 +39,11 @@ export interface PgNotifyBridge {
    * reconnected (changes made meanwhile are unknown: re-read them all).
    */
   onFlowChange(fn: (elementId: string | null) => void): void;
+  /**
+   * Calls `fn` with the queue name of each announcement of committed jobs (this node's own too),
+   * and with null after the listener reconnected (announcements made meanwhile are unknown).
+   */
+  onJobs(fn: (queueName: string | null) => void): void;
   close(): Promise<void>;
 }
 
@@ -46,6 +56,7 @@ interface Bridge extends Publishing {
   events: RunEvents;
   logger: PgNotifyLogger;
   flowListeners: ((elementId: string | null) => void)[];
+  jobsListeners: ((queueName: string | null) => void)[];
   /** The runId being relayed from the channel: its local onEnd must not go back out. */
   relaying: string | null;
   listener: pg.Client | null;
@@ -67,7 +78,8 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
   const channel = opts.channel ?? RUN_END_CHANNEL;
   const flowChannel =
     opts.flowChannel ?? (opts.channel ? `${opts.channel}_flow` : FLOW_CHANGE_CHANNEL);
-  for (const c of [channel, flowChannel])
+  const channels = [channel, flowChannel, ...(opts.jobsChannel ? [opts.jobsChannel] : [])];
+  for (const c of channels)
     if (!/^[a-z_][a-z0-9_]*$/.test(c)) throw new Error(`invalid channel name ${c}`);
   const b: Bridge = {
     opts,
@@ -78,6 +90,7 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     channel,
     flowChannel,
     flowListeners: [],
+    jobsListeners: [],
     closed: false,
     pub: createPublisher(opts.connectionString, opts.logger),
     pending: [],
@@ -109,24 +122,34 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     onFlowChange(fn) {
       b.flowListeners.push(fn);
     },
+    onJobs(fn) {
+      b.jobsListeners.push(fn);
+    },
     close: () => close(b),
   };
 }
 
-function flowChanged(b: Bridge, elementId: string | null): void {
-  for (const fn of b.flowListeners) {
+function tell<T>(b: Bridge, listeners: ((v: T) => void)[], value: T, what: string): void {
+  for (const fn of listeners) {
     try {
-      fn(elementId);
+      fn(value);
     } catch (err) {
-      b.logger.error({ err, elementId }, "a flow change listener failed");
+      b.logger.error({ err, value }, `a ${what} listener failed`);
     }
   }
 }
+
+const flowChanged = (b: Bridge, elementId: string | null) =>
+  tell(b, b.flowListeners, elementId, "flow change");
 
 // --- listening -------------------------------------------------------------------------------
 
 function onNotification(b: Bridge, msg: pg.Notification): void {
   if (!msg.payload) return;
+  if (msg.channel === b.opts.jobsChannel) {
+    tell(b, b.jobsListeners, msg.payload, "jobs");
+    return;
+  }
   const colon = msg.payload.indexOf(":");
   if (colon < 0 || msg.payload.slice(0, colon) === b.nodeId) return;
   if (msg.channel === b.flowChannel) {
@@ -155,7 +178,8 @@ async function connect(b: Bridge): Promise<void> {
   client.on("error", (err) => lost(b, client, err));
   client.on("end", () => lost(b, client, new Error("connection ended")));
   await client.connect();
-  await client.query(`LISTEN ${b.channel}; LISTEN ${b.flowChannel}`);
+  const jobs = b.opts.jobsChannel ? `; LISTEN ${b.opts.jobsChannel}` : "";
+  await client.query(`LISTEN ${b.channel}; LISTEN ${b.flowChannel}${jobs}`);
   if (b.closed) {
     await client.end().catch(() => {});
     return;
@@ -182,6 +206,7 @@ function scheduleReconnect(b: Bridge): void {
       () => {
         b.logger.info({ nodeId: b.nodeId }, "run-events listener reconnected");
         flowChanged(b, null);
+        tell(b, b.jobsListeners, null, "jobs");
       },
       (err: unknown) => {
         b.logger.warn({ err }, "run-events listener reconnect failed");

@@ -1,0 +1,88 @@
+import assert from "node:assert/strict";
+import os from "node:os";
+import { after, before, describe, it } from "node:test";
+import { systemClock } from "../../src/clock.ts";
+import { createPgQueue, type PgRunQueue } from "../../src/queue/pg-queue.ts";
+import type { RunJob } from "../../src/queue/types.ts";
+import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
+import { createRunEvents } from "../../src/runs/run-events.ts";
+import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import { startPostgres } from "../helpers/pg.ts";
+import { newRun } from "../helpers/runs.ts";
+import { condition, gate } from "../helpers/wait.ts";
+
+const logger = { info: () => {}, warn: () => {}, error: () => {} };
+
+/**
+ * Jobs committed on one node reach an idle lane of another at once (docs/cluster.md, "Waking
+ * the lanes"): the worker here polls only every ten minutes, so a job it runs within the tests'
+ * wait was announced to it, not found by a poll.
+ */
+describe("jobs announced across nodes", () => {
+  let store: OpenedStore;
+  let api: PgRunQueue;
+  let worker: PgRunQueue;
+  let bridge: PgNotifyBridge;
+  const seen: RunJob[] = [];
+  const delivered = condition();
+  let hold: Promise<void> | undefined;
+
+  before(async () => {
+    const url = await (await startPostgres()).createDatabase();
+    store = await openStore({ databaseUrl: url, dataDir: os.tmpdir() });
+    const common = { connectionString: url, bound: 10_000, logger, queueName: "announced" };
+    const jobsChannel = "test_announced_jobs";
+    api = await createPgQueue({ ...common, concurrency: 0, jobsChannel });
+    worker = await createPgQueue({ ...common, concurrency: 4, pollMs: 600_000, jobsChannel });
+    bridge = await createPgNotifyBridge({
+      connectionString: url,
+      events: createRunEvents({ clock: systemClock }),
+      logger,
+      channel: "test_announced",
+      jobsChannel,
+    });
+    bridge.onJobs((queueName) => worker.heard(queueName));
+    await worker.start(async (job) => {
+      seen.push(job);
+      delivered.changed();
+      if (seen.length === 1 && hold) await hold;
+    });
+  });
+  after(async () => {
+    await Promise.all([api.stop(), worker.stop(), bridge.close()]);
+    await store.close();
+  });
+
+  const submit = async () => {
+    const run = newRun({ elementType: "DPL", scope: { app: "a", space: "s" } });
+    await api.submit(run, { runId: run.id, kind: "flow", scope: run.scope }, store);
+    return run.id;
+  };
+  const reached = (runId: string) =>
+    delivered.until(() => seen.some((j) => j.runId === runId), `job ${runId} delivered`);
+
+  it("a run submitted on an API node starts on an idle worker without waiting for its poll", async () => {
+    const held = gate();
+    hold = held.promise;
+    const first = await submit();
+    await reached(first);
+    // The first job still runs: the lane is busy, and a new job reaches it all the same.
+    const second = await submit();
+    await reached(second);
+    held.open();
+  });
+
+  it("a job sent alone (recovery, a freed slot) is announced too", async () => {
+    const run = newRun({ elementType: "DPL", scope: { app: "a", space: "s" } });
+    await store.insertRun(run);
+    await api.enqueue({ runId: run.id, kind: "flow" });
+    await reached(run.id);
+  });
+
+  it("another queue's announcements wake nothing here, and nothing runs twice", async () => {
+    worker.heard("some-other-queue-flow");
+    const ids = await Promise.all([submit(), submit(), submit()]);
+    for (const id of ids) await reached(id);
+    assert.equal(new Set(seen.map((j) => j.runId)).size, seen.length);
+  });
+});
