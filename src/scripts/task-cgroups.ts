@@ -24,6 +24,8 @@ export interface TaskCgroups {
   bind(pid: number): void;
   /** Hands over `pid`'s cgroup: to its task (take it with the child), or to be released. */
   take(pid: number): TaskCgroup;
+  /** Resolves once every cgroup released so far is back in the pool or retired. */
+  settled(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -244,10 +246,14 @@ class SlotPool implements TaskCgroups {
     }
   }
 
+  async settled(): Promise<void> {
+    while (this.#recycling.size > 0) await Promise.allSettled([...this.#recycling]);
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
     for (const pid of [...this.#bound.keys()]) void this.take(pid).release();
-    while (this.#recycling.size > 0) await Promise.allSettled([...this.#recycling]);
+    await this.settled();
     // What is left belongs to tasks still ending, or could not be emptied: kill, then remove.
     for (const slot of [...this.#all]) {
       await this.#cg.killAll(slot.name).catch(() => false);

@@ -5,6 +5,7 @@ import { after, before, describe, it } from "node:test";
 import { createFileSweeper, retentionMs } from "../../src/runs/file-cleanup.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 import { createFakeClock } from "../scheduler/fake-clock.ts";
 
 const DAY = 86_400_000;
@@ -64,7 +65,13 @@ describe("runTimeout, logContent and fileCleanup", () => {
     assert.equal(run.status, "FAILURE");
     assert.match(run.error ?? "", /timed out after 0.3s/);
     assert.ok(ms < 300 + 500, `ended after ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 1000)); // past the script's sleep
+    // The task's slot is freed once its pipes closed: this script holds them until it dies, so
+    // from then on it can write nothing (its sleep would have ended at 1 s).
+    await pollUntil(
+      () => server.services.runner.stats().running,
+      (n) => n === 0,
+      "the killed task's process is gone",
+    );
     assert.equal(
       fs.existsSync(path.join(workDir(run.id), "marker.txt")),
       false,

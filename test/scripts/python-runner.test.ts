@@ -354,7 +354,20 @@ describe("kills and limits", () => {
   });
 
   test("processes a task leaves behind are reaped, not left as zombies", async () => {
-    assertSuccess(await run("daemonizes"), "left one behind");
+    const o = await run("daemonizes");
+    assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
+    const mark = String(o.value);
+    assert.match(mark, /^0\.3\d{6}$/);
+    const daemon = () =>
+      readdirSync("/proc").filter((n) => {
+        try {
+          return (
+            readFileSync(`/proc/${n}/cmdline`, "utf8") === `sleep\0${mark}\0` && alive(Number(n))
+          );
+        } catch {
+          return false;
+        }
+      });
     const zygote = runner.zygotePid();
     const zombies = () =>
       readdirSync("/proc")
@@ -368,13 +381,9 @@ describe("kills and limits", () => {
             return false; // gone meanwhile
           }
         });
-    const reaped = () =>
-      until(() => zombies().length === 0, "no zombie left", 2500).catch(() => {});
-    await reaped();
-    // The daemon exits 0.3 s after the task (unless the uid sweep killed it); its pid is unknown
-    // here and its exit announced to nobody, so this waits out the fixture's own sleep.
-    await new Promise((r) => setTimeout(r, 400));
-    await reaped();
+    // The daemon exits 0.3 s after the task, unless its task's end killed it first.
+    await until(() => daemon().length === 0, "the daemon has exited", 5000);
+    await until(() => zombies().length === 0, "no zombie left", 2500).catch(() => {});
     assert.deepEqual(zombies(), []);
   });
 

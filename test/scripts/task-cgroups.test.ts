@@ -112,11 +112,9 @@ describe("task cgroups", { skip: !root && "cgroups need root" }, () => {
     assert.equal(alive(grandchild), false, "the daemon went with its task");
 
     // Back in the pool once its killed processes are reaped (they count until then).
+    await cg.settled();
     const count = path.join("/sys/fs/cgroup/pids", where, "pids.current");
-    await until("the killed processes are reaped", () => fs.readFileSync(count, "utf8") === "0\n");
-    // The slot goes back to the pool once the runner's settle step (src/scripts/task-cgroups.ts,
-    // private) has seen it empty; nothing of it is observable from here.
-    await new Promise((r) => setTimeout(r, 60));
+    assert.equal(fs.readFileSync(count, "utf8"), "0\n", "its killed processes were reaped");
     const next = python("");
     cg.bind(next.proc.pid as number);
     assert.equal(await cg.take(next.proc.pid as number).ready, true);

@@ -7,17 +7,29 @@ import pg from "pg";
 import { openStore } from "../../src/store/open-store.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
-import { condition } from "../helpers/wait.ts";
+import { condition, pollUntil } from "../helpers/wait.ts";
 
-/** Ends every other session on the database, as an administrator or a PostgreSQL restart would. */
+/**
+ * Ends every other session on the database, as an administrator or a PostgreSQL restart would,
+ * and answers once their backends are gone: each has then sent its clients the error and closed
+ * their sockets. Answers how many it ended.
+ */
 async function terminateSessions(url: string): Promise<number> {
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   try {
-    const r = await admin.query(
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    const r = await admin.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
     );
-    return r.rowCount ?? 0;
+    const pids = r.rows.map((row) => row.pid);
+    await admin.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]);
+    await pollUntil(
+      async () =>
+        (await admin.query("SELECT pid FROM pg_stat_activity WHERE pid = ANY($1)", [pids])).rows,
+      (left) => left.length === 0,
+      "the ended backends are gone",
+    );
+    return pids.length;
   } finally {
     await admin.end();
   }
@@ -75,7 +87,6 @@ describe("PostgreSQL sessions terminated under an idle service (pg_terminate_bac
       assert.deepEqual((await run())?.body, { n: 1 });
 
       assert.ok((await terminateSessions(url)) >= 3);
-      await new Promise((r) => setTimeout(r, 300)); // the pools hear of it
       assert.deepEqual((await run())?.body, { n: 1 });
       assert.equal((await server.call("GET", "/health")).status, 200);
     } finally {
