@@ -52,8 +52,12 @@ interface PreparerDeps {
 
 /** The state of a preparer: its dependencies and the two caches in front of the store. */
 interface Preparer extends PreparerDeps {
-  /** Revisions never change once stored, so a parsed release is cached by element and version. */
-  releases: LRUCache<string, Release>;
+  /**
+   * Revisions never change once stored, so a parsed release is cached by element and version; a
+   * worker's first batch of runs of one flow reads it once, not once per run (lru-cache's fetch
+   * shares the read).
+   */
+  releases: LRUCache<string, Release, { elementId: string; version: number }>;
   /**
    * When every change of a flow element (deploy, activate, deactivate) happens in this process
    * (the topology says so), resolved locators are kept until `forget()`. Otherwise another node
@@ -74,7 +78,11 @@ export function createRunPreparer(deps: PreparerDeps): {
 } {
   const p: Preparer = {
     ...deps,
-    releases: new LRUCache({ max: 1000 }),
+    releases: new LRUCache({
+      max: 1000,
+      fetchMethod: (_key, _stale, { context }) =>
+        loadRelease(deps.store, context.elementId, context.version),
+    }),
     located: new LRUCache({ max: 10_000 }),
   };
   return {
@@ -86,26 +94,28 @@ export function createRunPreparer(deps: PreparerDeps): {
 
 async function release(p: Preparer, elementId: string, version: number): Promise<Release> {
   const key = `${elementId}:${version}`;
-  let rel = p.releases.get(key);
-  if (!rel) {
-    const rev = await p.store.flowRevision(elementId, version);
-    if (!rev)
-      throw new SluiceError(ErrorCode.BUSINESS, [
-        `revision ${version} of element ${elementId} is missing`,
-      ]);
-    const graph = rev.flow as Graph;
-    rel = {
-      graph,
-      configure: normalizeConfigure(rev.configure),
-      version,
-      usesWorkDir: graph.vertexes.some((v) => v.type === "script"),
-      usesScriptElements: graph.vertexes.some(
-        (v) => v.type === "script" && (v.config as { element?: unknown } | undefined)?.element,
-      ),
-    };
-    p.releases.set(key, rel);
-  }
+  const rel =
+    p.releases.get(key) ?? (await p.releases.fetch(key, { context: { elementId, version } }));
+  if (!rel) throw new Error(`release ${key} was not loaded`); // only an aborted fetch answers none
   return rel;
+}
+
+async function loadRelease(store: Store, elementId: string, version: number): Promise<Release> {
+  const rev = await store.flowRevision(elementId, version);
+  if (!rev)
+    throw new SluiceError(ErrorCode.BUSINESS, [
+      `revision ${version} of element ${elementId} is missing`,
+    ]);
+  const graph = rev.flow as Graph;
+  return {
+    graph,
+    configure: normalizeConfigure(rev.configure),
+    version,
+    usesWorkDir: graph.vertexes.some((v) => v.type === "script"),
+    usesScriptElements: graph.vertexes.some(
+      (v) => v.type === "script" && (v.config as { element?: unknown } | undefined)?.element,
+    ),
+  };
 }
 
 async function locateFlow(p: Preparer, scope: Scope, loc: Locator): Promise<Element> {
