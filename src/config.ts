@@ -82,6 +82,8 @@ export interface Config {
     /** Language of handler notifications and the handler errors recorded on runs. */
     notifyLanguage: "en" | "zh-cn";
     allowPrivateWebhooks: boolean;
+    /** http nodes may call loopback, private and link-local addresses (docs/flow-graph.md). */
+    allowPrivateHttp: boolean;
     handlerAttempts: number;
     handlerBackoffMs: number;
     webhookTimeoutMs: number;
@@ -366,6 +368,7 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
     smtpFrom: env.SMTP_FROM ?? "sluice@localhost",
     notifyLanguage: languageOf(env.NOTIFY_LANGUAGE),
     allowPrivateWebhooks: bool(env, "WEBHOOK_ALLOW_PRIVATE", true),
+    allowPrivateHttp: bool(env, "FLOW_HTTP_ALLOW_PRIVATE", true),
     handlerAttempts: Math.max(1, int(env, "ERROR_HANDLER_ATTEMPTS", 3)),
     handlerBackoffMs: int(env, "ERROR_HANDLER_BACKOFF_MS", 2000),
     webhookTimeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 10000),

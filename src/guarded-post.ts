@@ -35,7 +35,7 @@ export interface PostAnswer {
  * a check and the connection (DNS rebinding) cannot reach a private address. Node calls `lookup`
  * for a name only; an address literal is checked before the request.
  */
-function checkedLookup(o: GuardedPost): LookupFunction {
+export function checkedLookup(o: Pick<GuardedPost, "refuse" | "resolve">): LookupFunction {
   const resolve = o.resolve ?? systemResolve;
   return (hostname, options, callback) => {
     resolve(hostname).then(

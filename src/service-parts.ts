@@ -3,6 +3,7 @@ import type { ArtifactKeeper } from "./artifacts/keeper.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { outboundFetch } from "./guarded-fetch.ts";
 import type { Metrics } from "./http/metrics.ts";
 import type { RunJob } from "./queue/types.ts";
 import type { ErrorHandlerConfig } from "./runs/error-handlers/index.ts";
@@ -89,7 +90,16 @@ export function createRuns(deps: {
   };
   return {
     tasks: createTaskService(runDeps),
-    flows: createFlowRuns({ ...runDeps, config, cacheLocators: topology.ownsDatabase }),
+    flows: createFlowRuns({
+      ...runDeps,
+      config,
+      cacheLocators: topology.ownsDatabase,
+      fetch: outboundFetch({
+        allowPrivate: config.flowConfig.allowPrivateHttp,
+        refuse: (host) =>
+          new Error(`${host} is a loopback or private address (FLOW_HTTP_ALLOW_PRIVATE=false)`),
+      }),
+    }),
   };
 }
 

@@ -54,6 +54,8 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   secrets?: Secrets | undefined;
   /** Collects the files of runs whose flow keeps them (docs/artifacts.md); absent: none. */
   artifacts?: ArtifactKeeper | undefined;
+  /** What http nodes call with (src/guarded-fetch.ts); absent: the platform's fetch. */
+  fetch?: typeof fetch | undefined;
 };
 
 /**
@@ -297,7 +299,7 @@ function flowDeps(
         maskDeep(req.parameter, scripts.secrets?.handedOut() ?? []),
         req.signal,
       ),
-    fetch: globalThis.fetch,
+    fetch: deps.fetch ?? globalThis.fetch,
     responseBytes: config.limits.resultBytes,
     now: () => clock.now(),
     secrets: scripts.secrets,

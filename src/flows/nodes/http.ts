@@ -80,6 +80,15 @@ async function sendFollowing(
   return res;
 }
 
+/**
+ * fetch reports a failed connection as `TypeError: fetch failed` with the reason as its cause
+ * (refused, unresolved, a private address refused): the node's error names the reason.
+ */
+function unreachable(err: unknown, method: string, url: string): unknown {
+  if (!(err instanceof TypeError) || !(err.cause instanceof Error)) return err;
+  return new Error(`${method} ${url}: ${err.cause.message}`);
+}
+
 function parseBody(text: string): unknown {
   if (text === "") return null;
   try {
@@ -145,7 +154,11 @@ export const httpNode: NodeDef = {
     const method = (config.method as string | undefined) ?? "GET";
     const init = { method, headers, signal: AbortSignal.any(signals) };
     const withSecrets = usesSecrets(config.url, config.headers);
-    const res = await sendFollowing(ctx.deps.fetch, url, init, body, withSecrets);
+    const res = await sendFollowing(ctx.deps.fetch, url, init, body, withSecrets).catch(
+      (err: unknown) => {
+        throw unreachable(err, method, url);
+      },
+    );
     let text: string;
     try {
       text = await readBody(res, ctx.deps.responseBytes);
