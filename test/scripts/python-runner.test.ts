@@ -48,6 +48,16 @@ function assertSuccess(o: TaskOutcome, value: unknown): void {
   assert.deepEqual(o.value, value);
 }
 
+/** Live host processes running `sleep <mark>`: a task's process, found by its command line. */
+const sleeping = (mark: string): string[] =>
+  readdirSync("/proc").filter((n) => {
+    try {
+      return readFileSync(`/proc/${n}/cmdline`, "utf8") === `sleep\0${mark}\0` && alive(Number(n));
+    } catch {
+      return false;
+    }
+  });
+
 const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
@@ -339,16 +349,7 @@ describe("kills and limits", () => {
     const marker = o.stdout.trim();
     assert.match(marker, /^3600\.\d+$/, `the child's command line in stdout: ${o.stdout}`);
     // Live processes whose command line is the child's (its pid is its namespace's, not ours).
-    const child = () =>
-      readdirSync("/proc").filter((n) => {
-        try {
-          return (
-            readFileSync(`/proc/${n}/cmdline`, "utf8") === `sleep\0${marker}\0` && alive(Number(n))
-          );
-        } catch {
-          return false;
-        }
-      });
+    const child = () => sleeping(marker);
     await until(() => child().length === 0, "the forked child is gone", 1000).catch(() => {});
     assert.deepEqual(child(), [], "forked child survived");
   });
@@ -358,16 +359,7 @@ describe("kills and limits", () => {
     assert.equal(o.status, "SUCCESS", JSON.stringify(o.error));
     const mark = String(o.value);
     assert.match(mark, /^0\.3\d{6}$/);
-    const daemon = () =>
-      readdirSync("/proc").filter((n) => {
-        try {
-          return (
-            readFileSync(`/proc/${n}/cmdline`, "utf8") === `sleep\0${mark}\0` && alive(Number(n))
-          );
-        } catch {
-          return false;
-        }
-      });
+    const daemon = () => sleeping(mark);
     const zygote = runner.zygotePid();
     const zombies = () =>
       readdirSync("/proc")
