@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import os from "node:os";
 import { after, before, describe, it } from "node:test";
-import { systemClock } from "../../src/clock.ts";
+import { type Clock, systemClock, type TimerHandle } from "../../src/clock.ts";
 import { createPgQueue, type PgRunQueue } from "../../src/queue/pg-queue.ts";
 import type { RunJob } from "../../src/queue/types.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
@@ -26,9 +26,10 @@ describe("jobs announced across nodes", () => {
   const seen: RunJob[] = [];
   const delivered = condition();
   let hold: Promise<void> | undefined;
+  let url = "";
 
   before(async () => {
-    const url = await (await startPostgres()).createDatabase();
+    url = await (await startPostgres()).createDatabase();
     store = await openStore({ databaseUrl: url, dataDir: os.tmpdir() });
     const common = { connectionString: url, bound: 10_000, logger, queueName: "announced" };
     const jobsChannel = "test_announced_jobs";
@@ -84,5 +85,40 @@ describe("jobs announced across nodes", () => {
     const ids = await Promise.all([submit(), submit(), submit()]);
     for (const id of ids) await reached(id);
     assert.equal(new Set(seen.map((j) => j.runId)).size, seen.length);
+  });
+
+  it("an announcement heard after stop arms no timer", async () => {
+    // Time stands still: a lane told of jobs just after its fetch began waits for NUDGE_MS.
+    const pending = new Set<TimerHandle>();
+    const clock: Clock = {
+      now: () => 0,
+      setTimeout(fn, ms) {
+        const h = setTimeout(() => {
+          pending.delete(h);
+          fn();
+        }, ms);
+        pending.add(h);
+        return h;
+      },
+      clearTimeout(h) {
+        pending.delete(h);
+        clearTimeout(h as ReturnType<typeof setTimeout>);
+      },
+    };
+    const q = await createPgQueue({
+      connectionString: url,
+      bound: 10_000,
+      logger,
+      queueName: "announced-stop",
+      concurrency: 1,
+      pollMs: 600_000,
+      clock,
+    });
+    await q.start(async () => {});
+    await q.stop();
+    // The bridge closes after the queue (src/services.ts): announcements still arrive meanwhile.
+    q.heard("announced-stop-flow");
+    q.heard(null);
+    assert.equal(pending.size, 0, "a timer was left armed by a stopped queue");
   });
 });
