@@ -91,6 +91,8 @@ const NUDGE_MS = 50;
 
 /** Jobs of this lane were committed somewhere (docs/cluster.md, "Waking the lanes"). */
 export function told(l: Lane): void {
+  // A stopped lane fetches no more: a nudge armed now would only fire after its stop.
+  if (l.q.stopped) return;
   const since = l.q.clock.now() - l.fetchedAt;
   const delay = l.active > 0 ? NUDGE_MS : Math.max(0, NUDGE_MS - since);
   if (delay === 0) {

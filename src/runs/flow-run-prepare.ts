@@ -80,6 +80,9 @@ export function createRunPreparer(deps: PreparerDeps): {
     ...deps,
     releases: new LRUCache({
       max: 1000,
+      // A read under way that is evicted (a thousand others read meanwhile) still answers its
+      // runs; by default lru-cache fails them with "evicted".
+      ignoreFetchAbort: true,
       fetchMethod: (_key, _stale, { context }) =>
         loadRelease(deps.store, context.elementId, context.version),
     }),
@@ -96,7 +99,7 @@ async function release(p: Preparer, elementId: string, version: number): Promise
   const key = `${elementId}:${version}`;
   const rel =
     p.releases.get(key) ?? (await p.releases.fetch(key, { context: { elementId, version } }));
-  if (!rel) throw new Error(`release ${key} was not loaded`); // only an aborted fetch answers none
+  if (!rel) throw new Error(`release ${key} was not loaded`); // loadRelease answers one or throws
   return rel;
 }
 

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
+import { Agent } from "undici";
 import { executeFlow } from "../../src/flows/executor.ts";
 import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
 
@@ -49,7 +50,7 @@ const deps = {
   responseBytes: 64 * 1024,
   now: Date.now,
 };
-const run = (config: object, parameter: unknown) => {
+const run = (config: object, parameter: unknown, fetchFn: typeof fetch = fetch) => {
   const graph: Graph = {
     vertexes: [
       { id: "in", type: "input" },
@@ -63,7 +64,7 @@ const run = (config: object, parameter: unknown) => {
     configure: normalizeConfigure({}),
     parameter,
     signal: new AbortController().signal,
-    deps,
+    deps: { ...deps, fetch: fetchFn },
   });
 };
 
@@ -105,5 +106,43 @@ describe("http node", () => {
     const out = await run({ url: `${base}/endless` }, {});
     assert.equal(out.status, "FAILURE");
     assert.match(JSON.stringify(out), /larger than 65536 bytes/);
+  });
+
+  describe("a connection that fails names its reason", () => {
+    let closed = 0;
+    before(async () => {
+      const probe = createServer();
+      await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r));
+      closed = (probe.address() as AddressInfo).port;
+      await new Promise<void>((r) => probe.close(() => r()));
+    });
+
+    it("refused", async () => {
+      const out = await run({ url: `http://127.0.0.1:${closed}/` }, {});
+      assert.equal(out.status, "FAILURE");
+      assert.match(out.error ?? "", /^GET http:\/\/127\.0\.0\.1:\d+\/: connect ECONNREFUSED/);
+    });
+
+    it("refused at every address of a name (fetch reports an AggregateError without a message)", async () => {
+      // A name with two addresses, as most public names have (A and AAAA): each is tried.
+      const twoAddresses = new Agent({
+        connect: {
+          lookup: (_host, _options, callback) =>
+            callback(null, [
+              { address: "127.0.0.1", family: 4 },
+              { address: "127.0.0.2", family: 4 },
+            ]),
+        },
+      });
+      const viaAgent: typeof fetch = (input, init) =>
+        fetch(input, { ...init, dispatcher: twoAddresses } as RequestInit);
+      const out = await run({ url: `http://two.test:${closed}/` }, {}, viaAgent);
+      await twoAddresses.close();
+      assert.equal(out.status, "FAILURE");
+      assert.match(
+        out.error ?? "",
+        /^GET http:\/\/two\.test:\d+\/: connect ECONNREFUSED 127\.0\.0\.1/,
+      );
+    });
   });
 });

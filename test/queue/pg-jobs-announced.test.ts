@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import os from "node:os";
 import { after, before, describe, it } from "node:test";
-import { systemClock } from "../../src/clock.ts";
+import pg from "pg";
+import { type Clock, systemClock, type TimerHandle } from "../../src/clock.ts";
 import { createPgQueue, type PgRunQueue } from "../../src/queue/pg-queue.ts";
 import type { RunJob } from "../../src/queue/types.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
@@ -26,9 +27,14 @@ describe("jobs announced across nodes", () => {
   const seen: RunJob[] = [];
   const delivered = condition();
   let hold: Promise<void> | undefined;
+  /** Holds the first job; opened at the end even when a test failed, or stop would wait on it. */
+  const held = gate();
+  let url = "";
+  /** What the bridge told of jobs: queue names, and null after a reconnect. */
+  const told: (string | null)[] = [];
 
   before(async () => {
-    const url = await (await startPostgres()).createDatabase();
+    url = await (await startPostgres()).createDatabase();
     store = await openStore({ databaseUrl: url, dataDir: os.tmpdir() });
     const common = { connectionString: url, bound: 10_000, logger, queueName: "announced" };
     const jobsChannel = "test_announced_jobs";
@@ -42,6 +48,10 @@ describe("jobs announced across nodes", () => {
       jobsChannel,
     });
     bridge.onJobs((queueName) => worker.heard(queueName));
+    bridge.onJobs((queueName) => {
+      told.push(queueName);
+      delivered.changed();
+    });
     await worker.start(async (job) => {
       seen.push(job);
       delivered.changed();
@@ -49,6 +59,7 @@ describe("jobs announced across nodes", () => {
     });
   });
   after(async () => {
+    held.open();
     await Promise.all([api.stop(), worker.stop(), bridge.close()]);
     await store.close();
   });
@@ -62,7 +73,6 @@ describe("jobs announced across nodes", () => {
     delivered.until(() => seen.some((j) => j.runId === runId), `job ${runId} delivered`);
 
   it("a run submitted on an API node starts on an idle worker without waiting for its poll", async () => {
-    const held = gate();
     hold = held.promise;
     const first = await submit();
     await reached(first);
@@ -84,5 +94,56 @@ describe("jobs announced across nodes", () => {
     const ids = await Promise.all([submit(), submit(), submit()]);
     for (const id of ids) await reached(id);
     assert.equal(new Set(seen.map((j) => j.runId)).size, seen.length);
+  });
+
+  it("after its listener reconnects, the lanes are told to look, and announcements reach them again", async () => {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const { rows } = await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sluice-run-events' AND query LIKE 'LISTEN%'",
+      );
+      assert.equal(rows.length, 1, "the bridge's listening connection");
+    } finally {
+      await admin.end();
+    }
+    await delivered.until(() => told.includes(null), "told of a reconnect");
+    const id = await submit();
+    await reached(id);
+  });
+
+  it("an announcement heard after stop arms no timer", async () => {
+    // Time stands still: a lane told of jobs just after its fetch began waits for NUDGE_MS.
+    const pending = new Set<TimerHandle>();
+    const clock: Clock = {
+      now: () => 0,
+      setTimeout(fn, ms) {
+        const h = setTimeout(() => {
+          pending.delete(h);
+          fn();
+        }, ms);
+        pending.add(h);
+        return h;
+      },
+      clearTimeout(h) {
+        pending.delete(h);
+        clearTimeout(h as ReturnType<typeof setTimeout>);
+      },
+    };
+    const q = await createPgQueue({
+      connectionString: url,
+      bound: 10_000,
+      logger,
+      queueName: "announced-stop",
+      concurrency: 1,
+      pollMs: 600_000,
+      clock,
+    });
+    await q.start(async () => {});
+    await q.stop();
+    // The bridge closes after the queue (src/services.ts): announcements still arrive meanwhile.
+    q.heard("announced-stop-flow");
+    q.heard(null);
+    assert.equal(pending.size, 0, "a timer was left armed by a stopped queue");
   });
 });

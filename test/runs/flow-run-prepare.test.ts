@@ -8,6 +8,7 @@ import { createRunPreparer } from "../../src/runs/flow-run-prepare.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/types.ts";
 import { NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { gate } from "../helpers/wait.ts";
 
 /** A release is read from the store once, however many runs of it a worker starts at once. */
 describe("run preparer: releases", () => {
@@ -74,5 +75,29 @@ describe("run preparer: releases", () => {
         /revision 3 of element no-such-element/,
       );
     assert.equal(reads(), 2);
+  });
+
+  it("a read under way still answers when a thousand other releases are read meanwhile", async () => {
+    // The cache holds 1,000 releases: the read under way is its oldest entry when it fills.
+    const slow = gate();
+    const fake: Store = Object.create(store, {
+      flowRevision: {
+        value: async (elementId: string) => {
+          if (elementId === "slow") await slow.promise;
+          return { flow: NO_SCRIPT_FLOW, configure: {} };
+        },
+      },
+    });
+    const p = createRunPreparer({
+      store: fake,
+      config: { timeZone: "UTC" },
+      clock: systemClock,
+      nodeId: "n",
+      cacheLocators: false,
+    });
+    const first = p.release("slow", 1);
+    for (let i = 0; i < 1000; i++) await p.release(`other-${i}`, 1);
+    slow.open();
+    assert.equal((await first).version, 1);
   });
 });

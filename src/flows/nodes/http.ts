@@ -82,11 +82,18 @@ async function sendFollowing(
 
 /**
  * fetch reports a failed connection as `TypeError: fetch failed` with the reason as its cause
- * (refused, unresolved, a private address refused): the node's error names the reason.
+ * (refused, unresolved, a private address refused): the node's error names the reason. A name
+ * with several addresses, each tried and failed, gives an AggregateError without a message of
+ * its own: the reasons are its errors'.
  */
 function unreachable(err: unknown, method: string, url: string): unknown {
   if (!(err instanceof TypeError) || !(err.cause instanceof Error)) return err;
-  return new Error(`${method} ${url}: ${err.cause.message}`);
+  const { cause } = err;
+  const reasons =
+    cause.message === "" && cause instanceof AggregateError
+      ? cause.errors.map((e: unknown) => (e instanceof Error ? e.message : String(e))).join("; ")
+      : cause.message;
+  return new Error(`${method} ${url}: ${reasons}`);
 }
 
 function parseBody(text: string): unknown {
