@@ -16,13 +16,16 @@ export function outboundFetch(o: {
   /** The error a refused address fails with. */
   refuse: (host: string) => Error;
   resolve?: Resolve;
+  /** Which addresses are refused; tests narrow it to reach a loopback server as if public. */
+  blocked?: (address: string) => boolean;
 }): typeof fetch {
   if (o.allowPrivate) return globalThis.fetch;
-  const connect = buildConnector({ lookup: checkedLookup(o) });
+  const blocked = o.blocked ?? isPrivateAddress;
+  const connect = buildConnector({ lookup: checkedLookup({ ...o, blocked }) });
   const dispatcher = new Agent({
     connect(opts, callback) {
       const host = opts.hostname.replace(/^\[|\]$/g, "");
-      if (isIP(host) !== 0 && isPrivateAddress(host)) {
+      if (isIP(host) !== 0 && blocked(host)) {
         callback(o.refuse(host), null);
         return;
       }

@@ -35,13 +35,16 @@ export interface PostAnswer {
  * a check and the connection (DNS rebinding) cannot reach a private address. Node calls `lookup`
  * for a name only; an address literal is checked before the request.
  */
-export function checkedLookup(o: Pick<GuardedPost, "refuse" | "resolve">): LookupFunction {
+export function checkedLookup(
+  o: Pick<GuardedPost, "refuse" | "resolve"> & { blocked?: (address: string) => boolean },
+): LookupFunction {
   const resolve = o.resolve ?? systemResolve;
+  const blocked = o.blocked ?? isPrivateAddress;
   return (hostname, options, callback) => {
     resolve(hostname).then(
       (found) => {
         const usable = found.filter((a) => !options.family || a.family === options.family);
-        if (usable.length === 0 || usable.some((a) => isPrivateAddress(a.address)))
+        if (usable.length === 0 || usable.some((a) => blocked(a.address)))
           return callback(o.refuse(hostname), "", 0);
         if (options.all) return callback(null, usable);
         const first = usable[0] as dns.LookupAddress;

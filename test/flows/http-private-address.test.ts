@@ -10,8 +10,11 @@ class Refused extends Error {}
 
 /**
  * A tenant's http node against the service's own machine and network (docs/flow-graph.md,
- * `FLOW_HTTP_ALLOW_PRIVATE=false`): the attack is a flow aimed at loopback, link-local (cloud
- * metadata) and private addresses, directly or through a name; none of them is reached.
+ * `FLOW_HTTP_ALLOW_PRIVATE=false`): the attack is a flow aimed at loopback, directly or through a
+ * name; nothing is reached. Every connection these tests could make goes to loopback or to the
+ * documentation range (192.0.2.0/24, never routed): were the guard broken, no byte would leave
+ * the machine. Which other ranges count as private is `isPrivateAddress`'s, tested with the
+ * webhooks (test/webhooks/private-address.test.ts).
  */
 describe("http nodes and private addresses", () => {
   let received = 0;
@@ -40,9 +43,8 @@ describe("http nodes and private addresses", () => {
     for (const url of [
       `http://127.0.0.1:${port}/`,
       `http://[::1]:${port}/`,
-      "http://169.254.169.254/latest/meta-data/",
-      "http://[::ffff:169.254.169.254]/",
-      "http://10.0.0.1/",
+      `http://[::ffff:127.0.0.1]:${port}/`,
+      `http://2130706433:${port}/`,
       `http://localhost:${port}/`,
     ]) {
       const err = await f(url, { signal: AbortSignal.timeout(5000) }).then(
@@ -53,13 +55,55 @@ describe("http nodes and private addresses", () => {
     }
     // A name that answers a public address and a loopback one is refused as a whole.
     const mixed = guarded(async () => [
-      { address: "93.184.215.14", family: 4 },
+      { address: "192.0.2.1", family: 4 },
       { address: "127.0.0.1", family: 4 },
     ]);
     await assert.rejects(mixed(`http://mixed.test:${port}/`), (e: unknown) => {
       return e instanceof TypeError && e.cause instanceof Refused;
     });
     assert.equal(received, 0, "the loopback server was reached");
+  });
+
+  it("reaches an address it allows, and refuses a redirect from there to one it does not", async () => {
+    // 127.0.0.1 stands for a public address here; 127.0.0.2 keeps counting as private.
+    let inner = 0;
+    const internal = http.createServer((req, res) => {
+      inner++;
+      req.resume();
+      res.end("internal");
+    });
+    await new Promise<void>((r) => internal.listen(0, "127.0.0.2", r));
+    const innerPort = (internal.address() as AddressInfo).port;
+    const outer = http.createServer((req, res) => {
+      req.resume();
+      if (req.url === "/hop") {
+        res.writeHead(302, { location: `http://127.0.0.2:${innerPort}/` }).end();
+        return;
+      }
+      res.setHeader("content-type", "application/json");
+      res.end('{"public":true}');
+    });
+    await new Promise<void>((r) => outer.listen(0, "127.0.0.1", r));
+    const outerPort = (outer.address() as AddressInfo).port;
+    try {
+      const f = outboundFetch({
+        allowPrivate: false,
+        refuse: (host) => new Refused(`${host} refused`),
+        resolve: async () => [{ address: "127.0.0.1", family: 4 }],
+        blocked: (address) => address !== "127.0.0.1",
+      });
+      const ok = await f(`http://public.test:${outerPort}/`);
+      assert.deepEqual(await ok.json(), { public: true }, "through the guarded connector");
+      const hop = await f(`http://127.0.0.1:${outerPort}/hop`).then(
+        () => assert.fail("the redirect was followed"),
+        (e: unknown) => e,
+      );
+      assert.ok(hop instanceof TypeError && hop.cause instanceof Refused, String(hop));
+      assert.equal(inner, 0, "the redirect's target was reached");
+    } finally {
+      internal.close();
+      outer.close();
+    }
   });
 
   it("allowed (the default), the same call goes through", async () => {
@@ -81,7 +125,7 @@ describe("http nodes and private addresses", () => {
       for (const [name, url] of [
         ["to-loopback", `http://127.0.0.1:${port}/admin`],
         ["to-localhost", `http://localhost:${port}/admin`],
-        ["to-metadata", "http://169.254.169.254/latest/meta-data/"],
+        ["to-v6-loopback", `http://[::1]:${port}/admin`],
       ]) {
         await deployAndActivate(server, name as string, {
           vertexes: [
