@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -77,12 +78,22 @@ export async function createTopology(
       recovery: { requeueAtStart: true, sweepsOtherNodes: false },
     };
   }
-  const queue = await createPgQueue({ connectionString: url, bound, concurrency, logger, clock });
+  // One tag for this node's notifications: its bridge ignores its own, whatever their channel.
+  const nodeId = randomBytes(6).toString("hex");
+  const queue = await createPgQueue({
+    connectionString: url,
+    bound,
+    concurrency,
+    logger,
+    clock,
+    announceAs: nodeId,
+  });
   const bridge = await createPgNotifyBridge({
     connectionString: url,
     events: deps.events,
     logger,
     clock,
+    nodeId,
     // Jobs committed by any node wake this one's idle lanes (docs/cluster.md, "Waking the
     // lanes"); a node that runs none need not hear of them.
     ...(placement.executesQueue ? { jobsChannel: JOBS_CHANNEL } : {}),

@@ -66,7 +66,7 @@ function rebaseSql(jobTable: string, lane: string): string {
 /**
  * `pool` runs the rare rebase on a connection of its own: the caller's may be a submit's
  * transaction, which must not commit early. Turns are taken for jobs inserted in the same
- * transaction, so the statement that takes them also announces the lane on `jobsChannel`: NOTIFY
+ * transaction, so the statement that takes them also announces the lane (`announce`): NOTIFY
  * is delivered at commit, and only if the transaction commits (docs/cluster.md, "Waking the
  * lanes"), at no extra round trip.
  */
@@ -74,7 +74,7 @@ export function createFairTurns(
   lane: string,
   jobTable: string,
   pool: SqlExecutor,
-  jobsChannel: string,
+  announce: { channel: string; payload: string },
 ): FairTurns {
   const currentSql = `SELECT ${currentOf(jobTable, "$1")} AS v`;
   // One row per space, locked in key order so two submitters never wait on each other crosswise.
@@ -83,7 +83,7 @@ export function createFairTurns(
       ON CONFLICT (lane, space_key)
         DO UPDATE SET turn = GREATEST(sluice_fair_turns.turn, $2::bigint) + excluded.turn - $2::bigint
       RETURNING space_key, turn)
-    SELECT space_key, turn FROM taken CROSS JOIN (SELECT pg_notify($5, $1)) AS announced`;
+    SELECT space_key, turn FROM taken CROSS JOIN (SELECT pg_notify($5, $6)) AS announced`;
   const read = async (db: SqlExecutor): Promise<number> => {
     const { rows } = await db.executeSql(currentSql, [lane]);
     return Number((rows[0] as { v: string | number }).v);
@@ -108,7 +108,8 @@ export function createFairTurns(
         base,
         sorted,
         sorted.map((k) => counts.get(k)),
-        jobsChannel,
+        announce.channel,
+        announce.payload,
       ]);
       // The next turn of each space in this batch: its first job gets (last − count + 1).
       const next = new Map<string, number>();

@@ -41,8 +41,13 @@ export interface PgQueueOptions {
    * missed (the listener was reconnecting) or that came back by themselves (an expired claim).
    */
   pollMs?: number;
-  /** The channel commits of jobs are announced on (NOTIFY, payload: the pg-boss queue name). */
+  /** The channel commits of jobs are announced on (NOTIFY, payload: `<announceAs>:<queue name>`). */
   jobsChannel?: string;
+  /**
+   * This node's tag on its announcements (its bridge's node ID), so that its own bridge ignores
+   * them: its lanes are woken directly.
+   */
+  announceAs?: string;
   /** How often the queue depth is recounted exactly (it also feeds `depth()`). */
   recountMs?: number;
   /** Connections in pg-boss's pool. */
@@ -85,7 +90,7 @@ interface PgQueue extends LaneHost {
   lanes: Lane[];
   /** Per kind: the turns its jobs are fetched in (docs/run-limits.md, "Fair turns"). */
   turns: Record<Kind, FairTurns>;
-  jobsChannel: string;
+  announce: (kind: Kind) => { channel: string; payload: string };
 }
 
 /**
@@ -107,6 +112,10 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<PgRunQueue> {
   const tables = await createQueues(boss, queueOf);
   await installFairTurns(boss.getDb());
   const jobsChannel = opts.jobsChannel ?? JOBS_CHANNEL;
+  const announce = (kind: Kind) => ({
+    channel: jobsChannel,
+    payload: `${opts.announceAs ?? ""}:${queueOf(kind)}`,
+  });
   const tableOf = (kind: Kind) =>
     [...tables].find(([, names]) => names.includes(queueOf(kind)))?.[0] ?? "job";
   const q: PgQueue = {
@@ -131,10 +140,15 @@ export async function createPgQueue(opts: PgQueueOptions): Promise<PgRunQueue> {
     started: false,
     lanes: [],
     turns: {
-      flow: createFairTurns(queueOf("flow"), tableOf("flow"), boss.getDb(), jobsChannel),
-      script: createFairTurns(queueOf("script"), tableOf("script"), boss.getDb(), jobsChannel),
+      flow: createFairTurns(queueOf("flow"), tableOf("flow"), boss.getDb(), announce("flow")),
+      script: createFairTurns(
+        queueOf("script"),
+        tableOf("script"),
+        boss.getDb(),
+        announce("script"),
+      ),
     },
-    jobsChannel,
+    announce,
   };
   armRecount(q, opts.recountMs ?? 500);
   q.lanes = KINDS.map((kind) => createLane(q, kind, q.queueOf(kind), laneSlots(opts, kind)));
@@ -289,8 +303,9 @@ async function sending(
   // sent alone (recovery, a freed slot) is announced after its commit, in a statement of its own.
   const lane = q.lanes.find((l) => l.kind === job.kind);
   if (lane) wake(lane);
+  const { channel, payload } = q.announce(job.kind);
   q.db
-    .executeSql("SELECT pg_notify($1, $2)", [q.jobsChannel, q.queueOf(job.kind)])
+    .executeSql("SELECT pg_notify($1, $2)", [channel, payload])
     .catch((err: unknown) => q.logger.warn({ err }, "announcing a queued job failed"));
 }
 

@@ -23,6 +23,8 @@ export interface PgNotifyOptions {
    * listened to. Heard through `onJobs`.
    */
   jobsChannel?: string;
+  /** Tags this process's notifications (the queue tags its announcements the same way). */
+  nodeId?: string;
   /** How often the listening connection is checked (a dead TCP peer may never say so). */
   heartbeatMs?: number;
   /** The retry, reconnect and heartbeat timers; the system clock when a test builds one alone. */
@@ -86,7 +88,7 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     events: opts.events,
     logger: opts.logger,
     clock: opts.clock ?? systemClock,
-    nodeId: randomBytes(6).toString("hex"),
+    nodeId: opts.nodeId ?? randomBytes(6).toString("hex"),
     channel,
     flowChannel,
     flowListeners: [],
@@ -146,12 +148,12 @@ const flowChanged = (b: Bridge, elementId: string | null) =>
 
 function onNotification(b: Bridge, msg: pg.Notification): void {
   if (!msg.payload) return;
-  if (msg.channel === b.opts.jobsChannel) {
-    tell(b, b.jobsListeners, msg.payload, "jobs");
-    return;
-  }
   const colon = msg.payload.indexOf(":");
   if (colon < 0 || msg.payload.slice(0, colon) === b.nodeId) return;
+  if (msg.channel === b.opts.jobsChannel) {
+    tell(b, b.jobsListeners, msg.payload.slice(colon + 1), "jobs");
+    return;
+  }
   if (msg.channel === b.flowChannel) {
     flowChanged(b, msg.payload.slice(colon + 1));
     return;

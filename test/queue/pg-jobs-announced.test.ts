@@ -89,11 +89,37 @@ describe("jobs announced across nodes", () => {
     await reached(run.id);
   });
 
-  it("another queue's announcements wake nothing here, and nothing runs twice", async () => {
+  it("a burst of submits runs each job once, an announcement of another queue among them", async () => {
     worker.heard("some-other-queue-flow");
     const ids = await Promise.all([submit(), submit(), submit()]);
     for (const id of ids) await reached(id);
     assert.equal(new Set(seen.map((j) => j.runId)).size, seen.length);
+  });
+
+  it("a node's bridge does not pass on the node's own announcements", async () => {
+    const own = await createPgQueue({
+      connectionString: url,
+      bound: 10_000,
+      logger,
+      queueName: "announced-own",
+      concurrency: 0,
+      jobsChannel: "test_announced_jobs",
+      announceAs: bridge.nodeId,
+    });
+    try {
+      const before = told.length;
+      const mine = newRun({ elementType: "DPL", scope: { app: "a", space: "s" } });
+      await own.submit(mine, { runId: mine.id, kind: "flow", scope: mine.scope }, store);
+      // Another node's, committed after it: a listener gets notifications in commit order.
+      await reached(await submit());
+      await delivered.until(
+        () => told.slice(before).includes("announced-flow"),
+        "the other node's announcement",
+      );
+      assert.deepEqual(told.slice(before), ["announced-flow"], "only the other node's");
+    } finally {
+      await own.stop();
+    }
   });
 
   it("after its listener reconnects, the lanes are told to look, and announcements reach them again", async () => {
