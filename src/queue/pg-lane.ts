@@ -41,14 +41,16 @@ export interface Lane {
   loop: Promise<void>;
   wakeUp: (() => void) | null;
   /**
-   * Another node announced jobs of this lane since its last fetch began: a fetch under way may
-   * have run before their commit, so the lane fetches again instead of sleeping.
+   * Jobs of this lane may be waiting that its last fetch did not see: some were announced or
+   * enqueued here since that fetch began, or it came back full, or the poll interval passed.
+   * Only then does the lane fetch (docs/cluster.md, "Waking the lanes").
    */
   told: boolean;
-  /** The pending wake of a lane told of jobs (NUDGE_MS). */
-  nudge: TimerHandle | null;
-  /** When its last fetch began (clock.now()). */
+  /** One of its jobs ended since its last fetch began (a busy lane fetches then). */
+  ended: boolean;
+  /** When its last fetch began (clock.now()), and how many jobs it brought. */
   fetchedAt: number;
+  fetched: number;
   idle: (() => void)[];
   done: { id: string; retryCount: number }[];
   flushing: Promise<void> | null;
@@ -65,9 +67,10 @@ export function createLane(q: LaneHost, kind: Kind, name: string, slots: number)
     active: 0,
     loop: Promise.resolve(),
     wakeUp: null,
-    told: false,
-    nudge: null,
+    told: true, // its first fetch looks for what is already queued
+    ended: false,
     fetchedAt: Number.NEGATIVE_INFINITY,
+    fetched: 0,
     idle: [],
     done: [],
     flushing: null,
@@ -82,29 +85,17 @@ export function wake(l: Lane): void {
 }
 
 /**
- * An announcement makes a lane fetch at most this often. Under load the API nodes announce every
- * few milliseconds, and a fetch for each would split the lane's batches (more statements per
- * run); its own jobs' ends wake a busy lane sooner anyway. An idle lane that has not fetched for
- * this long fetches at once.
+ * Under load the API nodes announce jobs every few milliseconds, and a fetch for each would split
+ * a lane's batches (more statements per run). So a lane told of jobs fetches at once only when
+ * jobs trickle in (its last fetch brought at most one) or one of its jobs just ended (a slot
+ * freed while others still run); otherwise this long after its last fetch.
  */
 const NUDGE_MS = 50;
 
-/** Jobs of this lane were committed somewhere (docs/cluster.md, "Waking the lanes"). */
+/** Jobs of this lane were committed, here or on another node (docs/cluster.md, "Waking the lanes"). */
 export function told(l: Lane): void {
-  // A stopped lane fetches no more: a nudge armed now would only fire after its stop.
-  if (l.q.stopped) return;
-  const since = l.q.clock.now() - l.fetchedAt;
-  const delay = l.active > 0 ? NUDGE_MS : Math.max(0, NUDGE_MS - since);
-  if (delay === 0) {
-    l.told = true;
-    wake(l);
-    return;
-  }
-  l.nudge ??= l.q.clock.setTimeout(() => {
-    l.nudge = null;
-    l.told = true;
-    wake(l);
-  }, delay);
+  l.told = true;
+  wake(l);
 }
 
 function sleep(l: Lane, ms: number): Promise<void> {
@@ -166,30 +157,46 @@ function dispatch(l: Lane, job: Job<RunJob>, run: Handler): void {
           void flush(l);
         }, COMPLETE_AFTER_MS);
       if (l.active === 0) for (const f of l.idle.splice(0)) f();
+      l.ended = true;
       wake(l);
     });
 }
 
+/** How long the lane waits before its next fetch; 0: fetch now. `full`: its last batch was. */
+function waitBeforeFetch(l: Lane, full: boolean): number {
+  if (l.slots - l.active <= 0) return 60_000; // woken when a slot frees
+  const now = l.q.clock.now();
+  if (!l.told) {
+    // Counted from the last fetch, so that job ends waking the lane do not put the poll off.
+    const poll = l.fetchedAt + l.q.pollMs - now;
+    if (poll > 0) return poll;
+    l.told = true; // the poll: look for jobs nobody announced (an expired claim)
+  }
+  if (full || (l.active > 0 ? l.ended : l.fetched <= 1)) return 0;
+  return Math.max(0, l.fetchedAt + NUDGE_MS - now);
+}
+
 async function fetchLoop(l: Lane, run: Handler): Promise<void> {
   const { q } = l;
+  let full = false;
   while (!q.stopped) {
-    const free = l.slots - l.active;
-    if (free <= 0) {
-      await sleep(l, 60_000); // woken when a slot frees
+    const wait = waitBeforeFetch(l, full);
+    if (wait > 0) {
+      await sleep(l, wait);
       continue;
     }
-    const want = Math.min(free, MAX_BATCH);
+    const want = Math.min(l.slots - l.active, MAX_BATCH);
     let jobs: Job<RunJob>[] = [];
     const recounts = q.recounts;
     l.told = false;
-    if (l.nudge) l.q.clock.clearTimeout(l.nudge);
-    l.nudge = null;
+    l.ended = false;
     l.fetchedAt = q.clock.now();
     try {
       jobs = await q.boss.fetch<RunJob>(l.name, { batchSize: want });
     } catch (err) {
       if (q.stopped) break;
       q.logger.warn({ err, queue: l.name }, "fetching queue jobs failed; retrying");
+      l.told = true;
       await sleep(l, 1000);
       continue;
     }
@@ -198,15 +205,11 @@ async function fetchLoop(l: Lane, run: Handler): Promise<void> {
     // over-estimate it until the next count.
     if (recounts === q.recounts && !q.recounting) q.fetchedSinceCount += jobs.length;
     for (const job of jobs) dispatch(l, job, run);
-    // A full batch means more is probably waiting: fetch again at once. After a short one, jobs
-    // announced during the fetch may have been committed after it looked: told again.
-    if (jobs.length < want && !q.stopped) {
-      if (l.told) {
-        l.told = false;
-        told(l);
-      }
-      if (!l.told) await sleep(l, q.pollMs);
-    }
+    // A full batch means more is probably waiting: fetched at once. Jobs told of during the
+    // fetch keep `told` set: they may have committed after it looked.
+    l.fetched = jobs.length;
+    full = jobs.length === want;
+    if (full) l.told = true;
   }
 }
 
@@ -215,8 +218,6 @@ export function startLane(l: Lane, run: Handler): void {
 }
 
 export async function stopLane(l: Lane): Promise<void> {
-  if (l.nudge) l.q.clock.clearTimeout(l.nudge);
-  l.nudge = null;
   wake(l);
   await l.loop;
   if (l.active > 0) await new Promise<void>((r) => l.idle.push(r));

@@ -3,15 +3,7 @@ import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import { createGroupCommit } from "./group-commit.ts";
 import { createFairTurns, type FairTurns, installFairTurns } from "./pg-fair-turns.ts";
-import {
-  createLane,
-  type Lane,
-  type LaneHost,
-  startLane,
-  stopLane,
-  told,
-  wake,
-} from "./pg-lane.ts";
+import { createLane, type Lane, type LaneHost, startLane, stopLane, told } from "./pg-lane.ts";
 import { liveJobs } from "./pg-live-jobs.ts";
 import { stopping } from "./stopping.ts";
 import { type RunJob, type RunQueue, spaceKey } from "./types.ts";
@@ -302,7 +294,7 @@ async function sending(
   // A lane in this process need not wait for its next poll, nor those of the other nodes: a job
   // sent alone (recovery, a freed slot) is announced after its commit, in a statement of its own.
   const lane = q.lanes.find((l) => l.kind === job.kind);
-  if (lane) wake(lane);
+  if (lane) told(lane);
   const { channel, payload } = q.announce(job.kind);
   q.db
     .executeSql("SELECT pg_notify($1, $2)", [channel, payload])
@@ -340,7 +332,7 @@ async function submitBatch(
     q.inflight -= batch.length;
   }
   // A lane in this process need not wait for its next poll.
-  for (const lane of q.lanes) if (batch.some((b) => b.job.kind === lane.kind)) wake(lane);
+  for (const lane of q.lanes) if (batch.some((b) => b.job.kind === lane.kind)) told(lane);
 }
 
 function laneSlots(opts: PgQueueOptions, kind: Kind): number {

@@ -96,6 +96,31 @@ describe("jobs announced across nodes", () => {
     assert.equal(new Set(seen.map((j) => j.runId)).size, seen.length);
   });
 
+  it("a job nobody announced is found by the poll, counted from the lane's last fetch", async () => {
+    // A second worker lane polling every 300 ms, told of nothing: its channel has no listener.
+    const got: string[] = [];
+    const found = condition();
+    const quiet = { connectionString: url, bound: 10_000, logger, queueName: "unannounced" };
+    const sender = await createPgQueue({ ...quiet, concurrency: 0, jobsChannel: "nobody_listens" });
+    const poller = await createPgQueue({
+      ...quiet,
+      concurrency: 2,
+      pollMs: 300,
+      jobsChannel: "nobody_listens",
+    });
+    try {
+      await poller.start(async (job) => {
+        got.push(job.runId);
+        found.changed();
+      });
+      const run = newRun({ elementType: "DPL", scope: { app: "a", space: "s" } });
+      await sender.submit(run, { runId: run.id, kind: "flow", scope: run.scope }, store);
+      await found.until(() => got.includes(run.id), "the unannounced job fetched by the poll");
+    } finally {
+      await Promise.all([sender.stop(), poller.stop()]);
+    }
+  });
+
   it("a node's bridge does not pass on the node's own announcements", async () => {
     const own = await createPgQueue({
       connectionString: url,
