@@ -166,6 +166,8 @@ function dispatch(l: Lane, job: Job<RunJob>, run: Handler): void {
 function waitBeforeFetch(l: Lane, full: boolean): number {
   if (l.slots - l.active <= 0) return 60_000; // woken when a slot frees
   const now = l.q.clock.now();
+  // A wall clock stepped back (NTP, a resumed VM) would put both waits off by the step.
+  if (l.fetchedAt > now) l.fetchedAt = now;
   if (!l.told) {
     // Counted from the last fetch, so that job ends waking the lane do not put the poll off.
     const poll = l.fetchedAt + l.q.pollMs - now;
