@@ -147,6 +147,38 @@ describe("jobs announced across nodes", () => {
     }
   });
 
+  it("a combined node (its own announcements ignored) starts a run submitted on it at once", async () => {
+    const ran: string[] = [];
+    const combined = await createPgQueue({
+      connectionString: url,
+      bound: 10_000,
+      logger,
+      queueName: "announced-combined",
+      concurrency: 2,
+      pollMs: 600_000,
+      jobsChannel: "test_announced_jobs",
+      announceAs: bridge.nodeId,
+    });
+    bridge.onJobs((queueName) => combined.heard(queueName));
+    const local = async () => {
+      const run = newRun({ elementType: "DPL", scope: { app: "a", space: "s" } });
+      await combined.submit(run, { runId: run.id, kind: "flow", scope: run.scope }, store);
+      await delivered.until(() => ran.includes(run.id), `local job ${run.id} started`);
+    };
+    try {
+      await combined.start(async (job) => {
+        ran.push(job.runId);
+        delivered.changed();
+      });
+      // The second is submitted after the lane's first fetch brought the first: only the
+      // submit's own tell can reach it before the ten-minute poll.
+      await local();
+      await local();
+    } finally {
+      await combined.stop();
+    }
+  });
+
   it("after its listener reconnects, the lanes are told to look, and announcements reach them again", async () => {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
