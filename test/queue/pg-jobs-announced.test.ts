@@ -102,17 +102,29 @@ describe("jobs announced across nodes", () => {
     const found = condition();
     const quiet = { connectionString: url, bound: 10_000, logger, queueName: "unannounced" };
     const sender = await createPgQueue({ ...quiet, concurrency: 0, jobsChannel: "nobody_listens" });
+    let polling = false;
+    const clock: Clock = {
+      ...systemClock,
+      setTimeout(fn, ms) {
+        polling ||= ms > 100 && ms <= 300; // not the recount (500 ms)
+        found.changed();
+        return systemClock.setTimeout(fn, ms);
+      },
+    };
     const poller = await createPgQueue({
       ...quiet,
       concurrency: 2,
       pollMs: 300,
       jobsChannel: "nobody_listens",
+      clock,
     });
     try {
       await poller.start(async (job) => {
         got.push(job.runId);
         found.changed();
       });
+      // Its first fetch is over once it waits for its poll: the job below is the poll's to find.
+      await found.until(() => polling, "the lane waiting for its poll");
       const run = newRun({ elementType: "DPL", scope: { app: "a", space: "s" } });
       await sender.submit(run, { runId: run.id, kind: "flow", scope: run.scope }, store);
       await found.until(() => got.includes(run.id), "the unannounced job fetched by the poll");
