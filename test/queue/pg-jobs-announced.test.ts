@@ -96,7 +96,7 @@ describe("jobs announced across nodes", () => {
     assert.equal(new Set(seen.map((j) => j.runId)).size, seen.length);
   });
 
-  it("a job nobody announced is found by the poll, counted from the lane's last fetch", async () => {
+  it("a job nobody announced is found by the poll", async () => {
     // A second worker lane polling every 300 ms, told of nothing: its channel has no listener.
     const got: string[] = [];
     const found = condition();
@@ -208,7 +208,7 @@ describe("jobs announced across nodes", () => {
   });
 
   it("an announcement heard after stop arms no timer", async () => {
-    // Time stands still: a lane told of jobs just after its fetch began waits for NUDGE_MS.
+    // Counts the timers the queue has armed, so that one armed after stop shows.
     const pending = new Set<TimerHandle>();
     const clock: Clock = {
       now: () => 0,
