@@ -23,22 +23,20 @@ describe("run preparer: releases", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const preparer = () => {
-    let reads = 0;
-    const counting: Store = Object.create(store, {
-      flowRevision: {
-        value: (elementId: string, version: number) => {
-          reads++;
-          return store.flowRevision(elementId, version);
-        },
-      },
-    });
-    const p = createRunPreparer({
-      store: counting,
+  /** A preparer over the test's store with its own `flowRevision`. */
+  const preparerOver = (flowRevision: Store["flowRevision"]) =>
+    createRunPreparer({
+      store: Object.create(store, { flowRevision: { value: flowRevision } }),
       config: { timeZone: "UTC" },
       clock: systemClock,
       nodeId: "n",
       cacheLocators: false,
+    });
+  const preparer = () => {
+    let reads = 0;
+    const p = preparerOver((elementId, version) => {
+      reads++;
+      return store.flowRevision(elementId, version);
     });
     return { p, reads: () => reads };
   };
@@ -80,21 +78,10 @@ describe("run preparer: releases", () => {
   it("a read under way still answers when a thousand other releases are read meanwhile", async () => {
     // The cache holds 1,000 releases: the read under way is its oldest entry when it fills.
     const slow = gate();
-    const fake: Store = Object.create(store, {
-      flowRevision: {
-        value: async (elementId: string) => {
-          if (elementId === "slow") await slow.promise;
-          return { flow: NO_SCRIPT_FLOW, configure: {} };
-        },
-      },
-    });
-    const p = createRunPreparer({
-      store: fake,
-      config: { timeZone: "UTC" },
-      clock: systemClock,
-      nodeId: "n",
-      cacheLocators: false,
-    });
+    const p = preparerOver((async (elementId: string) => {
+      if (elementId === "slow") await slow.promise;
+      return { flow: NO_SCRIPT_FLOW, configure: {} };
+    }) as unknown as Store["flowRevision"]);
     const first = p.release("slow", 1);
     for (let i = 0; i < 1000; i++) await p.release(`other-${i}`, 1);
     slow.open();
