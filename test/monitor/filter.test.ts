@@ -1,20 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  DummyDriver,
-  Kysely,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  SqliteAdapter,
-  SqliteIntrospector,
-  SqliteQueryCompiler,
-} from "kysely";
 import { SluiceError } from "../../src/errors.ts";
 import { parseRunsFilter } from "../../src/monitor/filter.ts";
 import { pageWindow, totalPages } from "../../src/monitor/paging.ts";
 import { applyOrder, likeEscape, runFilters } from "../../src/store/monitor-sql.ts";
-import type { Database } from "../../src/store/schema.ts";
+import { kyselyOf } from "../helpers/kysely.ts";
 
 const base = { pageNo: 0, pageSize: 20 };
 const is400 = (fn: () => unknown, re: RegExp) =>
@@ -124,17 +114,6 @@ describe("parseRunsFilter", () => {
 });
 
 describe("compiled SQL", () => {
-  const dummy = (dialect: "sqlite" | "postgres") =>
-    new Kysely<Database>({
-      dialect: {
-        createAdapter: () => (dialect === "sqlite" ? new SqliteAdapter() : new PostgresAdapter()),
-        createDriver: () => new DummyDriver(),
-        createIntrospector: (db) =>
-          dialect === "sqlite" ? new SqliteIntrospector(db) : new PostgresIntrospector(db),
-        createQueryCompiler: () =>
-          dialect === "sqlite" ? new SqliteQueryCompiler() : new PostgresQueryCompiler(),
-      },
-    });
   const evil = "x'); drop table runs; --";
 
   for (const dialect of ["sqlite", "postgres"] as const) {
@@ -151,7 +130,7 @@ describe("compiled SQL", () => {
         ],
         orderBy: [{ name: "startTime" }],
       });
-      const db = dummy(dialect);
+      const db = kyselyOf(dialect);
       const compiled = applyOrder(
         db
           .selectFrom("runs")
@@ -176,7 +155,7 @@ describe("compiled SQL", () => {
 
   it("status filter is left out of the counting query", () => {
     const q = parseRunsFilter({ ...base, runStatusFilter: ["FAILURE"], triggerFilter: ["SYNC"] });
-    const db = dummy("sqlite");
+    const db = kyselyOf("sqlite");
     const counting = db
       .selectFrom("runs")
       .select("status")

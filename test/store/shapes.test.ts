@@ -1,20 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import {
-  type CompiledQuery,
-  type DatabaseConnection,
-  type Driver,
-  DummyDriver,
-  Kysely,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  SqliteAdapter,
-  SqliteIntrospector,
-  SqliteQueryCompiler,
-  sql,
-} from "kysely";
+import { type CompiledQuery, type DatabaseConnection, type Driver, type Kysely, sql } from "kysely";
 import { elementMethods } from "../../src/store/kysely-elements.ts";
 import { counterWrites } from "../../src/store/kysely-monitor.ts";
 import { runMethods } from "../../src/store/kysely-runs.ts";
@@ -23,6 +10,7 @@ import { ELEMENT_COLUMNS } from "../../src/store/rows.ts";
 import { hotWrites, runRow } from "../../src/store/run-writes.ts";
 import type { Database } from "../../src/store/schema.ts";
 import { bound, shapeOf } from "../../src/store/shapes.ts";
+import { kyselyOf } from "../helpers/kysely.ts";
 import { newRun } from "../helpers/runs.ts";
 
 /**
@@ -30,24 +18,7 @@ import { newRun } from "../helpers/runs.ts";
  * values: the same SQL text, the same parameters in the same order, in both dialects.
  */
 
-const dialects = {
-  sqlite: new Kysely<Database>({
-    dialect: {
-      createAdapter: () => new SqliteAdapter(),
-      createDriver: () => new DummyDriver(),
-      createIntrospector: (db) => new SqliteIntrospector(db),
-      createQueryCompiler: () => new SqliteQueryCompiler(),
-    },
-  }),
-  postgres: new Kysely<Database>({
-    dialect: {
-      createAdapter: () => new PostgresAdapter(),
-      createDriver: () => new DummyDriver(),
-      createIntrospector: (db) => new PostgresIntrospector(db),
-      createQueryCompiler: () => new PostgresQueryCompiler(),
-    },
-  }),
-};
+const dialects = { sqlite: kyselyOf("sqlite"), postgres: kyselyOf("postgres") };
 
 /**
  * A Kysely of `name`'s dialect whose connection keeps the statements it is given instead of
@@ -73,15 +44,7 @@ function recordingDb(name: keyof typeof dialects): { db: Kysely<Database>; sent:
     releaseConnection: async () => {},
     destroy: async () => {},
   };
-  const pg = name === "postgres";
-  const db = new Kysely<Database>({
-    dialect: {
-      createAdapter: () => (pg ? new PostgresAdapter() : new SqliteAdapter()),
-      createDriver: () => driver,
-      createIntrospector: (k) => (pg ? new PostgresIntrospector(k) : new SqliteIntrospector(k)),
-      createQueryCompiler: () => (pg ? new PostgresQueryCompiler() : new SqliteQueryCompiler()),
-    },
-  });
+  const db = kyselyOf(name, driver);
   return { db, sent };
 }
 
