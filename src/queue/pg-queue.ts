@@ -55,8 +55,8 @@ export const JOBS_CHANNEL = "sluice_jobs";
 /** The cluster's queue, which other nodes' announcements reach through the wiring. */
 export interface PgRunQueue extends RunQueue {
   /**
-   * Jobs of pg-boss queue `queueName` were committed (by any node); null: announcements may have
-   * been missed (the listener reconnected). Idle lanes of that queue fetch at once.
+   * Jobs of pg-boss queue `queueName` were committed on another node; null: announcements may
+   * have been missed (the listener reconnected). The lanes of that queue are told (pg-lane.ts).
    */
   heard(queueName: string | null): void;
 }

@@ -42,8 +42,8 @@ export interface PgNotifyBridge {
    */
   onFlowChange(fn: (elementId: string | null) => void): void;
   /**
-   * Calls `fn` with the queue name of each announcement of committed jobs (this node's own too),
-   * and with null after the listener reconnected (announcements made meanwhile are unknown).
+   * Calls `fn` with the queue name of each other node's announcement of committed jobs, and with
+   * null after the listener reconnected (announcements made meanwhile are unknown).
    */
   onJobs(fn: (queueName: string | null) => void): void;
   close(): Promise<void>;
@@ -59,6 +59,8 @@ interface Bridge extends Publishing {
   logger: PgNotifyLogger;
   flowListeners: ((elementId: string | null) => void)[];
   jobsListeners: ((queueName: string | null) => void)[];
+  /** Every channel its listening connection listens on (checked names). */
+  listens: string[];
   /** The runId being relayed from the channel: its local onEnd must not go back out. */
   relaying: string | null;
   listener: pg.Client | null;
@@ -93,6 +95,7 @@ export async function createPgNotifyBridge(opts: PgNotifyOptions): Promise<PgNot
     flowChannel,
     flowListeners: [],
     jobsListeners: [],
+    listens: channels,
     closed: false,
     pub: createPublisher(opts.connectionString, opts.logger),
     pending: [],
@@ -180,8 +183,7 @@ async function connect(b: Bridge): Promise<void> {
   client.on("error", (err) => lost(b, client, err));
   client.on("end", () => lost(b, client, new Error("connection ended")));
   await client.connect();
-  const jobs = b.opts.jobsChannel ? `; LISTEN ${b.opts.jobsChannel}` : "";
-  await client.query(`LISTEN ${b.channel}; LISTEN ${b.flowChannel}${jobs}`);
+  await client.query(b.listens.map((c) => `LISTEN ${c}`).join("; "));
   if (b.closed) {
     await client.end().catch(() => {});
     return;
