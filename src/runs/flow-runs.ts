@@ -214,17 +214,17 @@ function flowOutcome(out: FlowRunResult, scripts: ScriptUse[]): Outcome {
 async function subflow(
   deps: FlowRunsDeps,
   lifecycle: Pick<RunLifecycle<StartRequest>, "start" | "terminate">,
-  parent: Pick<Run, "id" | "scope">,
+  parent: Pick<Run, "id" | "scope" | "initiator">,
   element: Locator,
   parameter: unknown,
   signal: AbortSignal,
 ) {
   const { store, events, clock } = deps;
-  const parentRun = await store.getRun(parent.scope, parent.id);
+  // The parent's own record, not a read: it may still be on its way to the store (lifecycle.ts).
   const childId = await lifecycle.start(
     {
       scope: parent.scope,
-      user: (parentRun?.initiator?.userId as string | undefined) ?? null,
+      user: (parent.initiator?.userId as string | undefined) ?? null,
       locator: element,
       parameter,
       inProcess: true,

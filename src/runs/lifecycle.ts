@@ -69,10 +69,16 @@ async function create<Req extends RunRequest>(
     const { parameter } = req;
     if (!started) checkBound(c);
     if (started) {
-      await store.insertRun(rec);
-      events.publish({ type: "created", run: rec });
-      if (slot) slot.run(() => run(c, rec, parameter));
-      else void run(c, rec, parameter);
+      // The run executes while its record commits: an end that comes first is written with the
+      // insert, one write instead of two (docs/architecture.md, "Group commit"). The answer
+      // still waits for the commit, and `created` is published before `ended`.
+      const inserted = store.insertRun(rec);
+      const created = inserted.then(() => events.publish({ type: "created", run: rec }));
+      created.catch(() => {});
+      const go = () => run(c, rec, parameter, { created });
+      if (slot) slot.run(go);
+      else void go();
+      await inserted;
       return rec.id;
     }
     await commitQueued(c, rec, parameter);
