@@ -41,6 +41,22 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       fs.rmSync(dataDir, { recursive: true, force: true });
     });
 
+    /** A flow's `totalRuns` counter and its finished-run counters, as [status, n] pairs. */
+    const flowCounts = async (elementId: number) => {
+      const mdb = store.db.withTables<MonitorTables>();
+      const runs = await mdb
+        .selectFrom("element_run_stats")
+        .select("total_runs")
+        .where("element_id", "=", elementId)
+        .executeTakeFirst();
+      const finished = await mdb
+        .selectFrom("run_status_counts")
+        .select(["status", "n"])
+        .where("element_id", "=", elementId)
+        .execute();
+      return [Number(runs?.total_runs ?? 0), finished.map((f) => [f.status, Number(f.n)])];
+    };
+
     describe("folders", () => {
       it("ensureFolder creates every missing ancestor", async () => {
         const leaf = await store.ensureFolder(SCOPE, "/a/b/c", T0);
@@ -638,22 +654,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal(answers[2], true);
         const gq = await store.getRun(SCOPE, q.id);
         assert.deepEqual([gq?.status, gq?.startTime, gq?.duration], ["SUCCESS", T0 + 5, 35]);
-        const mdb = store.db.withTables<MonitorTables>();
-        const stats = await mdb
-          .selectFrom("element_run_stats")
-          .select("total_runs")
-          .where("element_id", "=", 7002)
-          .executeTakeFirst();
-        const counted = await mdb
-          .selectFrom("run_status_counts")
-          .select(["status", "n"])
-          .where("element_id", "=", 7002)
-          .execute();
-        assert.equal(Number(stats?.total_runs), 2);
-        assert.deepEqual(
-          counted.map((c) => [c.status, Number(c.n)]),
-          [["SUCCESS", 2]],
-        );
+        assert.deepEqual(await flowCounts(7002), [2, [["SUCCESS", 2]]]);
       });
 
       it("large ends of one turn are split over statements and each is recorded whole", async () => {
@@ -684,20 +685,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         const end = { status: "FAILURE" as const, endTime: T0 + 9, summary: "s", error: "e" };
         const alone = (w: Parameters<typeof retryAlone>[1]) =>
           store.db.transaction().execute((tx) => retryAlone(tx, w));
-        const counts = async () => {
-          const mdb = store.db.withTables<MonitorTables>();
-          const runs = await mdb
-            .selectFrom("element_run_stats")
-            .select("total_runs")
-            .where("element_id", "=", 7001)
-            .executeTakeFirst();
-          const finished = await mdb
-            .selectFrom("run_status_counts")
-            .select(["status", "n"])
-            .where("element_id", "=", 7001)
-            .execute();
-          return [Number(runs?.total_runs ?? 0), finished.map((f) => [f.status, Number(f.n)])];
-        };
+        const counts = () => flowCounts(7001);
         await store.insertRun(r);
         await store.insertRun(ended);
         assert.equal(await store.endRun(ended.id, end), true);
