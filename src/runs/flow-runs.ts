@@ -243,6 +243,9 @@ async function subflow(
       );
   };
   signal.addEventListener("abort", onAbort, { once: true });
+  // Aborted while the child was being started: a terminate's cascade may have read the parent's
+  // children before the child's record was committed, and the listener above would never fire.
+  if (signal.aborted) onAbort();
   try {
     const child = await waitForRunEnd(
       { store, events, clock },

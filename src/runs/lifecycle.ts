@@ -74,10 +74,14 @@ async function create<Req extends RunRequest>(
       // still waits for the commit, and `created` is published before `ended`.
       const inserted = store.insertRun(rec);
       const created = inserted.then(() => events.publish({ type: "created", run: rec }));
-      created.catch(() => {});
       const go = () => run(c, rec, parameter, { created });
       if (slot) slot.run(go);
       else void go();
+      // Without its record nobody can see or terminate the run, and its caller is answered an
+      // error: it stops rather than do its work to the end (up to MAX_RUN_S) unseen.
+      created.catch(() =>
+        c.active.get(rec.id)?.abort(new RunStop("terminate", "its record could not be written")),
+      );
       await inserted;
       return rec.id;
     }

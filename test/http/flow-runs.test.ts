@@ -286,6 +286,46 @@ describe("flow runs", () => {
     assert.equal(again.body.data[parentId], false);
   });
 
+  it("a parent terminated while its sub-flow run is being recorded terminates that run too", async () => {
+    // The child executes while its record commits (docs/architecture.md, "A run started at once");
+    // the terminate's cascade reads the parent's children before that record is there.
+    const store = server.services.store as unknown as {
+      insertRun: (
+        run: { id: string; parentRunId: string | null },
+        ...rest: unknown[]
+      ) => Promise<void>;
+    };
+    const insertRun = store.insertRun;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let recorded: Promise<void> | undefined;
+    const asked = new Promise<{ id: string; parentRunId: string | null }>((resolve) => {
+      store.insertRun = (run, ...rest) => {
+        const insert = () => insertRun.call(server.services.store, run, ...rest);
+        if (run.parentRunId === null) return insert();
+        resolve(run);
+        recorded = gate.then(insert);
+        return recorded;
+      };
+    });
+    try {
+      const p = await call("POST", "/run", { elementName: "parent", parameter: { s: 30 } });
+      const parentId = p.body.data as string;
+      const child = await asked;
+      assert.equal(child.parentRunId, parentId);
+      const t = await call("POST", "/run/terminate", { runIds: [parentId] });
+      assert.deepEqual(t.body.data, { [parentId]: true });
+    } finally {
+      store.insertRun = insertRun;
+      release();
+    }
+    await recorded;
+    const ended = await server.services.flows.waitForEnd(null, (await asked).id, 15);
+    assert.equal(ended?.status, "CANCELED", "the sub-flow run does not go on for 30 s");
+  });
+
   it("delete removes finished runs only", async () => {
     const done = await call("POST", "/run-sync", { elementName: "plain", parameter: ORDERS });
     const doneId = done.headers.get("x-run-id") ?? "";
