@@ -1,5 +1,6 @@
 import { type Locator, locateElement } from "../../elements/locator.ts";
 import { ErrorCode, SluiceError } from "../../errors.ts";
+import { newId } from "../../ids.ts";
 import type { TaskService } from "../../scripts/task-service.ts";
 import { type ElementType, type Store, TERMINAL } from "../../store/types.ts";
 import type { FlowRuns } from "../flow-runs.ts";
@@ -12,8 +13,12 @@ export interface CustomHandlerDeps {
   tasks: Pick<TaskService, "submit">;
   /** How long to wait for the handler's run to end before counting the attempt as failed. */
   waitS: number;
-  /** Called with each run the handler starts, so that run's own failure calls no handlers. */
-  started(runId: string): void;
+  /**
+   * Marks the run the handler is about to start, so that its own failure calls no handlers;
+   * answers how to drop the mark when it does not start. Marked before the start, not after: a
+   * run started at once may end before its starter resumes (docs/architecture.md, "A run's path").
+   */
+  starting(runId: string): () => void;
 }
 
 /** A failed attempt that did start a run: the result names that run. */
@@ -55,7 +60,8 @@ export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps
     kind: "custom",
     async deliver({ event, run, language }) {
       const scope = run.scope;
-      let id: string;
+      const id = newId();
+      let unmark = () => {};
       try {
         const type = await typeOf(scope);
         const common = {
@@ -65,13 +71,17 @@ export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps
           parameter: event,
           parentRunId: run.id,
           trigger: "API" as const,
+          runId: id,
         };
-        // A DPL handler runs here (inProcess), so `started` reliably marks it on this node.
-        id =
-          type === "PY"
-            ? await deps.tasks.submit(common)
-            : await deps.flows.start({ ...common, inProcess: true });
+        // A task's failure calls no handlers (PY has no configure): only a flow is marked. It runs
+        // here (inProcess), so its end, which drops the mark, is published on this node.
+        if (type === "PY") await deps.tasks.submit(common);
+        else {
+          unmark = deps.starting(id);
+          await deps.flows.start({ ...common, inProcess: true });
+        }
       } catch (err) {
+        unmark();
         const reason =
           err instanceof SluiceError
             ? err.messageIn(language)
@@ -83,7 +93,6 @@ export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps
           throw new PermanentHandlerError(message);
         throw new Error(message);
       }
-      deps.started(id);
       const ended = await deps.flows.waitForEnd(scope, id, deps.waitS);
       if (!ended || !TERMINAL.has(ended.status)) {
         throw new HandlerRunError(

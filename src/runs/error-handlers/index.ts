@@ -113,7 +113,10 @@ async function notify(
   error?: string,
 ): Promise<ErrorHandlerResult[]> {
   const event = eventOf(run, type, error);
-  const handlers = handlersOf(s, configure, (id) => s.handlerRuns.add(id));
+  const handlers = handlersOf(s, configure, (id) => {
+    s.handlerRuns.add(id);
+    return () => s.handlerRuns.delete(id);
+  });
   return Promise.all(handlers.map((h) => invokeAndRecord(s, h, run, event)));
 }
 
@@ -191,7 +194,7 @@ function sentinel(s: Handlers, runId: string, configure: Configure, seconds: num
 function handlersOf(
   deps: ErrorHandlerDeps,
   c: Configure,
-  started: (runId: string) => void,
+  starting: (runId: string) => () => void,
 ): Handler[] {
   const { config } = deps;
   const h = c.errorHandlers;
@@ -211,7 +214,7 @@ function handlersOf(
         flows: deps.flows,
         tasks: deps.tasks,
         waitS: config.customWaitS,
-        started,
+        starting,
       }),
     );
   }
