@@ -61,26 +61,40 @@ export const auditHook = fp(
     const firstUse = oncePerMinute(opts.clock);
     const refusedFrom = perMinute(opts.clock, REFUSED_PER_ADDRESS);
     const { config } = opts;
-    const relative = (url: string | undefined): string | null => {
-      if (url === undefined) return null;
+    const relative = (url: string): string => {
       for (const prefix of [config.dataflowPrefix, config.scriptPrefix])
         if (url.startsWith(`${prefix}/`)) return url.slice(prefix.length);
       return url;
     };
+    // The same for every request of a route: worked out once per route and method (a run start,
+    // the busiest request, is no change and has nothing else to do here).
+    const actions = new Map<string, string | null>();
+    const actionOf = (req: FastifyRequest): string | null => {
+      const url = req.routeOptions.url;
+      if (url === undefined) return null;
+      const key = `${req.method} ${url}`;
+      let action = actions.get(key);
+      if (action === undefined) {
+        action = auditAction(req.method, relative(url));
+        actions.set(key, action);
+      }
+      return action;
+    };
 
     app.addHook("preHandler", async (req) => {
-      const action = auditAction(req.method, relative(req.routeOptions.url) ?? "");
+      const action = actionOf(req);
       if (opts.schedules && action && SCHEDULE_ACTIONS.has(action) && req.ctx.scope)
         req.auditSchedules = await snapshotSchedules(opts.schedules, req.ctx.scope, req.body);
     });
 
     app.addHook("onSend", async (req, reply, payload) => {
-      const path = relative(req.routeOptions.url);
-      const action = path === null ? null : auditAction(req.method, path);
+      const action = actionOf(req);
+      const token = req.headers.token;
+      const signed = config.auth.mode === "signature" && typeof token === "string" && token !== "";
+      if (!action && !signed) return payload;
       const answer = readAnswer(payload, reply.statusCode);
       const entries: Omit<AuditEntry, "id">[] = [];
-      const token = req.headers.token;
-      if (config.auth.mode === "signature" && typeof token === "string" && token !== "") {
+      if (signed) {
         const use = tokenUse(req, reply, answer, token, opts.clock.now());
         const key = `${use.target.token}\n${use.app}\n${use.space}\n${use.user}\n${use.outcome}`;
         if (firstUse(key) && (use.outcome === "accepted" || refusedFrom(`${use.address}`)))
