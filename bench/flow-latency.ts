@@ -1,8 +1,9 @@
 /**
  * bench/flow-latency: run-sync of a 3-node flow without script and of a 5-node flow with one
  * script node, at concurrency 1, 8 and 16, through real HTTP on loopback; then async throughput:
- * 10,000 POST /run of the no-script flow, timed until every run is SUCCESS, while one caller
- * lists the flow's runs (/monitor/runs). Each figure is also given as a ratio to a bare GET /health
+ * 10,000 POST /run of the no-script flow, timed until every run is SUCCESS: alone, while the
+ * flow's runs are listed (/monitor/runs) ten times a second, and while one caller lists them back
+ * to back. Each figure is also given as a ratio to a bare GET /health
  * round trip measured in the same run, and issue 15's targets are printed as met or missed.
  *
  *   npm run bench:flow-latency          (BENCH_N=2000 run-sync calls per level, BENCH_ASYNC=10000)
@@ -17,6 +18,7 @@ import {
   startBenchServer,
   uploadScript,
 } from "./lib.ts";
+import { ownCpu, snapshot } from "./process-cpu.ts";
 
 const N = Number(process.env.BENCH_N ?? 2000);
 const ASYNC = Number(process.env.BENCH_ASYNC ?? 10000);
@@ -110,25 +112,59 @@ try {
   }
 
   // Async: submit everything, then collect every result (long-poll), timing first POST to last
-  // SUCCESS; meanwhile one caller lists the flow's runs (/monitor/runs) as a console would.
+  // SUCCESS. Three times: alone (issue 15's async target), with /monitor/runs listed ten times a
+  // second as a few open consoles would (its monitoring target), and with one caller listing back
+  // to back (the figure before 2026-11-27: each faster list makes room for another, which takes
+  // the CPU from the runs, so there the two figures trade against each other).
+  const alone = await asyncPhase(server, "none");
+  const paced = await asyncPhase(server, "paced");
+  const closed = await asyncPhase(server, "closed");
+  target(
+    "async 10,000 runs by 16 callers >= 2,000 runs/s",
+    alone.rate >= 2000,
+    `${alone.rate.toFixed(0)}/s`,
+  );
+  target(
+    "/monitor/runs p95 during the async load <= 50 ms",
+    paced.p95 <= 50,
+    `${paced.p95.toFixed(2)} ms at 10 lists/s (runs ${paced.rate.toFixed(0)}/s); back to back ${closed.p95.toFixed(2)} ms (runs ${closed.rate.toFixed(0)}/s)`,
+  );
+  console.log(`\nissue 15 targets (this run):\n  ${verdicts.join("\n  ")}`);
+} finally {
+  await server.stop();
+}
+
+/** 10,000 async runs, start to SUCCESS, with `/monitor/runs` listed meanwhile as `monitor` says. */
+async function asyncPhase(
+  { url, pid }: { url: string; pid: number },
+  monitor: "none" | "paced" | "closed",
+) {
   const ids: string[] = [];
-  let asyncDone = false;
-  const monitorMs: number[] = [];
-  const monitor = (async () => {
-    while (!asyncDone) {
-      const t = performance.now();
-      const r = await postJson(`${server.url}${DF}/monitor/runs`, {
-        elementName: "plain",
-        pageNo: 0,
-        pageSize: 20,
-      });
-      if ((r.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(r.json));
-      monitorMs.push(performance.now() - t);
+  let done = false;
+  const listMs: number[] = [];
+  const list = async () => {
+    const t = performance.now();
+    const r = await postJson(`${url}${DF}/monitor/runs`, {
+      elementName: "plain",
+      pageNo: 0,
+      pageSize: 20,
+    });
+    if ((r.json as { status: boolean }).status !== true) throw new Error(JSON.stringify(r.json));
+    listMs.push(performance.now() - t);
+  };
+  const lister = (async () => {
+    if (monitor === "none") return;
+    while (!done) {
+      const next = performance.now() + 100;
+      await list();
+      if (monitor === "paced" && !done)
+        await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())));
     }
   })();
+  const before = snapshot();
   const t0 = performance.now();
   await load(16, ASYNC, async () => {
-    const r = await postJson(`${server.url}${DF}/run`, { elementName: "plain", parameter: PARAM });
+    const r = await postJson(`${url}${DF}/run`, { elementName: "plain", parameter: PARAM });
     const body = r.json as { status: boolean; data: string };
     if (!body.status) throw new Error(JSON.stringify(body));
     ids.push(body.data);
@@ -139,27 +175,25 @@ try {
     Array.from({ length: 16 }, async () => {
       while (next < ids.length) {
         const id = ids[next++];
-        const res = await httpJson("GET", `${server.url}${DF}/run/${id}/result?timeout=120`);
+        const res = await httpJson("GET", `${url}${DF}/run/${id}/result?timeout=120`);
         const body = res.json as { status: boolean };
         if (!body.status) throw new Error(`run ${id}: ${JSON.stringify(body)}`);
       }
     }),
   );
-  const done = performance.now();
-  asyncDone = true;
-  await monitor;
-  const rate = ASYNC / ((done - t0) / 1000);
+  const end = performance.now();
+  done = true;
+  await lister;
+  const serverUs = (ownCpu(before, snapshot(), pid) / ASYNC) * 1000;
+  const rate = ASYNC / ((end - t0) / 1000);
+  listMs.sort((a, b) => a - b);
+  const p95 = listMs[Math.floor(listMs.length * 0.95)] ?? 0;
+  const lists =
+    monitor === "none"
+      ? "no monitor caller"
+      : `/monitor/runs ${monitor === "paced" ? "every 100 ms" : "back to back"}: n=${listMs.length} p50=${(listMs[Math.floor(listMs.length / 2)] ?? 0).toFixed(2)} ms p95=${p95.toFixed(2)} ms`;
   console.log(
-    `async: ${ASYNC} POST /run accepted in ${((submitted - t0) / 1000).toFixed(2)} s (${(ASYNC / ((submitted - t0) / 1000)).toFixed(0)}/s); all SUCCESS after ${((done - t0) / 1000).toFixed(2)} s => ${rate.toFixed(0)} runs/s end to end`,
+    `async ${ASYNC}: accepted in ${((submitted - t0) / 1000).toFixed(2)} s, all SUCCESS after ${((end - t0) / 1000).toFixed(2)} s => ${rate.toFixed(0).padStart(5)} runs/s end to end, server ${serverUs.toFixed(0)} µs CPU/run; ${lists}`,
   );
-  monitorMs.sort((a, b) => a - b);
-  const p95 = monitorMs[Math.floor(monitorMs.length * 0.95)] ?? 0;
-  console.log(
-    `/monitor/runs during the async load: n=${monitorMs.length}  p50=${(monitorMs[Math.floor(monitorMs.length / 2)] ?? 0).toFixed(2)} ms  p95=${p95.toFixed(2)} ms`,
-  );
-  target("async 10,000 runs by 16 callers >= 2,000 runs/s", rate >= 2000, `${rate.toFixed(0)}/s`);
-  target("/monitor/runs p95 during the async load <= 50 ms", p95 <= 50, `${p95.toFixed(2)} ms`);
-  console.log(`\nissue 15 targets (this run):\n  ${verdicts.join("\n  ")}`);
-} finally {
-  await server.stop();
+  return { rate, p95 };
 }
