@@ -220,7 +220,7 @@ async function subflow(
   signal: AbortSignal,
 ) {
   const { store, events, clock } = deps;
-  // The parent's own record, not a read: it may still be on its way to the store (lifecycle.ts).
+  // The initiator from the parent's own record: no read of the store for it.
   const childId = await lifecycle.start(
     {
       scope: parent.scope,

@@ -58,21 +58,19 @@ async function executeLimited<Req extends RunRequest>(
 
 /**
  * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
- * in the store yet (run-sync within its write-behind grace), see write-behind.ts. With `created`,
- * its insert is on its way (a run started at once, lifecycle.ts): `ended` waits for `created`.
+ * in the store yet (run-sync within its write-behind grace), see write-behind.ts.
  */
 export async function run<Req extends RunRequest>(
   c: Lifecycle<Req>,
   rec: ExecRun,
   parameter: unknown,
-  { pending, created }: { pending?: PendingRecord; created?: Promise<void> } = {},
+  pending?: PendingRecord,
 ) {
   const { store, events, deps } = c;
   const { end, configure, afterEnd } = await executeLimited(c, rec, parameter);
   let recorded = false;
   try {
     recorded = await recordEnd(store, pending, rec.id, end);
-    await created;
   } catch (err) {
     // The store failed (its database went away): the run keeps its last recorded status. Not
     // thrown: an in-process run has nobody awaiting it, and an unhandled rejection ends the

@@ -46,7 +46,7 @@ export async function runSync<Req extends RunRequest>(
       () => {},
     );
   }, SYNC_WRITE_BEHIND_MS);
-  const done = run(c, rec, req.parameter, { pending });
+  const done = run(c, rec, req.parameter, pending);
   const waitS = waitSeconds(wait, limits);
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const elapsed = new Promise<null>((resolve) => {

@@ -69,20 +69,10 @@ async function create<Req extends RunRequest>(
     const { parameter } = req;
     if (!started) checkBound(c);
     if (started) {
-      // The run executes while its record commits: an end that comes first is written with the
-      // insert, one write instead of two (docs/architecture.md, "Group commit"). The answer
-      // still waits for the commit, and `created` is published before `ended`.
-      const inserted = store.insertRun(rec);
-      const created = inserted.then(() => events.publish({ type: "created", run: rec }));
-      const go = () => run(c, rec, parameter, { created });
-      if (slot) slot.run(go);
-      else void go();
-      // Without its record nobody can see or terminate the run, and its caller is answered an
-      // error: it stops rather than do its work to the end (up to MAX_RUN_S) unseen.
-      created.catch(() =>
-        c.active.get(rec.id)?.abort(new RunStop("terminate", "its record could not be written")),
-      );
-      await inserted;
+      await store.insertRun(rec);
+      events.publish({ type: "created", run: rec });
+      if (slot) slot.run(() => run(c, rec, parameter));
+      else void run(c, rec, parameter);
       return rec.id;
     }
     await commitQueued(c, rec, parameter);

@@ -79,43 +79,16 @@ export async function applyWrites(
   hot: HotWrites = hotWrites(tx),
 ): Promise<WriteResult[]> {
   const results: WriteResult[] = writes.map((w) => (w.kind === "insert" ? true : undefined));
-  const folded = foldEnds(writes);
-  for (const i of folded.keys()) results[i] = true;
-  const inserts = writes.flatMap((w, i) =>
-    w.kind === "insert" ? [runRow(w.run, w.end ?? folded.get(i))] : [],
-  );
+  const inserts = writes.flatMap((w) => (w.kind === "insert" ? [runRow(w.run, w.end)] : []));
   if (inserts.length > 0) await hot.insertRuns(tx, inserts);
   await startAll(tx, writes, results);
   const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
-  const ends = (part: EndRow[]) => endAll(tx, part);
-  finished.push(...(await applyEnds(writes, results, ends, folded)));
+  finished.push(...(await applyEnds(writes, results, (part) => endAll(tx, part))));
   await applyCounters(tx, writes, finished, hot.counters);
   return results;
 }
 
 type RunRow = ReturnType<typeof runRow>;
-
-/**
- * Ends written with their run's insert: the first end of a run inserted unfinished earlier in the
- * same batch, keyed by the index of the end and by that of the insert. The insert writes the run
- * already ended and the end is answered as ending it, as its update would have (the run was
- * unfinished): one row write instead of an insert and an update of every monitoring index. Not
- * for a run the batch also starts, whose start must find it unfinished.
- */
-function foldEnds(writes: readonly Write[]): Map<number, RunEnd> {
-  const folded = new Map<number, RunEnd>();
-  const started = new Set(writes.flatMap((w) => (w.kind === "start" ? [w.id] : [])));
-  const insertAt = new Map<string, number>();
-  writes.forEach((w, i) => {
-    if (w.kind === "insert" && !w.end && !started.has(w.run.id)) insertAt.set(w.run.id, i);
-    if (w.kind !== "end") return;
-    const at = insertAt.get(w.id);
-    if (at === undefined) return;
-    insertAt.delete(w.id);
-    folded.set(i, w.end).set(at, w.end);
-  });
-  return folded;
-}
 
 /**
  * The statements every run write makes, compiled once per shape (shapes.ts): the multi-row insert
@@ -171,12 +144,8 @@ export async function applyEnds(
   writes: readonly Write[],
   results: WriteResult[],
   write: (part: EndRow[]) => Promise<Map<string, CounterKey>>,
-  /** Ends already written with their run's insert (foldEnds), by their index in `writes`. */
-  folded: ReadonlyMap<number, RunEnd> = new Map(),
 ): Promise<CounterKey[]> {
-  const ends = writes.flatMap((w, i) =>
-    w.kind === "end" && !folded.has(i) ? [{ id: w.id, end: w.end, i }] : [],
-  );
+  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
   ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
   const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
   const ended = new Map<string, CounterKey>();

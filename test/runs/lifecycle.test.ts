@@ -49,9 +49,7 @@ describe("one run lifecycle: events and the run-sync wait", () => {
     const runId = start.body.data as string;
     const result = await server.call("GET", `${DF}/run/${runId}/result?timeout=1`, { headers: h });
     assert.equal(result.body.status, true, JSON.stringify(result.body));
-    // A run started at once executes while its record commits: its `progress` may come first,
-    // but no recorded fact is published before `created`.
-    const kinds = events.of(runId).filter((k) => k !== "progress");
+    const kinds = events.of(runId);
     assert.equal(kinds[0], "created");
     assert.equal(kinds.at(-1), "ended");
     assert.equal(kinds.filter((k) => k === "ended").length, 1, "one end, published once");

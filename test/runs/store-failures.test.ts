@@ -134,68 +134,6 @@ describe("a store that fails under running work does not end the process", () =>
     await healthy();
   });
 
-  it("an async run whose STARTED insert fails answers an error and publishes nothing of it", async () => {
-    // Started at once, the run executes while its insert commits (docs/architecture.md).
-    breakStore("insertRun");
-    const store = server.services.store as unknown as Record<string, unknown>;
-    const endRun = store.endRun as (id: string, ...rest: unknown[]) => Promise<boolean>;
-    const ended = new Promise<{ id: string; recorded: boolean }>((resolve) => {
-      store.endRun = async (id: string, ...rest: unknown[]) => {
-        const recorded = await endRun.call(server.services.store, id, ...rest);
-        setImmediate(() => resolve({ id, recorded }));
-        return recorded;
-      };
-    });
-    restore.push(() => {
-      store.endRun = endRun;
-    });
-    const seen: string[] = [];
-    let listening = true;
-    server.services.events.subscribe((e) => {
-      if (listening && e.type !== "progress") seen.push(e.type === "created" ? e.run.id : e.runId);
-    });
-    const r = await server.call("POST", `${DF}/run`, {
-      headers: h,
-      body: { elementName: "quick" },
-    });
-    assert.deepEqual([r.status, r.body.status, r.body.code], [200, false, 999999]);
-    const end = await ended;
-    listening = false;
-    assert.equal(end.recorded, false, "no row to end");
-    assert.deepEqual(
-      seen.filter((id) => id === end.id),
-      [],
-      "neither created nor ended",
-    );
-    await healthy();
-  });
-
-  it("an async run whose STARTED insert fails is stopped, not left executing unseen", async () => {
-    // Nobody can see or terminate a run without a record: it must not go on to its end (a long
-    // task would hold its slot and do its work for up to MAX_RUN_S after the caller got an error).
-    breakStore("insertRun");
-    const store = server.services.store as unknown as Record<string, unknown>;
-    const endRun = store.endRun as (id: string, end: { status: string }) => Promise<boolean>;
-    const ended = new Promise<{ status: string; recorded: boolean }>((resolve) => {
-      store.endRun = async (id: string, end: { status: string }) => {
-        const recorded = await endRun.call(server.services.store, id, end);
-        setImmediate(() => resolve({ status: end.status, recorded }));
-        return recorded;
-      };
-    });
-    restore.push(() => {
-      store.endRun = endRun;
-    });
-    const r = await server.call("POST", `${DF}/run`, {
-      headers: h,
-      body: { elementName: "child" },
-    });
-    assert.deepEqual([r.status, r.body.status, r.body.code], [200, false, 999999]);
-    const end = await ended;
-    assert.deepEqual(end, { status: "CANCELED", recorded: false }, "stopped, not run to SUCCESS");
-    await healthy();
-  });
-
   it("terminating a parent whose sub-flow run cannot be read", async () => {
     const started = await server.call("POST", `${DF}/run`, {
       headers: h,

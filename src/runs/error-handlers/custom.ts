@@ -15,8 +15,8 @@ export interface CustomHandlerDeps {
   waitS: number;
   /**
    * Marks the run the handler is about to start, so that its own failure calls no handlers;
-   * answers how to drop the mark when it does not start. Marked before the start, not after: a
-   * run started at once may end before its starter resumes (docs/architecture.md, "A run's path").
+   * answers how to drop the mark when it does not start. Marked before the start, not after, so
+   * that the guard does not rest on the start being answered before the run's end is published.
    */
   starting(runId: string): () => void;
 }
