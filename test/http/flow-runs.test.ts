@@ -282,13 +282,16 @@ describe("flow runs", () => {
       [childRun?.status, childRun?.triggerType, childRun?.parentRunId],
       ["CANCELED", "API", parentId],
     );
+    const parentRun = await server.services.store.getRun(null, parentId);
+    assert.ok(parentRun?.initiator?.userId, "the parent names its user");
+    assert.deepEqual(childRun?.initiator, parentRun?.initiator, "the child runs for the same user");
     const again = await call("POST", "/run/terminate", { runIds: [parentId] });
     assert.equal(again.body.data[parentId], false);
   });
 
   it("a parent terminated while its sub-flow run is being recorded terminates that run too", async () => {
-    // The child executes while its record commits (docs/architecture.md, "A run started at once");
-    // the terminate's cascade reads the parent's children before that record is there.
+    // The child's record is held back on its way to the store: the terminate's cascade reads the
+    // parent's children before it is there, and the abort must still reach the child.
     const store = server.services.store as unknown as {
       insertRun: (
         run: { id: string; parentRunId: string | null },
