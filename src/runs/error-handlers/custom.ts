@@ -74,8 +74,8 @@ export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps
           runId: id,
         };
         // A task's failure calls no handlers (PY has no configure): only a flow is marked. It runs
-        // here (inProcess), so its end, which drops the mark, is published on this node; not so
-        // a flow with a run limit in a cluster, which is queued (docs/error-handlers.md).
+        // here (inProcess), so its end, which drops the mark, is published on this node; a flow
+        // with a run limit is queued and may run elsewhere, where its record tells (index.ts).
         if (type === "PY") await deps.tasks.submit(common);
         else {
           unmark = deps.starting(id);

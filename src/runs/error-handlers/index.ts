@@ -3,6 +3,7 @@
  * configured handler is invoked independently, retried with backoff, and its outcome recorded on
  * the run. Nothing here can change or lose the run: every failure becomes a recorded result.
  */
+import { LRUCache } from "lru-cache";
 import { type Clock, sleep } from "../../clock.ts";
 import type { Language } from "../../errors.ts";
 import { type Configure, normalizeConfigure } from "../../flows/graph.ts";
@@ -82,8 +83,12 @@ export function eventOf(run: Run, event: HandlerEventType, error?: string): Fail
 interface Handlers extends ErrorHandlerDeps {
   sleep: (ms: number) => Promise<void>;
   inFlight: Set<Promise<unknown>>;
-  /** Runs started by a custom handler: their own failure must not call handlers again (no loops). */
-  handlerRuns: Set<string>;
+  /**
+   * Runs started by a custom handler: their own failure must not call handlers again (no loops).
+   * Bounded: a mark whose run ends elsewhere is never dropped here, and the run's record tells
+   * without it (startedByHandler).
+   */
+  handlerRuns: LRUCache<string, true>;
 }
 
 export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
@@ -91,7 +96,7 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
     ...deps,
     sleep: deps.sleep ?? ((ms: number) => sleep(deps.clock, ms)),
     inFlight: new Set(),
-    handlerRuns: new Set(),
+    handlerRuns: new LRUCache({ max: 1_000 }),
   };
   deps.events.subscribe((e: RunEvent) => {
     if (e.type === "ended") ended(s, e.runId, e.end, e.run, e.configure);
@@ -114,7 +119,7 @@ async function notify(
 ): Promise<ErrorHandlerResult[]> {
   const event = eventOf(run, type, error);
   const handlers = handlersOf(s, configure, (id) => {
-    s.handlerRuns.add(id);
+    s.handlerRuns.set(id, true);
     return () => s.handlerRuns.delete(id);
   });
   return Promise.all(handlers.map((h) => invokeAndRecord(s, h, run, event)));
@@ -170,11 +175,22 @@ function ended(
     s,
     (async () => {
       const run = await s.store.getRun(null, runId);
-      if (run?.elementType !== "DPL") return;
+      if (run?.elementType !== "DPL" || (await startedByHandler(s.store, run))) return;
       const configure = given ?? (await configureOf(s.store, run));
       if (configure && hasHandlers(configure)) await notify(s, run, configure, "run.failure");
     })(),
   );
+}
+
+/**
+ * A run a custom handler started, known from the store when no mark of it is held here (it
+ * executed on another node, or this process restarted): its parent had already ended when it was
+ * created. A sub-flow's child, the only other run with a parent, is created while its parent runs.
+ */
+async function startedByHandler(store: Store, run: Run): Promise<boolean> {
+  if (run.parentRunId === null) return false;
+  const parent = await store.getRun(null, run.parentRunId);
+  return parent?.endTime != null && parent.endTime <= run.createTime;
 }
 
 function sentinel(s: Handlers, runId: string, configure: Configure, seconds: number): void {
