@@ -200,6 +200,7 @@ function sentinel(s: Handlers, runId: string, configure: Configure, seconds: num
     (async () => {
       const run = await s.store.getRun(null, runId);
       if (!run || run.endTime !== null) return; // ended first: its own outcome is what matters
+      if (await startedByHandler(s.store, run)) return;
       const error = t(s.config.language, "sentinel", { runId, seconds });
       await notify(s, run, configure, "run.timeout", error);
     })(),
