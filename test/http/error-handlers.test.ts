@@ -248,6 +248,10 @@ describe("error handlers (real SMTP server and webhook receiver on loopback)", (
       ["handler-flow", "API", "SUCCESS"],
     );
     assert.equal(JSON.parse(child?.result ?? "{}").event, "run.failure");
+    // What tells a handler's run on a node without its mark (src/runs/error-handlers/index.ts).
+    assert.equal(child?.initiator, null, "a handler's run has no initiator");
+    const failed = await server.services.store.getRun(null, runId);
+    assert.ok(failed?.endTime != null && child && failed.endTime <= child.createTime);
   });
 
   it("a sentinel timeout tells the handlers once, within 0.5 s of the limit, and the run goes on", async () => {

@@ -118,6 +118,26 @@ describe("error handlers: a custom handler's own run", () => {
     assert.deepEqual(f.started, [], "no handler for a handler's run");
   });
 
+  it("a run started through the API as the child of an ended run still calls its handlers", async () => {
+    // `POST /run` with a `parentRunId` may name a finished run; it names its user, as every
+    // `/run` call does, where a handler's run has none.
+    const stored = new Map([
+      ["the-failed-run", failedRun("the-failed-run")],
+      [
+        "follow-up",
+        failedRun("follow-up", {
+          parentRunId: "the-failed-run",
+          createTime: T0 + 5,
+          initiator: { userId: "alice" },
+        }),
+      ],
+    ]);
+    const f = loopingFlow(stored);
+    f.publishEnd("follow-up");
+    await f.handlers.idle();
+    assert.equal(f.started.length, 1, "the follow-up's failure calls its flow's handler");
+  });
+
   it("a sub-flow's child, created while its parent ran, still calls its handlers", async () => {
     const stored = new Map([
       ["parent", failedRun("parent", { endTime: T0 + 9 })],

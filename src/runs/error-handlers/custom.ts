@@ -66,6 +66,8 @@ export function customHandler(cfg: { element: Locator }, deps: CustomHandlerDeps
         const type = await typeOf(scope);
         const common = {
           scope,
+          // No initiator: with its parent, that is how its record tells it is a handler's run
+          // on a node that holds no mark of it (index.ts, startedByHandler).
           user: null,
           locator: { ...cfg.element, elementType: type },
           parameter: event,

@@ -184,11 +184,12 @@ function ended(
 
 /**
  * A run a custom handler started, known from the store when no mark of it is held here (it
- * executed on another node, or this process restarted): its parent had already ended when it was
- * created. A sub-flow's child, the only other run with a parent, is created while its parent runs.
+ * executed on another node, or this process restarted): it has a parent but no initiator, and
+ * its parent had already ended when it was created. A sub-flow's child is created while its
+ * parent runs; a run started through the API with a `parentRunId` names its user.
  */
 async function startedByHandler(store: Store, run: Run): Promise<boolean> {
-  if (run.parentRunId === null) return false;
+  if (run.parentRunId === null || run.initiator !== null) return false;
   const parent = await store.getRun(null, run.parentRunId);
   return parent?.endTime != null && parent.endTime <= run.createTime;
 }
