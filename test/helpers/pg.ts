@@ -230,3 +230,20 @@ function handle(child: ChildProcess, port: number, dir: string): TestPostgres {
     },
   };
 }
+
+/**
+ * Ends the sessions of `url`'s server that `where` (a condition on `pg_stat_activity`) picks, as
+ * an administrator or a dying network would; answers how many were ended.
+ */
+export async function terminateBackends(url: string, where: string): Promise<number> {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${where}`,
+    );
+    return rows.length;
+  } finally {
+    await admin.end();
+  }
+}

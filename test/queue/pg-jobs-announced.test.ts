@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
 import os from "node:os";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
 import { type Clock, systemClock, type TimerHandle } from "../../src/clock.ts";
 import { createPgQueue, type PgRunQueue } from "../../src/queue/pg-queue.ts";
 import type { RunJob } from "../../src/queue/types.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
-import { startPostgres } from "../helpers/pg.ts";
+import { startPostgres, terminateBackends } from "../helpers/pg.ts";
 import { newRun } from "../helpers/runs.ts";
 import { condition, gate } from "../helpers/wait.ts";
 
@@ -192,16 +191,11 @@ describe("jobs announced across nodes", () => {
   });
 
   it("after its listener reconnects, the lanes are told to look, and announcements reach them again", async () => {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    try {
-      const { rows } = await admin.query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sluice-run-events' AND query LIKE 'LISTEN%'",
-      );
-      assert.equal(rows.length, 1, "the bridge's listening connection");
-    } finally {
-      await admin.end();
-    }
+    const ended = await terminateBackends(
+      url,
+      "application_name = 'sluice-run-events' AND query LIKE 'LISTEN%'",
+    );
+    assert.equal(ended, 1, "the bridge's listening connection");
     await delivered.until(() => told.includes(null), "told of a reconnect");
     const id = await submit();
     await reached(id);

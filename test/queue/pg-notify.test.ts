@@ -4,7 +4,7 @@ import pg from "pg";
 import { systemClock } from "../../src/clock.ts";
 import { createPgNotifyBridge, type PgNotifyBridge } from "../../src/runs/pg-notify.ts";
 import { createRunEvents, type RunEvents } from "../../src/runs/run-events.ts";
-import { startPostgres } from "../helpers/pg.ts";
+import { startPostgres, terminateBackends } from "../helpers/pg.ts";
 import { condition } from "../helpers/wait.ts";
 
 const logged: string[] = [];
@@ -132,17 +132,9 @@ describe("LISTEN/NOTIFY run-end bridge", () => {
   });
 
   it("reconnects after losing its connection", async () => {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    try {
-      // Kill both bridges' listening connections and the publishers too.
-      const { rows } = await admin.query(
-        "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name LIKE 'sluice-run-events%'",
-      );
-      assert.ok(rows.length >= 2);
-    } finally {
-      await admin.end();
-    }
+    // Kill both bridges' listening connections and the publishers too.
+    const ended = await terminateBackends(url, "application_name LIKE 'sluice-run-events%'");
+    assert.ok(ended >= 2);
     // The first end after the kill may be lost while B is away; keep ending runs until one lands.
     const deadline = Date.now() + 10_000;
     let woke = false;
