@@ -175,9 +175,10 @@ function ended(
     s,
     (async () => {
       const run = await s.store.getRun(null, runId);
-      if (run?.elementType !== "DPL" || (await startedByHandler(s.store, run))) return;
+      if (run?.elementType !== "DPL") return;
       const configure = given ?? (await configureOf(s.store, run));
-      if (configure && hasHandlers(configure)) await notify(s, run, configure, "run.failure");
+      if (!configure || !hasHandlers(configure) || (await startedByHandler(s.store, run))) return;
+      await notify(s, run, configure, "run.failure");
     })(),
   );
 }
