@@ -91,6 +91,8 @@ export interface Config {
     fileRetentionDays: number;
     fileSweepMs: number;
     scheduleSyncMs: number;
+    /** The expression processes (docs/flow-graph.md, "Expression limits"). */
+    expressions: { processes: number; timeoutMs: number; memoryMb: number; inlineMs: number };
   };
   /**
    * Keys of the secret values at rest (docs/secrets.md); absent: the secret endpoints answer an
@@ -376,6 +378,12 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
     fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),
     fileSweepMs: int(env, "FILE_SWEEP_MS", 3_600_000),
     scheduleSyncMs: int(env, "SCHEDULE_SYNC_MS", 30_000),
+    expressions: {
+      processes: Math.max(1, int(env, "FLOW_EXPR_PROCESSES", 2)),
+      timeoutMs: Math.max(1, int(env, "FLOW_EXPR_TIMEOUT_MS", 5000)),
+      memoryMb: Math.max(16, int(env, "FLOW_EXPR_MEMORY_MB", 512)),
+      inlineMs: Math.max(0, int(env, "FLOW_EXPR_INLINE_MS", 50)),
+    },
   };
 }
 

@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import type { ArtifactKeeper } from "./artifacts/keeper.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import type { FlowExpressions } from "./flows/expr-jobs.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { outboundFetch } from "./guarded-fetch.ts";
 import type { Metrics } from "./http/metrics.ts";
@@ -75,6 +76,7 @@ export function createRuns(deps: {
   metrics: Metrics;
   secrets: Secrets;
   artifacts: ArtifactKeeper;
+  expressions: FlowExpressions;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;

@@ -6,6 +6,8 @@ import { createAuditStore } from "./audit/audit-store.ts";
 import { type AuditTrail, createAuditTrail } from "./audit/audit-trail.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { createExpressionLanes } from "./flows/expr-lanes.ts";
+import { createExpressionPool } from "./flows/expr-pool.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { createProgressHub, type ProgressHub } from "./progress/hub.ts";
@@ -179,7 +181,19 @@ async function assemble(deps: {
     logger,
     limits: config.artifacts,
   });
+  // Tenants' flow expressions run in child processes this one can stop, but for those whose
+  // every step JSONata's own limits bound (docs/security.md, "Flow expressions").
+  const expressionPool = createExpressionPool({
+    config: config.flowConfig.expressions,
+    clock,
+    logger,
+  });
+  const expressions = createExpressionLanes({
+    pool: expressionPool,
+    inlineMs: config.flowConfig.expressions.inlineMs,
+  });
   const { tasks, flows } = createRuns({
+    expressions,
     artifacts: keeper,
     config,
     topology,
@@ -242,9 +256,12 @@ async function assemble(deps: {
     flows,
     lifecycle,
   }).catch(async (err: unknown) => {
-    await closeAll([() => recovery.stop(), () => webhooks.stop(), () => audit.stop()]).catch(
-      () => undefined,
-    );
+    await closeAll([
+      () => recovery.stop(),
+      () => webhooks.stop(),
+      () => audit.stop(),
+      () => expressionPool.close(),
+    ]).catch(() => undefined);
     throw err;
   });
   // Every node purges: batches take disjoint rows, so nodes share the work (docs/retention.md).
@@ -295,6 +312,7 @@ async function assemble(deps: {
         () => envCollector.stop(),
         () => recovery.stop(),
         () => queue.stop(),
+        () => expressionPool.close(),
         () => webhooks.stop(),
         () => audit.stop(),
         () => relay?.close(),

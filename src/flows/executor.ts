@@ -7,11 +7,10 @@ import { errorText } from "../errors.ts";
 
 import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import type { FinishedStatus } from "../store/types.ts";
-import { evalExpr, truthy } from "./expr.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import type { FlowDeps, NodeContext } from "./nodes/types.ts";
-import { reuseRecorded } from "./resume.ts";
+import { reuseRecorded, takeEdges } from "./resume.ts";
 
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
@@ -206,10 +205,13 @@ async function runNode(x: Execution, i: number): Promise<void> {
         log: nodeLog,
       }),
     );
-    for (const { edge } of x.plan.outgoing[i] ?? []) {
-      if (edge.when === undefined || truthy(await evalExpr(edge.when, value, opts.parameter)))
-        x.taken.add(edge);
-    }
+    await takeEdges(
+      opts.deps.expressions,
+      x.plan.outgoing[i] ?? [],
+      value,
+      opts.parameter,
+      x.taken,
+    );
     x.outputs[i] = value;
     if (x.detailed) log.output = value;
     settle(x, i, "SUCCESS");
@@ -333,6 +335,7 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
       { ...plan, status: x.status, outputs: x.outputs, taken: x.taken, logs: x.logs },
       opts.reuse,
       opts.parameter,
+      opts.deps.expressions,
       (i) => settle(x, i, "SUCCESS"),
     );
   for (let i = 0; i < n; i++) consider(x, i);

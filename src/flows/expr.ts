@@ -2,6 +2,10 @@
  * JSONata compilation and evaluation, shared by operators, edge conditions and http templates.
  * Compiled expressions are cached by their text: a flow revision's expressions are parsed once and
  * reused by every run, which keeps small-flow run latency to evaluation cost only.
+ *
+ * Flow expressions are tenants' code: they are evaluated in the expression processes
+ * (expr-pool.ts, docs/security.md "Flow expressions"), with JSONata's own guardrails as the first
+ * line. This module holds what both sides share; the service itself only parses (validation).
  */
 import jsonata from "jsonata";
 import { LRUCache } from "lru-cache";
@@ -12,7 +16,7 @@ const MAX_CACHED = 10_000;
 // Bounded so that ad-hoc deploys cannot grow memory without end; the least used go first.
 const cache = new LRUCache<string, Compiled>({ max: MAX_CACHED });
 
-/** Compile (or fetch from cache). Throws JSONata's error for invalid text. */
+/** Compile (or fetch from cache), without evaluating. Throws JSONata's error for invalid text. */
 export function compileExpr(text: string): Compiled {
   let compiled = cache.get(text);
   if (compiled === undefined) {
@@ -34,9 +38,48 @@ export function expressionError(text: string): string | null {
   }
 }
 
-/** Evaluate with `input` as context and `$params` bound to the run parameter. */
-export async function evalExpr(text: string, input: unknown, params: unknown): Promise<unknown> {
-  return compileExpr(text).evaluate(input, { params });
+/** JSONata's own bounds on one evaluation (docs/flow-graph.md, "Expression limits"). */
+export interface Guardrails {
+  /** Wall time of one evaluation, checked at every step. */
+  timeoutMs: number;
+  /** Nesting of evaluation steps (runaway recursion). */
+  depth: number;
+}
+
+/** Evaluates expressions and templates, each compiled once with the guardrails. */
+export interface Evaluator {
+  /** `input` as context, `$params` bound to the run parameter. */
+  evaluate(text: string, input: unknown, params: unknown): Promise<unknown>;
+  /** One template string (below). */
+  template(text: string, input: unknown, params: unknown): Promise<unknown>;
+  /** Every string inside a JSON-like value rendered as a template (http bodies). */
+  deep(value: unknown, input: unknown, params: unknown): Promise<unknown>;
+}
+
+export function createEvaluator(g: Guardrails): Evaluator {
+  const guarded = new LRUCache<string, Compiled>({ max: MAX_CACHED });
+  const options = { timeout: g.timeoutMs, stack: g.depth };
+  const evaluate = (text: string, input: unknown, params: unknown): Promise<unknown> => {
+    let compiled = guarded.get(text);
+    if (compiled === undefined) {
+      compiled = jsonata(text, options);
+      guarded.set(text, compiled);
+    }
+    return compiled.evaluate(input, { params });
+  };
+  const template = (text: string, input: unknown, params: unknown) =>
+    renderTemplate(evaluate, text, input, params);
+  const deep = async (value: unknown, input: unknown, params: unknown): Promise<unknown> => {
+    if (typeof value === "string") return template(value, input, params);
+    if (Array.isArray(value)) return Promise.all(value.map((v) => deep(v, input, params)));
+    if (typeof value === "object" && value !== null) {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) out[k] = await deep(v, input, params);
+      return out;
+    }
+    return value;
+  };
+  return { evaluate, template, deep };
 }
 
 /** JSONata's $boolean casting: empty strings, 0, empty arrays/objects and undefined are false. */
@@ -87,33 +130,18 @@ function stringify(value: unknown): string {
  * Render a template. A string that is exactly one `{{expr}}` yields the raw value (so a JSON body
  * field can carry a number or an object); otherwise parts are concatenated as text.
  */
-export async function renderTemplate(
+async function renderTemplate(
+  evaluate: Evaluator["evaluate"],
   text: string,
   input: unknown,
   params: unknown,
 ): Promise<unknown> {
   const parts = parseTemplate(text);
   const only = parts.length === 1 ? parts[0] : undefined;
-  if (only !== undefined && typeof only !== "string") return evalExpr(only.expr, input, params);
+  if (only !== undefined && typeof only !== "string") return evaluate(only.expr, input, params);
   let out = "";
   for (const part of parts) {
-    out += typeof part === "string" ? part : stringify(await evalExpr(part.expr, input, params));
+    out += typeof part === "string" ? part : stringify(await evaluate(part.expr, input, params));
   }
   return out;
-}
-
-/** Render every string inside a JSON-like value (body objects of http nodes). */
-export async function renderDeep(
-  value: unknown,
-  input: unknown,
-  params: unknown,
-): Promise<unknown> {
-  if (typeof value === "string") return renderTemplate(value, input, params);
-  if (Array.isArray(value)) return Promise.all(value.map((v) => renderDeep(v, input, params)));
-  if (typeof value === "object" && value !== null) {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = await renderDeep(v, input, params);
-    return out;
-  }
-  return value;
 }

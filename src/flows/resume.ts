@@ -1,4 +1,4 @@
-import { evalExpr, truthy } from "./expr.ts";
+import type { FlowExpressions } from "./expr-jobs.ts";
 import type { Edge, Vertex } from "./graph.ts";
 import type { NodeLog } from "./node-log.ts";
 
@@ -24,6 +24,7 @@ export async function reuseRecorded(
   x: ReuseState,
   reuse: { runId: string; nodes: readonly NodeLog[] },
   parameter: unknown,
+  expressions: FlowExpressions,
   settle: (i: number) => void,
 ): Promise<void> {
   const byId = new Map(reuse.nodes.map((l) => [l.nodeId, l]));
@@ -36,13 +37,30 @@ export async function reuseRecorded(
         continue;
       const upstream = (x.incoming[i] ?? []).map((e) => x.status[x.sourceIndex.get(e) ?? -1]);
       if (upstream.some((s) => s !== "SUCCESS")) continue;
-      for (const { edge } of x.outgoing[i] ?? [])
-        if (edge.when === undefined || truthy(await evalExpr(edge.when, rec.output, parameter)))
-          x.taken.add(edge);
+      await takeEdges(expressions, x.outgoing[i] ?? [], rec.output, parameter, x.taken);
       x.outputs[i] = rec.output;
       x.logs[i] = { ...rec, reusedFrom: reuse.runId };
       settle(i);
       changed = true;
     }
   }
+}
+
+/** Adds to `taken` each outgoing edge without a condition, and each whose `when` holds for `value`. */
+export async function takeEdges(
+  expressions: FlowExpressions,
+  outgoing: readonly { edge: Edge }[],
+  value: unknown,
+  params: unknown,
+  taken: Set<Edge>,
+): Promise<void> {
+  const texts: string[] = [];
+  for (const { edge } of outgoing) {
+    if (edge.when === undefined) taken.add(edge);
+    else texts.push(edge.when);
+  }
+  if (texts.length === 0) return;
+  const holds = await expressions.conditions(texts, value, params);
+  let k = 0;
+  for (const { edge } of outgoing) if (edge.when !== undefined && holds[k++]) taken.add(edge);
 }

@@ -5,6 +5,7 @@ import type { Clock, TimerHandle } from "../clock.ts";
 import type { Locator } from "../elements/locator.ts";
 import { ErrorCode, errorText } from "../errors.ts";
 import { executeFlow, type FlowDeps, type FlowRunResult } from "../flows/executor.ts";
+import type { FlowExpressions } from "../flows/expr-jobs.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
 import { maskDeep, maskOrder, maskText } from "../secrets/mask.ts";
 import type { SecretResolver, Secrets } from "../secrets/secrets.ts";
@@ -54,6 +55,8 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   secrets?: Secrets | undefined;
   /** Collects the files of runs whose flow keeps them (docs/artifacts.md); absent: none. */
   artifacts?: ArtifactKeeper | undefined;
+  /** Where the flows' expressions are evaluated (src/flows/expr-pool.ts). */
+  expressions: FlowExpressions;
   /** What http nodes call with (src/guarded-fetch.ts); absent: the platform's fetch. */
   fetch?: typeof fetch | undefined;
 };
@@ -303,6 +306,7 @@ function flowDeps(
         req.signal,
       ),
     fetch: deps.fetch ?? globalThis.fetch,
+    expressions: deps.expressions,
     responseBytes: config.limits.resultBytes,
     now: () => clock.now(),
     secrets: scripts.secrets,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { executeFlow, type FlowDeps } from "../../src/flows/executor.ts";
+import { inlineExpressions } from "../../src/flows/expr-jobs.ts";
 import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
 import { createFakeClock } from "../scheduler/fake-clock.ts";
 
@@ -32,6 +33,7 @@ function fakeDeps(
       return { ok: true, value: { child: req.parameter } };
     },
     fetch,
+    expressions: inlineExpressions(),
     responseBytes: 64 * 1024,
     now: Date.now,
   };

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { Agent } from "undici";
 import { executeFlow } from "../../src/flows/executor.ts";
+import { inlineExpressions } from "../../src/flows/expr-jobs.ts";
 import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
 
 const seen: { method?: string; url?: string; headers: IncomingMessage["headers"]; body: string }[] =
@@ -47,6 +48,7 @@ const deps = {
   runScript: async () => ({ ok: false as const, error: "unused", stdout: "", stderr: "" }),
   runSubflow: async () => ({ ok: false as const, error: "unused" }),
   fetch,
+  expressions: inlineExpressions(),
   responseBytes: 64 * 1024,
   now: Date.now,
 };

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { createEvaluator } from "../../src/flows/expr.ts";
 import { applyOperators, OPERATORS } from "../../src/flows/operators/index.ts";
 
 const orders = [
@@ -9,10 +10,12 @@ const orders = [
   { id: 4, customer: "ann", region: "us", amount: 45.5, qty: 1 },
 ];
 const params = { minAmount: 50, rate: 0.1 };
+const ev = createEvaluator({ timeoutMs: 5000, depth: 500 });
+const ctx = { evaluate: (text: string, input: unknown) => ev.evaluate(text, input, params) };
 const run = (type: string, op: Record<string, unknown>, input: unknown = orders) => {
   const def = OPERATORS[type];
   assert.ok(def);
-  return def.apply({ type, ...op }, input, { params });
+  return def.apply({ type, ...op }, input, ctx);
 };
 
 describe("operators", () => {
@@ -153,7 +156,7 @@ describe("operators", () => {
         { type: "limit", count: 2 },
       ],
       orders,
-      { params },
+      ctx,
     );
     assert.deepEqual(out, [
       { id: 3, total: 400 },

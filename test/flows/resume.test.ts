@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { executeFlow, type FlowDeps, type NodeLog } from "../../src/flows/executor.ts";
+import { inlineExpressions } from "../../src/flows/expr-jobs.ts";
 import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
 
 type ScriptReq = Parameters<FlowDeps["runScript"]>[0];
@@ -19,6 +20,7 @@ function deps(fail: Set<string>): FlowDeps & { calls: string[] } {
       return { ok: true, value: null };
     },
     fetch,
+    expressions: inlineExpressions(),
     responseBytes: 1024,
     now: Date.now,
   };

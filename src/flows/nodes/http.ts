@@ -9,7 +9,6 @@ import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
 import { maskCutText, maskOrder, maskText } from "../../secrets/mask.ts";
 import { substituteSecrets } from "../../secrets/substitute.ts";
-import { renderDeep, renderTemplate } from "../expr.ts";
 import type { ConfigExpression, NodeContext, NodeDef } from "./types.ts";
 
 const DETAIL_CHARS = 500;
@@ -136,7 +135,9 @@ export const httpNode: NodeDef = {
     const { config, input, params } = ctx;
     // `${secret.NAME}` in url and header values: resolved here, at execution only (docs/secrets.md).
     const render = (text: string) =>
-      substituteSecrets(text, ctx.deps.secrets, (t) => renderTemplate(t, input, params));
+      substituteSecrets(text, ctx.deps.secrets, (t) =>
+        ctx.deps.expressions.template(t, input, params),
+      );
     const url = String(await render(config.url as string));
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries((config.headers ?? {}) as Record<string, string>)) {
@@ -145,7 +146,7 @@ export const httpNode: NodeDef = {
     }
     let body: string | undefined;
     if (config.body !== undefined) {
-      const rendered = await renderDeep(config.body, input, params);
+      const rendered = await ctx.deps.expressions.deep(config.body, input, params);
       if (typeof rendered === "string") body = rendered;
       else {
         body = JSON.stringify(rendered);

@@ -1,6 +1,6 @@
 /** `transform`: a chain of JSONata-based operators over the node input. */
 import { Type } from "typebox";
-import { applyOperators, operatorDef } from "../operators/index.ts";
+import { operatorDef } from "../operators/index.ts";
 import { schemaIssues } from "../schema-issues.ts";
 import type { ConfigExpression, ConfigIssue, NodeDef } from "./types.ts";
 
@@ -48,6 +48,6 @@ export const transformNode: NodeDef = {
     return out;
   },
   run(ctx) {
-    return applyOperators(ctx.config.operators as Op[], ctx.input, { params: ctx.params });
+    return ctx.deps.expressions.transform(ctx.config.operators as Op[], ctx.input, ctx.params);
   },
 };

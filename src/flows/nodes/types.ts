@@ -3,6 +3,7 @@ import type { TSchema } from "typebox";
 import type { Locator } from "../../elements/locator.ts";
 import type { Traceback } from "../../scripts/traceback.ts";
 import type { SecretValues } from "../../secrets/substitute.ts";
+import type { FlowExpressions } from "../expr-jobs.ts";
 import type { NodeType, Vertex } from "../graph.ts";
 import type { JsonPath } from "../schema-issues.ts";
 
@@ -28,6 +29,8 @@ export interface FlowDeps {
     signal: AbortSignal;
   }): Promise<{ ok: true; value: unknown } | { ok: false; error: string }>;
   fetch: typeof fetch;
+  /** Where the flow's expressions are evaluated: the expression processes (docs/security.md). */
+  expressions: FlowExpressions;
   /** Largest response body an http node reads; past it the node fails (docs/flow-graph.md). */
   responseBytes: number;
   now(): number;

@@ -1,6 +1,5 @@
 /** `expr {expr}`: one JSONata expression over the whole input; its value is the output. */
 import { Type } from "typebox";
-import { evalExpr } from "../expr.ts";
 import type { OperatorDef } from "./types.ts";
 
 export const expr: OperatorDef = {
@@ -12,7 +11,7 @@ export const expr: OperatorDef = {
   }),
   expressions: (op) => [{ path: ["expr"], text: op.expr as string }],
   async apply(op, input, ctx) {
-    const value = await evalExpr(op.expr as string, input, ctx.params);
+    const value = await ctx.evaluate(op.expr as string, input);
     // JSONata marks result sequences with extra properties; a plain copy keeps outputs plain JSON.
     return Array.isArray(value) ? [...value] : (value ?? null);
   },

@@ -1,6 +1,6 @@
 /** `filter {expr}`: keeps the records for which the expression is truthy (JSONata boolean rules). */
 import { Type } from "typebox";
-import { evalExpr, truthy } from "../expr.ts";
+import { truthy } from "../expr.ts";
 import { asRecords, type OperatorDef } from "./types.ts";
 
 export const filter: OperatorDef = {
@@ -15,7 +15,7 @@ export const filter: OperatorDef = {
     const expr = op.expr as string;
     const kept: unknown[] = [];
     for (const record of asRecords(input)) {
-      if (truthy(await evalExpr(expr, record, ctx.params))) kept.push(record);
+      if (truthy(await ctx.evaluate(expr, record))) kept.push(record);
     }
     return kept;
   },

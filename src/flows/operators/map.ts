@@ -3,7 +3,6 @@
  * whose expression yields nothing (undefined) is left out, as JSONata leaves it out of objects.
  */
 import { Type } from "typebox";
-import { evalExpr } from "../expr.ts";
 import { isRow, type OperatorDef, perRecord, type Row } from "./types.ts";
 
 export const map: OperatorDef = {
@@ -23,7 +22,7 @@ export const map: OperatorDef = {
     return perRecord(input, async (record) => {
       const out: Row = isRow(record) ? { ...record } : {};
       for (const [name, text] of fields) {
-        const value = await evalExpr(text, record, ctx.params);
+        const value = await ctx.evaluate(text, record);
         if (value === undefined) delete out[name];
         else out[name] = value;
       }

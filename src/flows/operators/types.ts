@@ -3,8 +3,8 @@ import type { TSchema } from "typebox";
 import type { JsonPath } from "../schema-issues.ts";
 
 export interface OperatorContext {
-  /** The run parameter, bound to `$params` in expressions. */
-  params: unknown;
+  /** Evaluates one expression over `input`, with the run parameter bound to `$params`. */
+  evaluate(text: string, input: unknown): Promise<unknown>;
 }
 
 export interface OperatorDef {

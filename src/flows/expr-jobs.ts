@@ -1,0 +1,93 @@
+/**
+ * What a flow run asks of its expressions, as jobs: one node's whole transform chain, one node's
+ * edge conditions, one template. A job is the unit the expression processes run and time
+ * (expr-pool.ts): one message each way per node, whatever the number of expressions in it.
+ */
+import { errorText } from "../errors.ts";
+import { createEvaluator, type Evaluator, type Guardrails, truthy } from "./expr.ts";
+import { applyOperators } from "./operators/index.ts";
+
+/** How the executor and the node types evaluate a flow's expressions (docs/flow-graph.md). */
+export interface FlowExpressions {
+  /** A transform node's operators, in order, over its input. */
+  transform(
+    operators: readonly Record<string, unknown>[],
+    input: unknown,
+    params: unknown,
+  ): Promise<unknown>;
+  /** Whether each edge condition holds for a node's output (JSONata boolean rules). */
+  conditions(texts: readonly string[], value: unknown, params: unknown): Promise<boolean[]>;
+  /** One `{{expr}}` template string. */
+  template(text: string, input: unknown, params: unknown): Promise<unknown>;
+  /** Every string inside a JSON-like value, rendered as a template. */
+  deep(value: unknown, input: unknown, params: unknown): Promise<unknown>;
+}
+
+export type Job =
+  | {
+      kind: "transform";
+      operators: readonly Record<string, unknown>[];
+      input: unknown;
+      params: unknown;
+    }
+  | { kind: "conditions"; texts: readonly string[]; value: unknown; params: unknown }
+  | { kind: "template"; text: string; input: unknown; params: unknown }
+  | { kind: "deep"; value: unknown; input: unknown; params: unknown };
+
+export type JobAnswer = { ok: true; value: unknown } | { ok: false; message: string };
+
+export async function runJob(ev: Evaluator, job: Job): Promise<unknown> {
+  switch (job.kind) {
+    case "transform":
+      return applyOperators(job.operators, job.input, {
+        evaluate: (text, input) => ev.evaluate(text, input, job.params),
+      });
+    case "conditions": {
+      const out: boolean[] = [];
+      for (const text of job.texts)
+        out.push(truthy(await ev.evaluate(text, job.value, job.params)));
+      return out;
+    }
+    case "template":
+      return ev.template(job.text, job.input, job.params);
+    case "deep":
+      return ev.deep(job.value, job.input, job.params);
+  }
+}
+
+/** A job's outcome as it crosses to the service's thread: JSON values, or the error's text. */
+export async function answerJob(ev: Evaluator, job: Job): Promise<JobAnswer> {
+  try {
+    return { ok: true, value: await runJob(ev, job) };
+  } catch (err) {
+    return { ok: false, message: errorText(err) };
+  }
+}
+
+/** The FlowExpressions interface over any way of running a job. */
+export function expressionsOver(run: (job: Job) => Promise<unknown>): FlowExpressions {
+  return {
+    transform: (operators, input, params) => run({ kind: "transform", operators, input, params }),
+    conditions: (texts, value, params) =>
+      run({ kind: "conditions", texts, value, params }) as Promise<boolean[]>,
+    template: (text, input, params) => run({ kind: "template", text, input, params }),
+    deep: (value, input, params) => run({ kind: "deep", value, input, params }),
+  };
+}
+
+/**
+ * Expressions evaluated on the calling thread, with JSONata's guardrails only: what the
+ * expression processes run inside, and what unit tests of the executor use. The service never
+ * wires it: a native step (a sort, a regular expression) cannot be stopped on the thread that
+ * serves requests, nor an allocation without end.
+ */
+export function inlineExpressions(
+  g: Guardrails = { timeoutMs: 5000, depth: 500 },
+): FlowExpressions {
+  const ev = createEvaluator(g);
+  return expressionsOver(async (job) => {
+    const a = await answerJob(ev, job);
+    if (!a.ok) throw new Error(a.message);
+    return a.value;
+  });
+}

@@ -1,0 +1,188 @@
+/**
+ * The expression processes: flow expressions are tenants' code, and JSONata evaluates some steps
+ * natively (a sort, a regular expression) where no check inside the evaluation can stop them, and
+ * can allocate without bound. So they run in child processes with a heap limit of their own, and
+ * one whose job outlives the time limit is killed from here; a new one takes its place and the
+ * jobs queued behind go on (docs/security.md, "Flow expressions"). Worker threads would not do:
+ * a thread past its heap limit can abort the whole process. The service never evaluates one.
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "pino";
+import type { Clock, TimerHandle } from "../clock.ts";
+import { expressionsOver, type FlowExpressions, type Job, type JobAnswer } from "./expr-jobs.ts";
+
+export interface ExpressionPoolConfig {
+  /** Child processes (FLOW_EXPR_PROCESSES). */
+  processes: number;
+  /** Wall time of one node's expressions (FLOW_EXPR_TIMEOUT_MS). */
+  timeoutMs: number;
+  /** Heap of each process (FLOW_EXPR_MEMORY_MB). */
+  memoryMb: number;
+}
+
+export interface ExpressionPool extends FlowExpressions {
+  /** One job, in whichever process is least busy. */
+  run(job: Job): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** JSONata's own nesting bound: deep enough for any data, short of the thread's stack. */
+const DEPTH = 500;
+/** A job past its limit is first left to JSONata's own timeout, which spares the process. */
+const GRACE_MS = 250;
+
+interface Pending {
+  id: number;
+  job: Job;
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+interface Slot {
+  child: ChildProcess;
+  /** Sent and unanswered, oldest first: the first is the one running. */
+  pending: Pending[];
+  timer?: TimerHandle | undefined;
+  /** Loaded: its jobs are timed from then on. */
+  ready: boolean;
+  /** Why this process is being stopped (set once, by us or by its death). */
+  ended?: string;
+}
+
+export function createExpressionPool(deps: {
+  config: ExpressionPoolConfig;
+  clock: Clock;
+  logger: Logger;
+}): ExpressionPool {
+  const { config, clock, logger } = deps;
+  const slots: Slot[] = [];
+  let nextId = 0;
+  let closed = false;
+
+  const entry = fileURLToPath(new URL("./expr-worker.ts", import.meta.url));
+  const spawn = (): Slot => {
+    const child = fork(entry, [String(config.timeoutMs), String(DEPTH)], {
+      serialization: "advanced",
+      execArgv: [`--max-old-space-size=${config.memoryMb}`],
+      // Nothing of the service's environment (database URL, secret keys) goes to tenants' code.
+      env: {},
+      stdio: ["ignore", "ignore", "ignore", "ipc"],
+    });
+    const slot: Slot = { child, pending: [], ready: false };
+    idle(slot);
+    child.on("message", (m: { id: number; answer: JobAnswer } | { ready: true }) => {
+      if ("ready" in m) {
+        slot.ready = true;
+        arm(slot);
+      } else answered(slot, m);
+    });
+    child.on("error", (err) => end(slot, `the expression process failed: ${err.message}`));
+    child.on("exit", (code, signal) =>
+      end(
+        slot,
+        // V8 aborts a process past its heap limit.
+        signal === "SIGABRT" || code === 134
+          ? `expressions used more than ${config.memoryMb} MB (FLOW_EXPR_MEMORY_MB): stopped`
+          : `the expression process exited (${signal ?? code})`,
+      ),
+    );
+    return slot;
+  };
+
+  /** An idle pool keeps no process alive; one with jobs in flight does. */
+  const idle = (slot: Slot): void => {
+    slot.child.unref();
+    slot.child.channel?.unref();
+  };
+
+  const arm = (slot: Slot): void => {
+    if (slot.timer) clock.clearTimeout(slot.timer);
+    slot.timer = undefined;
+    if (slot.pending.length === 0) {
+      idle(slot);
+      return;
+    }
+    slot.child.ref();
+    slot.child.channel?.ref();
+    if (!slot.ready) return;
+    slot.timer = clock.setTimeout(
+      () =>
+        end(
+          slot,
+          `expressions ran longer than ${config.timeoutMs} ms (FLOW_EXPR_TIMEOUT_MS): stopped`,
+        ),
+      config.timeoutMs + GRACE_MS,
+    );
+  };
+
+  const answered = (slot: Slot, m: { id: number; answer: JobAnswer }): void => {
+    const head = slot.pending[0];
+    if (slot.ended || head?.id !== m.id) return;
+    slot.pending.shift();
+    if (m.answer.ok) head.resolve(m.answer.value);
+    else head.reject(new Error(m.answer.message));
+    arm(slot);
+  };
+
+  /** The running job fails with `why`; the process goes; the jobs behind it go to the others. */
+  const end = (slot: Slot, why: string): void => {
+    if (slot.ended) return;
+    slot.ended = why;
+    if (slot.timer) clock.clearTimeout(slot.timer);
+    const [head, ...rest] = slot.pending;
+    slot.pending = [];
+    slots.splice(slots.indexOf(slot), 1);
+    slot.child.kill("SIGKILL");
+    if (closed) {
+      for (const p of [head, ...rest]) p?.reject(new Error("the service is stopping"));
+      return;
+    }
+    // Its replacement loads now, unless it died loading (then the next job spawns one).
+    if (slot.ready) slots.push(spawn());
+    if (head) {
+      logger.warn({ why }, "flow expressions stopped");
+      head.reject(new Error(why));
+    }
+    for (const p of rest) send(p);
+  };
+
+  const send = (p: Pending): void => {
+    while (slots.length < config.processes) slots.push(spawn());
+    let slot = slots[0] as Slot;
+    for (const s of slots) if (s.pending.length < slot.pending.length) slot = s;
+    try {
+      slot.child.send({ id: p.id, job: p.job });
+    } catch (err) {
+      p.reject(new Error(`the node's data cannot be passed to its expressions: ${String(err)}`));
+      return;
+    }
+    slot.pending.push(p);
+    if (slot.pending.length === 1) arm(slot);
+  };
+
+  const run = (job: Job): Promise<unknown> => {
+    if (closed) return Promise.reject(new Error("the service is stopping"));
+    return new Promise((resolve, reject) => send({ id: nextId++, job, resolve, reject }));
+  };
+
+  while (slots.length < config.processes) slots.push(spawn());
+  return {
+    ...expressionsOver(run),
+    run,
+    async close() {
+      closed = true;
+      const all = [...slots];
+      const exits = all.map(
+        (s) =>
+          new Promise((r) =>
+            s.child.exitCode !== null || s.child.signalCode !== null
+              ? r(null)
+              : s.child.once("exit", r),
+          ),
+      );
+      for (const s of all) end(s, "closed");
+      await Promise.all(exits);
+    },
+  };
+}

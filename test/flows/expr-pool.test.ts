@@ -1,0 +1,114 @@
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+import pino from "pino";
+import { systemClock } from "../../src/clock.ts";
+import { inlineExpressions } from "../../src/flows/expr-jobs.ts";
+import { createExpressionPool, type ExpressionPool } from "../../src/flows/expr-pool.ts";
+import { within } from "../helpers/wait.ts";
+
+const logger = pino({ level: "silent" });
+const pools: ExpressionPool[] = [];
+const pool = (config: Partial<{ processes: number; timeoutMs: number; memoryMb: number }> = {}) => {
+  const p = createExpressionPool({
+    config: { processes: 1, timeoutMs: 5000, memoryMb: 256, ...config },
+    clock: systemClock,
+    logger,
+  });
+  pools.push(p);
+  return p;
+};
+after(() => Promise.all(pools.map((p) => p.close())));
+
+const orders = [
+  { amount: 2, qty: 3 },
+  { amount: 0, qty: 1 },
+  { amount: 5, qty: 2 },
+];
+const CHAIN = [
+  { type: "filter", expr: "amount > $params.min" },
+  { type: "map", fields: { total: "amount * qty" } },
+];
+const expr = (text: string) => [{ type: "expr", expr: text }];
+// Attacks a tenant can deploy as a flow: each one blocked the service's event loop for good.
+const LOOP = "( $loop := function($i){ $i < 1e12 ? $loop($i+1) : $i }; $loop(0) )";
+const NATIVE_SORT = "$sort([1..1000000])"; // one native step: JSONata's guardrails never run
+const REDOS = '$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", /(a+)+$/)';
+
+const failure = async (p: Promise<unknown>): Promise<string> => {
+  try {
+    await p;
+  } catch (err) {
+    return (err as Error).message;
+  }
+  assert.fail("expected the job to fail");
+};
+
+describe("expression processes", () => {
+  it("answer what evaluating on the calling thread answers, errors included", async () => {
+    const p = pool({ processes: 2 });
+    const inline = inlineExpressions();
+    for (const e of [p, inline]) {
+      assert.deepEqual(await e.transform(CHAIN, orders, { min: 0 }), [
+        { amount: 2, qty: 3, total: 6 },
+        { amount: 5, qty: 2, total: 10 },
+      ]);
+      assert.deepEqual(await e.conditions(["total > 5", "total > 50"], { total: 6 }, null), [
+        true,
+        false,
+      ]);
+      assert.equal(await e.template("n={{n}}", { n: 3 }, null), "n=3");
+      assert.deepEqual(await e.deep({ a: ["{{n}}"], b: 1 }, { n: 3 }, null), { a: [3], b: 1 });
+    }
+    const bad = '$number("x")';
+    assert.equal(
+      await failure(p.transform(expr(bad), {}, null)),
+      await failure(inline.transform(expr(bad), {}, null)),
+    );
+  });
+
+  it("stop a runaway loop at the time limit; the job queued behind it still runs", async () => {
+    const p = pool({ timeoutMs: 300 });
+    const evil = p.transform(expr(LOOP), {}, null);
+    const next = p.transform(CHAIN, orders, { min: 3 });
+    assert.match(
+      await within(failure(evil), 5000, "the loop's end"),
+      /timeout|longer than 300 ms/i,
+    );
+    assert.deepEqual(await within(next, 5000, "the next job"), [{ amount: 5, qty: 2, total: 10 }]);
+  });
+
+  for (const [name, text] of [
+    ["a native sort", NATIVE_SORT],
+    ["a catastrophic regular expression", REDOS],
+  ]) {
+    it(`stop ${name} by killing its process; a new one runs what was queued`, async () => {
+      const p = pool({ timeoutMs: 300 });
+      const evil = p.transform(expr(text as string), {}, null);
+      const queued = [1, 2, 3].map((n) => p.template("{{n * 2}}", { n }, null));
+      const why = await within(failure(evil), 5000, `the end of ${name}`);
+      assert.match(why, /longer than 300 ms \(FLOW_EXPR_TIMEOUT_MS\)|FLOW_EXPR_MEMORY_MB/);
+      assert.deepEqual(await within(Promise.all(queued), 5000, "the queued jobs"), [2, 4, 6]);
+      assert.equal(await p.template("{{1 + 1}}", null, null), 2, "the pool goes on");
+    });
+  }
+
+  it("stop a job past its heap limit, and name the limit", async () => {
+    const p = pool({ timeoutMs: 60_000, memoryMb: 32 });
+    const why = await within(
+      failure(p.transform(expr("[1..5000000].{'a': $, 'b': [$, $]}"), {}, null)),
+      30_000,
+      "the out-of-memory end",
+    );
+    assert.match(why, /more than 32 MB \(FLOW_EXPR_MEMORY_MB\)/);
+    assert.equal(await p.template("{{1 + 1}}", null, null), 2);
+  });
+
+  it("fail a value that is not data, and stop taking jobs once closed", async () => {
+    const p = pool();
+    assert.match(await failure(p.transform(expr("function($x){ $x }"), {}, null)), /not JSON data/);
+    const queued = failure(p.transform(expr(LOOP), {}, null));
+    await p.close();
+    assert.match(await queued, /stopping/);
+    assert.match(await failure(p.template("{{1}}", null, null)), /stopping/);
+  });
+});

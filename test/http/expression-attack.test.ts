@@ -1,0 +1,157 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { killHard, startProcess } from "../helpers/process.ts";
+import { modeEnv, OTHER_SCOPE, scopeHeaders } from "../helpers/server.ts";
+import { pollUntil, within } from "../helpers/wait.ts";
+
+/**
+ * A tenant's flow expressions are code the service runs (docs/security.md, "Flow expressions").
+ * Written as the attacker would deploy them: each of these held the service's event loop (no
+ * request of any tenant answered) or aborted its process, before expressions left it.
+ */
+const ATTACKS = {
+  // A tail call never grows the stack: JSONata loops here for good.
+  loop: "( $loop := function($i){ $i < 1e12 ? $loop($i+1) : $i }; $loop(0) )",
+  // One native step: no check inside JSONata runs while it sorts.
+  sort: "$sort([1..1000000])",
+  // Catastrophic backtracking inside the regular-expression engine.
+  regex: '$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", /(a+)+$/)',
+  // Memory without end, faster than any time limit.
+  memory: "[1..5000000].{'a': $, 'b': [$, $, $]}",
+  // Every step bounded (so first tried on the service's thread), but a product of the run's
+  // parameter with itself three times over.
+  cross: "$count(xs.($$.xs.($$.xs.{'a': $})))",
+};
+const PARAMETER = { xs: Array.from({ length: 2000 }, (_, i) => i) };
+
+const victim = { ...scopeHeaders(), "content-type": "application/json" };
+const attacker = { ...scopeHeaders(OTHER_SCOPE), "content-type": "application/json" };
+
+/** Pids of `pid`'s children whose command line mentions `what`. */
+function childrenOf(pid: number, what: string): number[] {
+  const text = (p: string) => {
+    try {
+      return fs.readFileSync(p, "latin1");
+    } catch {
+      return ""; // gone while we looked
+    }
+  };
+  return fs
+    .readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .filter((n) => {
+      const stat = text(`/proc/${n}/stat`);
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      return ppid === pid && text(`/proc/${n}/cmdline`).includes(what);
+    })
+    .map(Number);
+}
+
+const alive = (pid: number) => {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "latin1"));
+  } catch {
+    return false;
+  }
+};
+
+describe("a tenant's flow expressions against the service", () => {
+  it("runaway, native, backtracking, memory-hungry and quadratic expressions fail their runs while every tenant is answered", async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-expr-attack-"));
+    const server = await startProcess({
+      DATA_DIR: dataDir,
+      FLOW_EXPR_TIMEOUT_MS: "300",
+      FLOW_EXPR_MEMORY_MB: "64",
+      ...(await modeEnv()),
+    });
+    const call = async (headers: Record<string, string>, p: string, body?: unknown) => {
+      const r = await fetch(server.url + p, {
+        method: body === undefined ? "GET" : "POST",
+        headers,
+        // A service whose event loop is held answers nothing: every call has a deadline.
+        signal: AbortSignal.timeout(70_000),
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return (await r.json()) as { status: boolean; code: number; message: string; data: unknown };
+    };
+    const deploy = async (headers: Record<string, string>, name: string, flow: unknown) => {
+      await call(headers, `${DF}/flow/deploy`, {
+        elementName: name,
+        revisionName: "r",
+        path: "/",
+        flow,
+        configure: {},
+      });
+      assert.equal(
+        (await call(headers, `${DF}/flow/activate`, { elementName: name })).data,
+        "APPROVED",
+      );
+    };
+    const victimRun = async () => {
+      const r = await call(victim, `${DF}/run-sync`, {
+        elementName: "plain",
+        parameter: { orders: [{ amount: 2, qty: 3 }] },
+      });
+      assert.deepEqual(r.data, [{ amount: 2, qty: 3, total: 6 }], JSON.stringify(r));
+    };
+    try {
+      await deploy(victim, "plain", NO_SCRIPT_FLOW);
+      for (const [name, expr] of Object.entries(ATTACKS)) {
+        await deploy(attacker, name, {
+          vertexes: [
+            { id: "in", type: "input" },
+            { id: "t", type: "transform", config: { operators: [{ type: "expr", expr }] } },
+            { id: "out", type: "output" },
+          ],
+          edges: [
+            { source: "in", target: "t" },
+            { source: "t", target: "out" },
+          ],
+        });
+      }
+      const runs: [string, string][] = [];
+      for (const name of Object.keys(ATTACKS))
+        for (let i = 0; i < 2; i++) {
+          const r = await within(
+            call(attacker, `${DF}/run`, { elementName: name, parameter: PARAMETER }),
+            5000,
+            "POST /run",
+          );
+          runs.push([name, r.data as string]);
+        }
+      // Meanwhile the other tenant is served as ever.
+      for (let i = 0; i < 3; i++) {
+        await within(call(victim, "/health"), 2000, "GET /health during the attack");
+        await within(victimRun(), 5000, "a run-sync of another tenant during the attack");
+      }
+      for (const [name, id] of runs) {
+        const r = await call(attacker, `${DF}/run/${id}/result?timeout=60`);
+        assert.equal(r.code, 28020004, `${name}: ${JSON.stringify(r)}`);
+        assert.match(
+          r.message,
+          /FLOW_EXPR_TIMEOUT_MS|FLOW_EXPR_MEMORY_MB|Evaluation timeout/,
+          `${name}: ${r.message}`,
+        );
+      }
+      await victimRun();
+      assert.equal(server.child.exitCode, null, "the service is still running");
+
+      // The expression processes end with the service, even when it is killed.
+      const children = childrenOf(server.child.pid as number, "expr-worker");
+      assert.ok(children.length > 0, "the service runs its expressions in child processes");
+      await killHard(server.child);
+      await pollUntil(
+        () => children.filter(alive),
+        (left) => left.length === 0,
+        "the expression processes of a killed service to exit",
+      );
+    } finally {
+      await killHard(server.child);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
