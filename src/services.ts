@@ -184,7 +184,7 @@ async function assemble(deps: {
   // Tenants' flow expressions run in child processes this one can stop, but for those whose
   // every step JSONata's own limits bound (docs/security.md, "Flow expressions").
   const expressionPool = createExpressionPool({
-    config: config.flowConfig.expressions,
+    config: { ...config.flowConfig.expressions, resultBytes: config.limits.resultBytes },
     clock,
     logger,
   });

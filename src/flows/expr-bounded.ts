@@ -1,11 +1,15 @@
 /**
  * Which expressions the service may evaluate itself (docs/security.md, "Flow expressions"):
- * those built only of steps whose cost JSONata's own guardrails can bound. JSONata checks its
- * time limit at every evaluation step, so a path, a filter or arithmetic over the data stops at
- * the limit; what it cannot stop is one native step that runs long or allocates much by itself
- * (a regular expression, a range, a sort, a padded string) or code the expression defines
- * (functions, bindings, `$eval`). An expression with any of these goes to the expression
- * processes. The rule is an allowlist: anything not named here is not bounded.
+ * those whose every native step costs at most about the size of the node's input. JSONata checks
+ * its time limit before every evaluation step, so a chain of steps stops at the limit; what it
+ * cannot stop is one step that runs long or allocates much by itself. Such a step needs one of:
+ * a regular expression, a range, a sort, a padded or concatenated string that doubles step after
+ * step, a constructed object or array (one step can refer to another's result twice, and the
+ * structure doubles without cost until something walks it), a path step that yields the same
+ * part of the input for every item (a sequence that refers to one large value many times, which
+ * the next comparison walks in full), or code the expression defines (functions, bindings,
+ * `$eval`). An expression with any of these goes to the expression processes. The rule is an
+ * allowlist: anything not named here is not bounded.
  */
 import jsonata from "jsonata";
 import { LRUCache } from "lru-cache";
@@ -28,41 +32,75 @@ const NODE_TYPES = new Set([
   "function",
 ]);
 
-/** Built-in functions whose cost follows the size of their arguments, in one pass or close. */
+/** Arithmetic, comparison (deep equality over at most the input) and logic; not `&` nor `..`. */
+const BINARY = new Set([
+  "+",
+  "-",
+  "*",
+  "/",
+  "%",
+  "<",
+  "<=",
+  ">",
+  ">=",
+  "=",
+  "!=",
+  "and",
+  "or",
+  "in",
+]);
+
+/** Built-in functions that answer a number or a boolean, in one pass over their arguments. */
 const FUNCTIONS = new Set([
   ...["sum", "count", "max", "min", "average", "abs", "floor", "ceil", "round", "sqrt"],
-  ...["number", "boolean", "not", "exists", "type", "string", "length", "trim"],
-  ...["substring", "substringBefore", "substringAfter", "lowercase", "uppercase", "contains"],
-  ...["split", "join", "keys", "lookup", "append", "merge", "spread", "reverse"],
-  // Not those that take a picture: parsing one builds a regular expression.
-  ...["now", "millis"],
-  ...["encodeUrl", "encodeUrlComponent", "decodeUrl", "decodeUrlComponent"],
-  ...["base64encode", "base64decode"],
+  ...["number", "boolean", "not", "exists", "type", "length", "now", "millis"],
 ]);
 
 /** `$` (the context), `$$` (the input) and `$params`: no variable an expression binds. */
 const VARIABLES = new Set(["", "$", "params"]);
+/** Variables that reach past the current item: out of place in a later step of a path. */
+const OUTER = new Set(["$", "params"]);
 
-function bounded(node: unknown): boolean {
-  if (Array.isArray(node)) return node.every(bounded);
+function nodeAllowed(n: Node): boolean {
+  switch (n.type) {
+    case "binary":
+      return BINARY.has(String(n.value));
+    case "unary":
+      return n.value === "-";
+    case "variable":
+      return VARIABLES.has(String(n.value));
+    case "function": {
+      const p = n.procedure as Node | undefined;
+      return p?.type === "variable" && FUNCTIONS.has(String(p.value));
+    }
+    default:
+      return typeof n.type !== "string" || NODE_TYPES.has(n.type);
+  }
+}
+
+/** `outerRef`: a reference to `$$` or `$params` here would repeat one value for every item. */
+function bounded(node: unknown, outerRefBanned: boolean): boolean {
+  if (Array.isArray(node)) return node.every((x) => bounded(x, outerRefBanned));
   if (typeof node !== "object" || node === null) return true;
   const n = node as Node;
-  if (typeof n.type === "string") {
-    if (!NODE_TYPES.has(n.type)) return false;
-    if (n.type === "binary" && n.value === "..") return false; // a range allocates in one step
-    if (n.type === "unary" && n.value !== "-" && n.value !== "[" && n.value !== "{") return false;
-    if (n.type === "variable" && !VARIABLES.has(String(n.value))) return false;
-    if (n.type === "function") {
-      const p = n.procedure as Node | undefined;
-      if (p?.type !== "variable" || !FUNCTIONS.has(String(p.value))) return false;
-      return bounded(n.arguments);
-    }
-  }
+  // A path's group-by (`items{key: value}`) constructs an object, as `{…}` does.
+  if (!nodeAllowed(n) || (n.type === "path" && n.group !== undefined)) return false;
+  if (n.type === "variable" && outerRefBanned && OUTER.has(String(n.value))) return false;
+  if (n.type === "function") return bounded(n.arguments, outerRefBanned);
   for (const [key, value] of Object.entries(n)) {
-    // `value` holds a literal or an operator, never a step (a regex's is its RegExp: refused above).
-    if (key !== "value" && !bounded(value)) return false;
+    if (key === "value") continue; // a literal or an operator, never a step
+    if (n.type === "path" && key === "steps") {
+      if (!(value as unknown[]).every((s, i) => step(s as Node, outerRefBanned || i > 0)))
+        return false;
+    } else if (!bounded(value, outerRefBanned)) return false;
   }
   return true;
+}
+
+/** A path step: its filters see each item, so they may compare it with the input or `$params`. */
+function step(s: Node, outerRefBanned: boolean): boolean {
+  const { stages, ...rest } = s;
+  return bounded(rest, outerRefBanned) && bounded(stages, false);
 }
 
 const known = new LRUCache<string, boolean>({ max: 10_000 });
@@ -72,7 +110,7 @@ export function isBounded(text: string): boolean {
   let yes = known.get(text);
   if (yes === undefined) {
     try {
-      yes = bounded(jsonata(text).ast());
+      yes = bounded(jsonata(text).ast(), false);
     } catch {
       yes = false; // not valid JSONata: the expression processes report its error
     }

@@ -34,8 +34,6 @@ export type Job =
   | { kind: "template"; text: string; input: unknown; params: unknown }
   | { kind: "deep"; value: unknown; input: unknown; params: unknown };
 
-export type JobAnswer = { ok: true; value: unknown } | { ok: false; message: string };
-
 export async function runJob(ev: Evaluator, job: Job): Promise<unknown> {
   switch (job.kind) {
     case "transform":
@@ -52,15 +50,6 @@ export async function runJob(ev: Evaluator, job: Job): Promise<unknown> {
       return ev.template(job.text, job.input, job.params);
     case "deep":
       return ev.deep(job.value, job.input, job.params);
-  }
-}
-
-/** A job's outcome as it crosses to the service's thread: JSON values, or the error's text. */
-export async function answerJob(ev: Evaluator, job: Job): Promise<JobAnswer> {
-  try {
-    return { ok: true, value: await runJob(ev, job) };
-  } catch (err) {
-    return { ok: false, message: errorText(err) };
   }
 }
 
@@ -86,8 +75,10 @@ export function inlineExpressions(
 ): FlowExpressions {
   const ev = createEvaluator(g);
   return expressionsOver(async (job) => {
-    const a = await answerJob(ev, job);
-    if (!a.ok) throw new Error(a.message);
-    return a.value;
+    try {
+      return await runJob(ev, job);
+    } catch (err) {
+      throw new Error(errorText(err));
+    }
   });
 }

@@ -10,7 +10,7 @@ import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
-import { expressionsOver, type FlowExpressions, type Job, type JobAnswer } from "./expr-jobs.ts";
+import { expressionsOver, type FlowExpressions, type Job } from "./expr-jobs.ts";
 
 export interface ExpressionPoolConfig {
   /** Child processes (FLOW_EXPR_PROCESSES). */
@@ -19,6 +19,8 @@ export interface ExpressionPoolConfig {
   timeoutMs: number;
   /** Heap of each process (FLOW_EXPR_MEMORY_MB). */
   memoryMb: number;
+  /** Largest value of a job, as JSON (LIMIT_RESULT_BYTES). */
+  resultBytes: number;
 }
 
 export interface ExpressionPool extends FlowExpressions {
@@ -31,6 +33,9 @@ export interface ExpressionPool extends FlowExpressions {
 const DEPTH = 500;
 /** A job past its limit is first left to JSONata's own timeout, which spares the process. */
 const GRACE_MS = 250;
+
+/** A job's outcome from its process: its value as JSON text (undefined: no value). */
+type Answer = { ok: true; json?: string } | { ok: false; message: string };
 
 interface Pending {
   id: number;
@@ -62,7 +67,8 @@ export function createExpressionPool(deps: {
 
   const entry = fileURLToPath(new URL("./expr-worker.ts", import.meta.url));
   const spawn = (): Slot => {
-    const child = fork(entry, [String(config.timeoutMs), String(DEPTH)], {
+    const args = [config.timeoutMs, DEPTH, config.resultBytes].map(String);
+    const child = fork(entry, args, {
       serialization: "advanced",
       execArgv: [`--max-old-space-size=${config.memoryMb}`],
       // Nothing of the service's environment (database URL, secret keys) goes to tenants' code.
@@ -71,7 +77,7 @@ export function createExpressionPool(deps: {
     });
     const slot: Slot = { child, pending: [], ready: false };
     idle(slot);
-    child.on("message", (m: { id: number; answer: JobAnswer } | { ready: true }) => {
+    child.on("message", (m: { id: number; answer: Answer } | { ready: true }) => {
       if ("ready" in m) {
         slot.ready = true;
         arm(slot);
@@ -116,12 +122,13 @@ export function createExpressionPool(deps: {
     );
   };
 
-  const answered = (slot: Slot, m: { id: number; answer: JobAnswer }): void => {
+  const answered = (slot: Slot, m: { id: number; answer: Answer }): void => {
     const head = slot.pending[0];
     if (slot.ended || head?.id !== m.id) return;
     slot.pending.shift();
-    if (m.answer.ok) head.resolve(m.answer.value);
-    else head.reject(new Error(m.answer.message));
+    const a = m.answer;
+    if (!a.ok) head.reject(new Error(a.message));
+    else head.resolve(a.json === undefined ? undefined : JSON.parse(a.json));
     arm(slot);
   };
 
@@ -138,8 +145,6 @@ export function createExpressionPool(deps: {
       for (const p of [head, ...rest]) p?.reject(new Error("the service is stopping"));
       return;
     }
-    // Its replacement loads now, unless it died loading (then the next job spawns one).
-    if (slot.ready) slots.push(spawn());
     if (head) {
       logger.warn({ why }, "flow expressions stopped");
       head.reject(new Error(why));
@@ -148,6 +153,7 @@ export function createExpressionPool(deps: {
   };
 
   const send = (p: Pending): void => {
+    // Started with the first job (most flows need none: expr-lanes.ts), replaced as they end.
     while (slots.length < config.processes) slots.push(spawn());
     let slot = slots[0] as Slot;
     for (const s of slots) if (s.pending.length < slot.pending.length) slot = s;
@@ -166,7 +172,6 @@ export function createExpressionPool(deps: {
     return new Promise((resolve, reject) => send({ id: nextId++, job, resolve, reject }));
   };
 
-  while (slots.length < config.processes) slots.push(spawn());
   return {
     ...expressionsOver(run),
     run,

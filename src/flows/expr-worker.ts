@@ -3,34 +3,53 @@
  * answers each. Everything a tenant's expression can do to a process happens here, where the
  * service can stop it (docs/security.md, "Flow expressions").
  */
+import { errorText } from "../errors.ts";
 import { createEvaluator } from "./expr.ts";
-import { answerJob, type Job } from "./expr-jobs.ts";
+import { type Job, runJob } from "./expr-jobs.ts";
 
 const send = process.send?.bind(process);
 if (send === undefined) throw new Error("expr-worker.ts runs as a child of the service (IPC)");
-const timeoutMs = Number(process.argv[2]);
-const ev = createEvaluator({ timeoutMs, depth: Number(process.argv[3]) });
+const [timeoutMs, depth, maxChars] = process.argv.slice(2).map(Number) as [number, number, number];
+const ev = createEvaluator({ timeoutMs, depth });
 
 // Without the service there is nobody to answer: a parent that died (even SIGKILL) closes the
 // channel, and this process goes with it.
 process.on("disconnect", () => process.exit(0));
 
+/**
+ * The value goes back as JSON text, measured here: a value that refers to one part many times is
+ * small in memory and enormous once written out, and the service must never be the one to find
+ * out. Writing it out is this process's time, under the service's watch.
+ */
+async function answer(job: Job) {
+  let value: unknown;
+  try {
+    value = await runJob(ev, job);
+  } catch (err) {
+    return { ok: false, message: errorText(err) };
+  }
+  try {
+    const json = JSON.stringify(value);
+    if (json !== undefined && json.length > maxChars)
+      return {
+        ok: false,
+        message: `the value of the node's expressions is over ${maxChars} characters as JSON (LIMIT_RESULT_BYTES)`,
+      };
+    return { ok: true, json };
+  } catch (err) {
+    // A JSONata function refers to its own scope: it is not data.
+    return {
+      ok: false,
+      message: `the value of the node's expressions is not JSON data: ${errorText(err)}`,
+    };
+  }
+}
+
 // One job at a time: the pool times the oldest unanswered job as the one running.
 let chain = Promise.resolve();
 process.on("message", (m: { id: number; job: Job }) => {
   chain = chain.then(async () => {
-    const answer = await answerJob(ev, m.job);
-    try {
-      send({ id: m.id, answer });
-    } catch (err) {
-      // A value that is not data (a JSONata function, say) cannot leave this process.
-      const what =
-        err instanceof Error && err.name === "DataCloneError" ? "a function?" : String(err);
-      send({
-        id: m.id,
-        answer: { ok: false, message: `the expression's value is not JSON data (${what})` },
-      });
-    }
+    send({ id: m.id, answer: await answer(m.job) });
   });
 });
 // Jobs are timed from here on: loading this process is not their time.

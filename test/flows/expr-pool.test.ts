@@ -8,9 +8,16 @@ import { within } from "../helpers/wait.ts";
 
 const logger = pino({ level: "silent" });
 const pools: ExpressionPool[] = [];
-const pool = (config: Partial<{ processes: number; timeoutMs: number; memoryMb: number }> = {}) => {
+const pool = (
+  config: Partial<{
+    processes: number;
+    timeoutMs: number;
+    memoryMb: number;
+    resultBytes: number;
+  }> = {},
+) => {
   const p = createExpressionPool({
-    config: { processes: 1, timeoutMs: 5000, memoryMb: 256, ...config },
+    config: { processes: 1, timeoutMs: 5000, memoryMb: 256, resultBytes: 1 << 20, ...config },
     clock: systemClock,
     logger,
   });
@@ -103,9 +110,27 @@ describe("expression processes", () => {
     assert.equal(await p.template("{{1 + 1}}", null, null), 2);
   });
 
-  it("fail a value that is not data, and stop taking jobs once closed", async () => {
+  it("measure a value as JSON in the process: too large, or enormous once written out", async () => {
+    const p = pool({ timeoutMs: 1000, resultBytes: 100_000 });
+    assert.match(
+      await failure(p.transform(expr("[1..10000].{'a': 'xxxxxxxxxxxxxxxxxxxx'}"), {}, null)),
+      /over 100000 characters as JSON \(LIMIT_RESULT_BYTES\)/,
+    );
+    // Thirty doublings cost thirty steps; written out, the value has 2^30 leaves.
+    const doubling = `$${".{'a': [$, $]}".repeat(30)}`;
+    assert.match(
+      await within(failure(p.transform(expr(doubling), 1, null)), 10_000, "the doubling's end"),
+      /longer than 1000 ms \(FLOW_EXPR_TIMEOUT_MS\)|FLOW_EXPR_MEMORY_MB/,
+    );
+    assert.equal(await p.template("{{1 + 1}}", null, null), 2, "the pool goes on");
+  });
+
+  it("answer values as JSON data, and stop taking jobs once closed", async () => {
     const p = pool();
-    assert.match(await failure(p.transform(expr("function($x){ $x }"), {}, null)), /not JSON data/);
+    assert.match(
+      await failure(p.transform(expr("{'f': function($x){ $x }, 'n': 1}"), {}, null)),
+      /the value of the node's expressions is not JSON data/,
+    );
     const queued = failure(p.transform(expr(LOOP), {}, null));
     await p.close();
     assert.match(await queued, /stopping/);

@@ -22,11 +22,12 @@ const ATTACKS = {
   regex: '$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", /(a+)+$/)',
   // Memory without end, faster than any time limit.
   memory: "[1..5000000].{'a': $, 'b': [$, $, $]}",
-  // Every step bounded (so first tried on the service's thread), but a product of the run's
-  // parameter with itself three times over.
+  // A product of the run's parameter with itself three times over.
   cross: "$count(xs.($$.xs.($$.xs.{'a': $})))",
+  // Every step bounded, so first tried on the service's own thread, but long over a large input.
+  long: "$count(xs[$ % 7 = 3 or $ % 11 = 5 or $ % 13 = 1])",
 };
-const PARAMETER = { xs: Array.from({ length: 2000 }, (_, i) => i) };
+const PARAMETER = { xs: Array.from({ length: 300_000 }, (_, i) => i) };
 
 const victim = { ...scopeHeaders(), "content-type": "application/json" };
 const attacker = { ...scopeHeaders(OTHER_SCOPE), "content-type": "application/json" };
@@ -60,7 +61,7 @@ const alive = (pid: number) => {
 };
 
 describe("a tenant's flow expressions against the service", () => {
-  it("runaway, native, backtracking, memory-hungry and quadratic expressions fail their runs while every tenant is answered", async () => {
+  it("runaway, native, backtracking, memory-hungry, quadratic and long expressions fail their runs while every tenant is answered", async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-expr-attack-"));
     const server = await startProcess({
       DATA_DIR: dataDir,
