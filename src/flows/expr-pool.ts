@@ -7,6 +7,7 @@
  * a thread past its heap limit can abort the whole process. The service never evaluates one.
  */
 import { type ChildProcess, fork } from "node:child_process";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
@@ -66,11 +67,12 @@ export function createExpressionPool(deps: {
   let closed = false;
 
   const entry = fileURLToPath(new URL("./expr-worker.ts", import.meta.url));
+  const execArgv = expressionProcessArgv(config.memoryMb);
   const spawn = (): Slot => {
     const args = [config.timeoutMs, DEPTH, config.resultBytes].map(String);
     const child = fork(entry, args, {
       serialization: "advanced",
-      execArgv: [`--max-old-space-size=${config.memoryMb}`],
+      execArgv,
       // Nothing of the service's environment (database URL, secret keys) goes to tenants' code.
       env: {},
       stdio: ["ignore", "ignore", "ignore", "ipc"],
@@ -190,4 +192,21 @@ export function createExpressionPool(deps: {
       await Promise.all(exits);
     },
   };
+}
+
+/**
+ * Node's options for an expression process: its heap limit, and in case a flaw of JSONata ever
+ * let an expression run JavaScript of its choosing, Node's permission model (no file but the
+ * code it loads, no child process, no worker, no addon) and no code from strings.
+ */
+export function expressionProcessArgv(memoryMb: number): string[] {
+  const src = fileURLToPath(new URL("../", import.meta.url));
+  const modules = path.dirname(path.dirname(fileURLToPath(import.meta.resolve("jsonata"))));
+  return [
+    `--max-old-space-size=${memoryMb}`,
+    "--permission",
+    `--allow-fs-read=${src}`,
+    `--allow-fs-read=${modules}${path.sep}`,
+    "--disallow-code-generation-from-strings",
+  ];
 }

@@ -1,9 +1,15 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import path from "node:path";
 import { after, describe, it } from "node:test";
 import pino from "pino";
 import { systemClock } from "../../src/clock.ts";
 import { inlineExpressions } from "../../src/flows/expr-jobs.ts";
-import { createExpressionPool, type ExpressionPool } from "../../src/flows/expr-pool.ts";
+import {
+  createExpressionPool,
+  type ExpressionPool,
+  expressionProcessArgv,
+} from "../../src/flows/expr-pool.ts";
 import { within } from "../helpers/wait.ts";
 
 const logger = pino({ level: "silent" });
@@ -123,6 +129,33 @@ describe("expression processes", () => {
       /longer than 1000 ms \(FLOW_EXPR_TIMEOUT_MS\)|FLOW_EXPR_MEMORY_MB/,
     );
     assert.equal(await p.template("{{1 + 1}}", null, null), 2, "the pool goes on");
+  });
+
+  it("run under Node's permission model: the code they load, and nothing else", () => {
+    const root = path.resolve(import.meta.dirname, "../..");
+    const probe = `
+      const fs = require("node:fs");
+      const tryIt = (f) => { try { f(); return "allowed"; } catch (e) { return e.code ?? e.name; } };
+      console.log(JSON.stringify({
+        own: tryIt(() => fs.readFileSync(${JSON.stringify(`${root}/src/flows/expr.ts`)})),
+        project: tryIt(() => fs.readFileSync(${JSON.stringify(`${root}/package.json`)})),
+        host: tryIt(() => fs.readFileSync("/etc/hostname")),
+        write: tryIt(() => fs.writeFileSync(${JSON.stringify(`${root}/src/x`)}, "x")),
+        spawn: tryIt(() => require("node:child_process").execSync("true")),
+        evalCode: tryIt(() => eval("1 + 1")),
+      }));`;
+    const out = execFileSync(process.execPath, [...expressionProcessArgv(64), "-e", probe], {
+      env: {},
+      encoding: "utf8",
+    });
+    assert.deepEqual(JSON.parse(out), {
+      own: "allowed",
+      project: "ERR_ACCESS_DENIED",
+      host: "ERR_ACCESS_DENIED",
+      write: "ERR_ACCESS_DENIED",
+      spawn: "ERR_ACCESS_DENIED",
+      evalCode: "EvalError",
+    });
   });
 
   it("answer values as JSON data, and stop taking jobs once closed", async () => {
