@@ -139,6 +139,27 @@ describe("a tenant's flow expressions against the service", () => {
         );
       }
       await victimRun();
+      // The processes serve again: a harmless expression that must run there (a constructor).
+      await deploy(attacker, "harmless", {
+        vertexes: [
+          { id: "in", type: "input" },
+          {
+            id: "t",
+            type: "transform",
+            config: { operators: [{ type: "expr", expr: "{'n': n + 1}" }] },
+          },
+          { id: "out", type: "output" },
+        ],
+        edges: [
+          { source: "in", target: "t" },
+          { source: "t", target: "out" },
+        ],
+      });
+      const harmless = await call(attacker, `${DF}/run-sync`, {
+        elementName: "harmless",
+        parameter: { n: 1 },
+      });
+      assert.deepEqual(harmless.data, { n: 2 }, JSON.stringify(harmless));
       assert.equal(server.child.exitCode, null, "the service is still running");
 
       // The expression processes end with the service, even when it is killed.
