@@ -54,7 +54,11 @@ describe("expression lanes", () => {
   });
 
   it("answer errors of bounded expressions as the pool would", async () => {
-    const lanes = createExpressionLanes({ pool: recordingPool(), inlineMs: 50, sizeBudget: 1 << 20 });
+    const lanes = createExpressionLanes({
+      pool: recordingPool(),
+      inlineMs: 50,
+      sizeBudget: 1 << 20,
+    });
     const bad = [{ type: "expr", expr: "1 + 'a'" }];
     const why = await inlineExpressions()
       .transform(bad, {}, null)
@@ -75,7 +79,7 @@ describe("expression lanes", () => {
   it("bound a job's whole time on the service's thread, not each evaluation", async () => {
     const pool = recordingPool();
     // A limit no single evaluation here comes near, which the job as a whole passes many times.
-    const lanes = createExpressionLanes({ pool, inlineMs: 1000, sizeBudget: 1 << 20 });
+    const lanes = createExpressionLanes({ pool, inlineMs: 1000, sizeBudget: 1 << 26 });
     // One evaluation per record, each far under the limit: 5 million numbers (10 MB) took ~50 s.
     const xs = Array.from({ length: 1_500_000 }, (_, i) => i);
     const filter = [{ type: "filter", expr: "$ >= 0" }];
@@ -100,10 +104,7 @@ describe("expression lanes", () => {
       { type: "map", fields: {} },
     ])
       assert.equal(await lanes.transform([op], [rec], null), "from the pool", op.type);
-    assert.deepEqual(
-      await lanes.transform([{ type: "limit", count: 1 }], [rec, rec], null),
-      [rec],
-    );
+    assert.deepEqual(await lanes.transform([{ type: "limit", count: 1 }], [rec, rec], null), [rec]);
   });
 
   it("send a job whose input or value repeats one large part past the budget to the pool", async () => {
