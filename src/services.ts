@@ -191,6 +191,7 @@ async function assemble(deps: {
   const expressions = createExpressionLanes({
     pool: expressionPool,
     inlineMs: config.flowConfig.expressions.inlineMs,
+    sizeBudget: config.limits.resultBytes,
   });
   const { tasks, flows } = createRuns({
     expressions,

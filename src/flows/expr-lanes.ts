@@ -7,10 +7,41 @@
  */
 import { LRUCache } from "lru-cache";
 import { errorText } from "../errors.ts";
-import { createEvaluator, templateExpressions } from "./expr.ts";
+import { createEvaluator, type Evaluator, evaluatorOver, templateExpressions } from "./expr.ts";
 import { isBounded } from "./expr-bounded.ts";
 import { expressionsOver, type FlowExpressions, type Job, runJob } from "./expr-jobs.ts";
+import { jsonWithin } from "./expr-size.ts";
 import { operatorDef } from "./operators/index.ts";
+
+/**
+ * Operators that may run here: each evaluates an expression per record (where the job's deadline
+ * is checked) or only slices. The others loop over the records with no check in between, at a
+ * cost past the input's size: a flatten copies each record once per item of its array (9 s for
+ * 35 kB), a sort or distinct writes records out as JSON for every comparison.
+ */
+const CHECKED_OPERATORS = new Set(["filter", "map", "expr", "limit"]);
+
+function checkedOperators(job: Job): boolean {
+  if (job.kind !== "transform") return true;
+  return job.operators.every(
+    (op) =>
+      CHECKED_OPERATORS.has(String(op.type)) &&
+      // A map without fields copies every record without evaluating anything.
+      (op.type !== "map" || Object.keys((op.fields ?? {}) as object).length > 0),
+  );
+}
+
+/** The data a job reads. */
+function dataOf(job: Job): unknown[] {
+  switch (job.kind) {
+    case "transform":
+    case "template":
+    case "deep":
+      return [job.input, job.params];
+    case "conditions":
+      return [job.value, job.params];
+  }
+}
 
 // A revision's operator lists are the same objects run after run: their texts are found once.
 const operatorTexts = new WeakMap<object, string[]>();
@@ -53,25 +84,44 @@ const stopped = (err: unknown) => {
   return code === "D1012" || code === "D1011";
 };
 
+/** The job's evaluations share one limit: JSONata's own is per evaluation, and a job has many. */
+function withDeadline(ev: Evaluator, ms: number): Evaluator {
+  const deadline = Date.now() + ms;
+  return evaluatorOver((text, input, params) => {
+    if (Date.now() > deadline)
+      throw Object.assign(new Error(`expressions ran longer than ${ms} ms here`), {
+        code: "D1012",
+      });
+    return ev.evaluate(text, input, params);
+  });
+}
+
 export function createExpressionLanes(o: {
   /** The expression processes, for everything else. */
   pool: { run(job: Job): Promise<unknown> };
-  /** The service thread's limit per evaluation (FLOW_EXPR_INLINE_MS); 0: every job to the pool. */
+  /** The service thread's limit per job (FLOW_EXPR_INLINE_MS); 0: every job to the pool. */
   inlineMs: number;
+  /** The largest data a job here reads or answers, about as JSON (LIMIT_RESULT_BYTES). */
+  sizeBudget: number;
 }): FlowExpressions {
   if (o.inlineMs <= 0) return expressionsOver(o.pool.run);
   const ev = createEvaluator({ timeoutMs: o.inlineMs, depth: 200 });
+  const small = jsonWithin(o.sizeBudget);
   // Expressions that reached the short limit once: the data they see is large, or they are slow.
   const slow = new LRUCache<string, true>({ max: 10_000 });
   return expressionsOver(async (job) => {
     const texts = textsOf(job);
     if (!texts.every((t) => isBounded(t) && !slow.has(t))) return o.pool.run(job);
+    if (!checkedOperators(job) || !dataOf(job).every(small)) return o.pool.run(job);
+    let value: unknown;
     try {
-      return await runJob(ev, job);
+      value = await runJob(withDeadline(ev, o.inlineMs), job);
     } catch (err) {
       if (!stopped(err)) throw new Error(errorText(err));
       for (const t of texts) slow.set(t, true);
       return o.pool.run(job);
     }
+    // A value that repeats a part: the processes write it out and measure it, not the service.
+    return small(value) ? value : o.pool.run(job);
   });
 }

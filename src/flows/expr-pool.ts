@@ -197,7 +197,7 @@ export function createExpressionPool(deps: {
 /**
  * Node's options for an expression process: its heap limit, and in case a flaw of JSONata ever
  * let an expression run JavaScript of its choosing, Node's permission model (no file but the
- * code it loads, no child process, no worker, no addon) and no code from strings.
+ * code it loads, no child process, no addon) and no code from strings.
  */
 export function expressionProcessArgv(memoryMb: number): string[] {
   const src = fileURLToPath(new URL("../", import.meta.url));
@@ -207,6 +207,7 @@ export function expressionProcessArgv(memoryMb: number): string[] {
     "--permission",
     `--allow-fs-read=${src}`,
     `--allow-fs-read=${modules}${path.sep}`,
+    "--allow-worker", // only for its own watch of the service (expr-parent-watch.ts)
     "--disallow-code-generation-from-strings",
   ];
 }

@@ -3,6 +3,7 @@
  * answers each. Everything a tenant's expression can do to a process happens here, where the
  * service can stop it (docs/security.md, "Flow expressions").
  */
+import { Worker } from "node:worker_threads";
 import { errorText } from "../errors.ts";
 import { createEvaluator } from "./expr.ts";
 import { type Job, runJob } from "./expr-jobs.ts";
@@ -15,6 +16,11 @@ const ev = createEvaluator({ timeoutMs, depth });
 // Without the service there is nobody to answer: a parent that died (even SIGKILL) closes the
 // channel, and this process goes with it.
 process.on("disconnect", () => process.exit(0));
+// A job in one native step (a regular expression) keeps this thread from ever seeing that event,
+// and the service that would have killed it is gone: a thread of its own watches the parent.
+new Worker(new URL("./expr-parent-watch.ts", import.meta.url), {
+  workerData: { parent: process.ppid },
+}).unref();
 
 /**
  * The value goes back as JSON text, measured here: a value that refers to one part many times is

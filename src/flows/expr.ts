@@ -59,14 +59,18 @@ export interface Evaluator {
 export function createEvaluator(g: Guardrails): Evaluator {
   const guarded = new LRUCache<string, Compiled>({ max: MAX_CACHED });
   const options = { timeout: g.timeoutMs, stack: g.depth };
-  const evaluate = (text: string, input: unknown, params: unknown): Promise<unknown> => {
+  return evaluatorOver((text, input, params) => {
     let compiled = guarded.get(text);
     if (compiled === undefined) {
       compiled = jsonata(text, options);
       guarded.set(text, compiled);
     }
     return compiled.evaluate(input, { params });
-  };
+  });
+}
+
+/** Templates over any way of evaluating one expression (expr-lanes.ts adds a job's deadline). */
+export function evaluatorOver(evaluate: Evaluator["evaluate"]): Evaluator {
   const template = (text: string, input: unknown, params: unknown) =>
     renderTemplate(evaluate, text, input, params);
   const deep = async (value: unknown, input: unknown, params: unknown): Promise<unknown> => {

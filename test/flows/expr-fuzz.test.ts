@@ -101,6 +101,11 @@ const { expr } = fc.letrec<{ expr: string }>((tie) => {
         fc.integer({ min: 1, max: 10_000_000 }).map((m) => `[1..${m}]`),
       ),
       weighted(1, fc.constant("$match(s, /(a+)+$/)")),
+      // A picture's width: the string is written out in one native step (found by review).
+      weighted(
+        1,
+        fc.integer({ min: 1, max: 100_000_000 }).map((m) => `$now('[Y,${m}]')`),
+      ),
       weighted(
         1,
         e.map((a) => `( $f := function($i){ $i > 0 ? $f($i - 1) : ${a} }; $f(100000) )`),

@@ -23,7 +23,7 @@ const orders = [
 describe("expression lanes", () => {
   it("evaluate a job of bounded expressions here, and send any other to the pool", async () => {
     const pool = recordingPool();
-    const lanes = createExpressionLanes({ pool, inlineMs: 50 });
+    const lanes = createExpressionLanes({ pool, inlineMs: 50, sizeBudget: 1 << 20 });
     const chain = [
       { type: "filter", expr: "amount > 0" },
       { type: "map", fields: { total: "amount * qty" } },
@@ -44,7 +44,7 @@ describe("expression lanes", () => {
 
   it("send a bounded job that reached the short limit to the pool, then always", async () => {
     const pool = recordingPool();
-    const lanes = createExpressionLanes({ pool, inlineMs: 20 });
+    const lanes = createExpressionLanes({ pool, inlineMs: 20, sizeBudget: 1 << 20 });
     // Bounded (every step is checked), but slow over a large input.
     const slow = [{ type: "expr", expr: "$count(xs[$ % 7 = 3 or $ % 11 = 5])" }];
     const xs = Array.from({ length: 300_000 }, (_, i) => i);
@@ -54,7 +54,11 @@ describe("expression lanes", () => {
   });
 
   it("answer errors of bounded expressions as the pool would", async () => {
-    const lanes = createExpressionLanes({ pool: recordingPool(), inlineMs: 50 });
+    const lanes = createExpressionLanes({
+      pool: recordingPool(),
+      inlineMs: 50,
+      sizeBudget: 1 << 20,
+    });
     const bad = [{ type: "expr", expr: "1 + 'a'" }];
     const why = await inlineExpressions()
       .transform(bad, {}, null)
@@ -65,8 +69,64 @@ describe("expression lanes", () => {
 
   it("send everything to the pool when the service's thread evaluates nothing", async () => {
     const pool = recordingPool();
-    const lanes = createExpressionLanes({ pool, inlineMs: 0 });
+    const lanes = createExpressionLanes({ pool, inlineMs: 0, sizeBudget: 1 << 20 });
     assert.equal(await lanes.template("{{1}}", null, null), "from the pool");
     assert.equal(pool.jobs.length, 1);
+  });
+
+  // Found by review: each of these held the service's thread for seconds although every
+  // expression in it is bounded (measured on the branch before the fix, as noted).
+  it("bound a job's whole time on the service's thread, not each evaluation", async () => {
+    const pool = recordingPool();
+    // A limit no single evaluation here comes near, which the job as a whole passes many times.
+    const lanes = createExpressionLanes({ pool, inlineMs: 1000, sizeBudget: 1 << 26 });
+    // One evaluation per record, each far under the limit: 5 million numbers (10 MB) took ~50 s.
+    const xs = Array.from({ length: 1_500_000 }, (_, i) => i);
+    const filter = [{ type: "filter", expr: "$ >= 0" }];
+    const out = await lanes.transform(filter, xs, null);
+    assert.ok(out === "from the pool", "the whole job ran on the service's thread");
+  });
+
+  it("send operators that evaluate no expression to the pool", async () => {
+    const pool = recordingPool();
+    const lanes = createExpressionLanes({ pool, inlineMs: 50, sizeBudget: 1 << 20 });
+    // flatten of one record of 3000 keys with an array of 3000 items (35 kB): 9 million copies,
+    // 9 s. Each of these is a loop of the service with no check in it.
+    const rec: Record<string, unknown> = { a: [1, 2] };
+    for (let i = 0; i < 3; i++) rec[`k${i}`] = 0;
+    for (const op of [
+      { type: "flatten", field: "a" },
+      { type: "sort", by: [{ field: "a" }] },
+      { type: "distinct" },
+      { type: "aggregate", metrics: { n: { fn: "count" } } },
+      { type: "select", fields: ["a"] },
+      { type: "rename", mapping: { a: "b" } },
+      { type: "map", fields: {} },
+    ])
+      assert.equal(await lanes.transform([op], [rec], null), "from the pool", op.type);
+    assert.deepEqual(await lanes.transform([{ type: "limit", count: 1 }], [rec, rec], null), [rec]);
+  });
+
+  it("send a job whose input or value repeats one large part past the budget to the pool", async () => {
+    const pool = recordingPool();
+    const lanes = createExpressionLanes({ pool, inlineMs: 50, sizeBudget: 1 << 20 });
+    // $params.pad for each of 20 000 records: 90 kB in, 1 GB of JSON out (2.4 s to fail in
+    // JSON.stringify when the run ended); and a map of $params.a, $params.b for 200 records then
+    // `$.x = $.y` compared the pair 200 times in one native step (5 s for 400 kB in).
+    const params = { items: Array.from({ length: 2000 }, () => 0), pad: "x".repeat(5000) };
+    const map = [
+      { type: "expr", expr: "items" },
+      { type: "map", fields: { x: "$params.pad" } },
+    ];
+    assert.equal(await lanes.transform(map, params, params), "from the pool");
+    // A node output that refers to one value many times (merges of one node's output do).
+    const big = Array.from({ length: 10_000 }, (_, i) => i);
+    const shared = { xs: Array.from({ length: 200 }, () => big) };
+    assert.equal(await lanes.conditions(["$count(xs) > 0"], shared, null), "from the pool");
+    assert.equal(await lanes.template("{{n}}", { n: 1 }, shared), "from the pool");
+    assert.equal(pool.jobs.length, 3);
+    // Small values still run here.
+    assert.deepEqual(await lanes.conditions(["$count(xs) > 0"], { xs: big }, null), [true]);
+    assert.equal(pool.jobs.length, 3);
   });
 });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, describe, it } from "node:test";
 import pino from "pino";
@@ -10,7 +11,7 @@ import {
   type ExpressionPool,
   expressionProcessArgv,
 } from "../../src/flows/expr-pool.ts";
-import { within } from "../helpers/wait.ts";
+import { line, pollUntil, within } from "../helpers/wait.ts";
 
 const logger = pino({ level: "silent" });
 const pools: ExpressionPool[] = [];
@@ -168,5 +169,57 @@ describe("expression processes", () => {
     await p.close();
     assert.match(await queued, /stopping/);
     assert.match(await failure(p.template("{{1}}", null, null)), /stopping/);
+  });
+
+  // Found by review: a process busy in one native step never saw its channel close, and ran on
+  // (at full CPU, for ever with this expression) after the service was killed.
+  it("end with a service killed by SIGKILL, even in the middle of a native step", async () => {
+    const poolUrl = new URL("../../src/flows/expr-pool.ts", import.meta.url).href;
+    const clockUrl = new URL("../../src/clock.ts", import.meta.url).href;
+    const script = `
+      import { createExpressionPool } from ${JSON.stringify(poolUrl)};
+      import { systemClock } from ${JSON.stringify(clockUrl)};
+      const logger = { warn() {} };
+      const p = createExpressionPool({
+        config: { processes: 1, timeoutMs: 600000, memoryMb: 64, resultBytes: 1000 },
+        clock: systemClock,
+        logger,
+      });
+      // A first job answered: the process is loaded and takes the next one at once.
+      await p.run({ kind: "conditions", texts: ["1"], value: null, params: null });
+      p.run({ kind: "conditions", texts: [${JSON.stringify(REDOS)}], value: null, params: null });
+      console.log("running");`;
+    const service = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    await line(service.stdout, /running/);
+    // Fields of /proc/<pid>/stat after the command: state, ppid, …, utime (the 12th).
+    const stat = (pid: string) => {
+      try {
+        return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+      } catch {
+        return []; // gone
+      }
+    };
+    const ppidOf = (pid: string) => Number(stat(pid)[1] ?? -1);
+    const cpuOf = (pid: string) => Number(stat(pid)[11] ?? 0);
+    const children = () =>
+      readdirSync("/proc").filter((p) => /^\d+$/.test(p) && ppidOf(p) === service.pid);
+    const [child] = (await pollUntil(children, (c) => c.length > 0, "the expression process")) as [
+      string,
+    ];
+    // Half a second of CPU in the job: it is in the regular expression's native step.
+    const from = cpuOf(child);
+    await pollUntil(
+      () => cpuOf(child),
+      (t) => t > from + 50,
+      "the job's native step",
+    );
+    service.kill("SIGKILL");
+    await pollUntil(
+      () => ppidOf(child as string),
+      (ppid) => ppid === -1,
+      "the orphan's end",
+    );
   });
 });

@@ -1,0 +1,46 @@
+/**
+ * Whether a value is small once written out as JSON, found without writing it and given up past a
+ * budget: asking costs at most the budget. Values in the service can refer to one part many times
+ * (a map of `$params` over many records, a merge of one node's output twice), which is small in
+ * memory and enormous once written out or walked; the service's thread takes only values whose
+ * written-out size is known to be within the budget (expr-lanes.ts).
+ */
+export function jsonWithin(budget: number): (value: unknown) => boolean {
+  // A run's parameter is every job's: each root is walked once.
+  const known = new WeakMap<object, boolean>();
+  return (value) => {
+    if (typeof value !== "object" || value === null) return leaf(value) <= budget;
+    let yes = known.get(value);
+    if (yes === undefined) {
+      yes = sizeOf(value, budget) <= budget;
+      known.set(value, yes);
+    }
+    return yes;
+  };
+}
+
+/** Strings and keys by length, other leaves as one; stops just past `budget`. */
+function sizeOf(value: object, budget: number): number {
+  let size = 0;
+  // An explicit stack: data may nest deeper than the thread's stack.
+  const stack: unknown[] = [value];
+  while (stack.length > 0 && size <= budget) {
+    const v = stack.pop();
+    if (typeof v !== "object" || v === null) size += leaf(v);
+    else if (Array.isArray(v)) {
+      size += 1 + v.length;
+      for (const item of v) stack.push(item);
+    } else {
+      size += 2;
+      for (const [k, item] of Object.entries(v)) {
+        size += k.length + 4;
+        stack.push(item);
+      }
+    }
+  }
+  return size;
+}
+
+function leaf(v: unknown): number {
+  return typeof v === "string" ? v.length + 2 : 1;
+}
