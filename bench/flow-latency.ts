@@ -1,6 +1,7 @@
 /**
  * bench/flow-latency: run-sync of a 3-node flow without script and of a 5-node flow with one
- * script node, at concurrency 1, 8 and 16, through real HTTP on loopback; then async throughput:
+ * script node, at concurrency 1, 8 and 16, through real HTTP on loopback (and the 3-node flow
+ * with a map field evaluated in the expression processes); then async throughput:
  * 10,000 POST /run of the no-script flow, timed until every run is SUCCESS: alone, while the
  * flow's runs are listed (/monitor/runs) ten times a second, and while one caller lists them back
  * to back. Each figure is also given as a ratio to a bare GET /health
@@ -51,6 +52,18 @@ const WITH_SCRIPT = {
   ],
 };
 
+// The same 3 nodes, but a map field that makes a string: evaluated in the expression processes
+// (docs/security.md, "Flow expressions"), where the plain flow's expressions stay in the service.
+const POOLED = structuredClone(NO_SCRIPT_FLOW);
+const ops = (POOLED.vertexes[1] as { config: { operators: { fields?: object }[] } }).config
+  .operators;
+(ops[2] as { fields: object }).fields = { total: "amount * qty", label: "$string(amount)" };
+const LABELS = {
+  plain: "3 nodes, no script",
+  pooled: "3 nodes, pooled expr",
+  scored: "5 nodes, 1 script",
+};
+
 const server = await startBenchServer({
   SCRIPT_PREFORK: "16",
   LIMIT_QUEUED_RUNS: String(ASYNC + 100),
@@ -63,6 +76,7 @@ try {
   );
   for (const [name, flow] of [
     ["plain", NO_SCRIPT_FLOW],
+    ["pooled", POOLED],
     ["scored", WITH_SCRIPT],
   ] as const) {
     const d = await postJson(`${server.url}${DF}/flow/deploy`, {
@@ -88,6 +102,7 @@ try {
   };
 
   await load(8, 300, runSync("plain"));
+  await load(8, 300, runSync("pooled"));
   await load(8, 300, runSync("scored"));
   const verdicts: string[] = [];
   const target = (what: string, ok: boolean, figure: string) =>
@@ -95,10 +110,10 @@ try {
   for (const c of [1, 8, 16]) {
     const base = await load(c, N, health);
     console.log(row("GET /health (baseline)", base));
-    for (const name of ["plain", "scored"]) {
+    for (const name of ["plain", "pooled", "scored"] as const) {
       const f: Figures = await load(c, N, runSync(name));
       console.log(
-        `${row(`run-sync ${name === "plain" ? "3 nodes, no script" : "5 nodes, 1 script"}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health, ${((100 * f.perSecond) / base.perSecond).toFixed(0)} % of health's rate`,
+        `${row(`run-sync ${LABELS[name]}`, f)}   p50 = ${(f.p50 / base.p50).toFixed(1)}x health, ${((100 * f.perSecond) / base.perSecond).toFixed(0)} % of health's rate`,
       );
       if (c === 8 && name === "plain") {
         target(

@@ -39,7 +39,7 @@ async function answer(job: Job) {
     if (json !== undefined && json.length > maxChars)
       return {
         ok: false,
-        message: `the value of the node's expressions is over ${maxChars} characters as JSON (LIMIT_RESULT_BYTES)`,
+        message: `ResultTooLarge: the value of the node's expressions is ${json.length} characters as JSON, over the ${maxChars} byte limit (LIMIT_RESULT_BYTES)`,
       };
     return { ok: true, json };
   } catch (err) {
