@@ -45,6 +45,8 @@ function dataOf(job: Job): unknown[] {
 
 // A revision's operator lists are the same objects run after run: their texts are found once.
 const operatorTexts = new WeakMap<object, string[]>();
+/** Whether every expression text of a list is bounded, found once per list (texts are fixed). */
+const boundedLists = new WeakMap<readonly string[], boolean>();
 
 /** What one job evaluates: the texts of its expressions. */
 function textsOf(job: Job): string[] {
@@ -63,7 +65,7 @@ function textsOf(job: Job): string[] {
       return texts;
     }
     case "conditions":
-      return [...job.texts];
+      return job.texts as string[];
     case "template":
       return templateExpressions(job.text);
     case "deep":
@@ -111,7 +113,12 @@ export function createExpressionLanes(o: {
   const slow = new LRUCache<string, true>({ max: 10_000 });
   return expressionsOver(async (job) => {
     const texts = textsOf(job);
-    if (!texts.every((t) => isBounded(t) && !slow.has(t))) return o.pool.run(job);
+    let bounded = boundedLists.get(texts);
+    if (bounded === undefined) {
+      bounded = texts.every(isBounded);
+      if (job.kind === "transform") boundedLists.set(texts, bounded);
+    }
+    if (!bounded || texts.some((t) => slow.has(t))) return o.pool.run(job);
     if (!checkedOperators(job) || !dataOf(job).every(small)) return o.pool.run(job);
     let value: unknown;
     try {

@@ -12,12 +12,16 @@ export function jsonWithin(budget: number): (value: unknown) => boolean {
     if (typeof value !== "object" || value === null) return leaf(value) <= budget;
     let yes = known.get(value);
     if (yes === undefined) {
-      yes = sizeOf(value, budget) <= budget;
-      known.set(value, yes);
+      const size = sizeOf(value, budget);
+      yes = size <= budget;
+      // Only a walk that cost something is kept: small values come and go with every run.
+      if (size > REMEMBERED) known.set(value, yes);
     }
     return yes;
   };
 }
+
+const REMEMBERED = 10_000;
 
 /** Strings and keys by length, other leaves as one; stops just past `budget`. */
 function sizeOf(value: object, budget: number): number {
