@@ -7,6 +7,7 @@ import { errorText } from "../errors.ts";
 
 import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import type { FinishedStatus } from "../store/types.ts";
+import { jsonWithin } from "./expr-size.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import type { FlowDeps, NodeContext } from "./nodes/types.ts";
@@ -116,6 +117,8 @@ interface Execution {
   settled: number;
   running: number;
   finish: () => void;
+  /** Whether a node's output is within the value limit, about as JSON (expr-size.ts). */
+  fits: (value: unknown) => boolean;
 }
 
 function sleep(x: Execution, ms: number): Promise<void> {
@@ -205,6 +208,12 @@ async function runNode(x: Execution, i: number): Promise<void> {
         log: nodeLog,
       }),
     );
+    // Nodes without expressions build values too (a merge that holds one input twice, a join):
+    // one past the limit stops here, before anything walks or writes it out in full.
+    if (!x.fits(value))
+      throw new Error(
+        `ResultTooLarge: the node's output is over the ${opts.deps.valueBytes} byte limit (LIMIT_RESULT_BYTES)`,
+      );
     await takeEdges(
       opts.deps.expressions,
       x.plan.outgoing[i] ?? [],
@@ -313,6 +322,7 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
       attempts: 0,
     })),
     failure: undefined,
+    fits: jsonWithin(opts.deps.valueBytes),
     settled: 0,
     running: 0,
     finish: () => finish(),

@@ -23,8 +23,8 @@ export function jsonWithin(budget: number): (value: unknown) => boolean {
 
 const REMEMBERED = 10_000;
 
-/** Strings and keys by length, other leaves as one; stops just past `budget`. */
-function sizeOf(value: object, budget: number): number {
+/** About the size of `value` as JSON: strings and keys by length, other leaves as one; stops just past `budget`. */
+export function sizeOf(value: unknown, budget: number): number {
   let size = 0;
   // An explicit stack: data may nest deeper than the thread's stack.
   const stack: unknown[] = [value];

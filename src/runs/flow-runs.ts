@@ -307,7 +307,7 @@ function flowDeps(
       ),
     fetch: deps.fetch ?? globalThis.fetch,
     expressions: deps.expressions,
-    responseBytes: config.limits.resultBytes,
+    valueBytes: config.limits.resultBytes,
     now: () => clock.now(),
     secrets: scripts.secrets,
   };

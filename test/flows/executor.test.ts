@@ -34,7 +34,7 @@ function fakeDeps(
     },
     fetch,
     expressions: inlineExpressions(),
-    responseBytes: 64 * 1024,
+    valueBytes: 64 * 1024,
     now: Date.now,
   };
 }

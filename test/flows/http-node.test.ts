@@ -49,7 +49,7 @@ const deps = {
   runSubflow: async () => ({ ok: false as const, error: "unused" }),
   fetch,
   expressions: inlineExpressions(),
-  responseBytes: 64 * 1024,
+  valueBytes: 64 * 1024,
   now: Date.now,
 };
 const run = (config: object, parameter: unknown, fetchFn: typeof fetch = fetch) => {

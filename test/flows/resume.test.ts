@@ -21,7 +21,7 @@ function deps(fail: Set<string>): FlowDeps & { calls: string[] } {
     },
     fetch,
     expressions: inlineExpressions(),
-    responseBytes: 1024,
+    valueBytes: 1024,
     now: Date.now,
   };
 }

@@ -169,7 +169,7 @@ export const httpNode: NodeDef = {
     );
     let text: string;
     try {
-      text = await readBody(res, ctx.deps.responseBytes);
+      text = await readBody(res, ctx.deps.valueBytes);
     } catch (err) {
       if (err instanceof BodyTooLarge) throw new Error(`${method} ${url}: ${err.message}`);
       throw err;

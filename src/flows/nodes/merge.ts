@@ -5,6 +5,7 @@
  * merged `{...left, ...right}`, one output per match. A skipped side counts as no records.
  */
 import { Type } from "typebox";
+import { sizeOf } from "../expr-size.ts";
 import { asRecords, getField, isRow } from "../operators/types.ts";
 import type { NodeDef } from "./types.ts";
 
@@ -47,12 +48,26 @@ export const mergeNode: NodeDef = {
       index.set(key, list);
     }
     const out: unknown[] = [];
+    // Every left record may match every right one: the output is counted as it grows, so a join
+    // past the value limit stops there instead of building it all (docs/flow-graph.md).
+    const limit = ctx.deps.valueBytes;
+    const sizes = new Map<unknown, number>();
+    const size = (r: unknown) => sizes.get(r) ?? sizes.set(r, sizeOf(r, limit)).get(r) ?? 0;
+    let total = 0;
+    const add = (record: unknown, ...parts: unknown[]) => {
+      for (const p of parts) total += size(p);
+      if (total > limit)
+        throw new Error(
+          `ResultTooLarge: the join's output is over the ${limit} byte limit (LIMIT_RESULT_BYTES)`,
+        );
+      out.push(record);
+    };
     for (const l of side(config.left)) {
       const value = getField(l, on);
       const matches =
         value === undefined || value === null ? [] : (index.get(JSON.stringify(value)) ?? []);
-      for (const r of matches) out.push({ ...(isRow(l) ? l : {}), ...(isRow(r) ? r : {}) });
-      if (matches.length === 0 && config.kind === "left") out.push(l);
+      for (const r of matches) add({ ...(isRow(l) ? l : {}), ...(isRow(r) ? r : {}) }, l, r);
+      if (matches.length === 0 && config.kind === "left") add(l, l);
     }
     return out;
   },

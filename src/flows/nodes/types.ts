@@ -31,8 +31,11 @@ export interface FlowDeps {
   fetch: typeof fetch;
   /** Where the flow's expressions are evaluated: the expression processes (docs/security.md). */
   expressions: FlowExpressions;
-  /** Largest response body an http node reads; past it the node fails (docs/flow-graph.md). */
-  responseBytes: number;
+  /**
+   * Largest value a node reads or answers, about as JSON (LIMIT_RESULT_BYTES): an http node's
+   * response body, any node's output; past it the node fails (docs/flow-graph.md).
+   */
+  valueBytes: number;
   now(): number;
   /** `${secret.NAME}` values, resolved when a node executes (docs/secrets.md); absent: none. */
   secrets?: SecretValues | undefined;
