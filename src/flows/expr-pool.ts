@@ -32,6 +32,8 @@ export interface ExpressionPool extends FlowExpressions {
 
 /** JSONata's own nesting bound: deep enough for any data, short of the thread's stack. */
 const DEPTH = 500;
+/** How long a new process may take to load before it is given up. */
+const LOAD_MS = 30_000;
 /** A job past its limit is first left to JSONata's own timeout, which spares the process. */
 const GRACE_MS = 250;
 
@@ -78,6 +80,12 @@ export function createExpressionPool(deps: {
       stdio: ["ignore", "ignore", "ignore", "ipc"],
     });
     const slot: Slot = { child, pending: [], ready: false };
+    // Jobs are timed once it is loaded; a process that never gets there is stopped all the same.
+    slot.timer = clock.setTimeout(
+      () => end(slot, `the expression process did not start within ${LOAD_MS} ms`),
+      LOAD_MS,
+    );
+    slot.timer.unref?.();
     idle(slot);
     child.on("message", (m: { id: number; answer: Answer } | { ready: true }) => {
       if ("ready" in m) {
@@ -105,15 +113,15 @@ export function createExpressionPool(deps: {
   };
 
   const arm = (slot: Slot): void => {
+    if (slot.pending.length === 0) idle(slot);
+    else {
+      slot.child.ref();
+      slot.child.channel?.ref();
+    }
+    if (!slot.ready) return; // its load timer runs
     if (slot.timer) clock.clearTimeout(slot.timer);
     slot.timer = undefined;
-    if (slot.pending.length === 0) {
-      idle(slot);
-      return;
-    }
-    slot.child.ref();
-    slot.child.channel?.ref();
-    if (!slot.ready) return;
+    if (slot.pending.length === 0) return;
     slot.timer = clock.setTimeout(
       () =>
         end(

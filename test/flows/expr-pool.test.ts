@@ -12,6 +12,7 @@ import {
   expressionProcessArgv,
 } from "../../src/flows/expr-pool.ts";
 import { line, pollUntil, within } from "../helpers/wait.ts";
+import { createFakeClock } from "../scheduler/fake-clock.ts";
 
 const logger = pino({ level: "silent" });
 const pools: ExpressionPool[] = [];
@@ -173,6 +174,22 @@ describe("expression processes", () => {
 
   // Found by review: a process busy in one native step never saw its channel close, and ran on
   // (at full CPU, for ever with this expression) after the service was killed.
+  it("give up a process that does not load in time, and time jobs only once it has", async () => {
+    const clock = createFakeClock();
+    const p = createExpressionPool({
+      config: { processes: 1, timeoutMs: 100, memoryMb: 64, resultBytes: 1000 },
+      clock,
+      logger,
+    });
+    pools.push(p);
+    const job = failure(p.template("{{1}}", null, null));
+    // Past the job's own limit: not its time yet (the process is loading), so nothing happens.
+    clock.advance(1000);
+    assert.equal(clock.pending(), 1, "only the load timer");
+    clock.advance(30_000);
+    assert.match(await job, /did not start within 30000 ms/);
+  });
+
   it("end with a service killed by SIGKILL, even in the middle of a native step", async () => {
     const poolUrl = new URL("../../src/flows/expr-pool.ts", import.meta.url).href;
     const clockUrl = new URL("../../src/clock.ts", import.meta.url).href;
