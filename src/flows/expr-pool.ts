@@ -163,10 +163,17 @@ export function createExpressionPool(deps: {
   };
 
   const send = (p: Pending): void => {
-    // Started with the first job (most flows need none: expr-lanes.ts), replaced as they end.
-    while (slots.length < config.processes) slots.push(spawn());
-    let slot = slots[0] as Slot;
-    for (const s of slots) if (s.pending.length < slot.pending.length) slot = s;
+    let slot: Slot | undefined;
+    for (const s of slots) if (!slot || s.pending.length < slot.pending.length) slot = s;
+    // Started when a job finds none idle (most flows need none: expr-lanes.ts), up to the number.
+    if ((!slot || slot.pending.length > 0) && slots.length < config.processes) {
+      slot = spawn();
+      slots.push(slot);
+    }
+    if (!slot) {
+      p.reject(new Error("no expression process may be started (FLOW_EXPR_PROCESSES)"));
+      return;
+    }
     try {
       slot.child.send({ id: p.id, job: p.job });
     } catch (err) {
