@@ -129,6 +129,9 @@ export function createExpressionLanes(o: {
       return o.pool.run(job);
     }
     // A value that repeats a part: the processes write it out and measure it, not the service.
-    return small(value) ? value : o.pool.run(job);
+    if (!small(value)) return o.pool.run(job);
+    // As JSON, as it comes back from a process: JSONata's sequence markers do not survive the
+    // node in either lane, so where a job ran never changes what the next node sees.
+    return value === undefined ? undefined : JSON.parse(JSON.stringify(value));
   });
 }

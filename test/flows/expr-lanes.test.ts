@@ -53,6 +53,19 @@ describe("expression lanes", () => {
     assert.equal(pool.jobs.length, 2);
   });
 
+  it("answer values as JSON data, as the processes do, so the lane never changes a result", async () => {
+    const lanes = createExpressionLanes({
+      pool: recordingPool(),
+      inlineMs: 50,
+      sizeBudget: 1 << 20,
+    });
+    // A path over nested arrays answers a JSONata sequence (an array with markers of its own).
+    const input = { items: [{ t: [1, 2] }, { t: [3] }] };
+    const value = await lanes.transform([{ type: "map", fields: { x: "items.t" } }], input, null);
+    assert.deepEqual(value, { ...input, x: [1, 2, 3] });
+    assert.deepEqual(Object.keys((value as { x: object }).x), ["0", "1", "2"], "no markers left");
+  });
+
   it("answer errors of bounded expressions as the pool would", async () => {
     const lanes = createExpressionLanes({
       pool: recordingPool(),
