@@ -65,8 +65,8 @@ export function expressionsOver(run: (job: Job) => Promise<unknown>): FlowExpres
 }
 
 /**
- * Expressions evaluated on the calling thread, with JSONata's guardrails only: what the
- * expression processes run inside, and what unit tests of the executor use. The service never
+ * Expressions evaluated on the calling thread, with JSONata's guardrails only (runJob, as the
+ * expression processes run it): what unit tests of the executor use. The service never
  * wires it: a native step (a sort, a regular expression) cannot be stopped on the thread that
  * serves requests, nor an allocation without end.
  */

@@ -11,7 +11,7 @@ import { createEvaluator, type Evaluator, evaluatorOver, templateExpressions } f
 import { isBounded } from "./expr-bounded.ts";
 import { expressionsOver, type FlowExpressions, type Job, runJob } from "./expr-jobs.ts";
 import { jsonWithin } from "./expr-size.ts";
-import { operatorDef } from "./operators/index.ts";
+import { transformNode } from "./nodes/transform.ts";
 
 /**
  * Operators that may run here: each evaluates an expression per record (where the job's deadline
@@ -54,11 +54,9 @@ function textsOf(job: Job): string[] {
     case "transform": {
       let texts = operatorTexts.get(job.operators);
       if (texts === undefined) {
-        texts = job.operators.flatMap(
-          (op) =>
-            operatorDef(op.type)
-              ?.expressions(op)
-              .map((e) => e.text) ?? [],
+        // The validator's own list of a transform's expressions (nodes/transform.ts).
+        texts = (transformNode.expressions?.({ operators: job.operators }) ?? []).map(
+          (e) => e.text,
         );
         operatorTexts.set(job.operators, texts);
       }
