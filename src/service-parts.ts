@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { ArtifactKeeper } from "./artifacts/keeper.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import type { FlowExpressions } from "./flows/expr-jobs.ts";
+import type { ExpressionsFor } from "./flows/expr-jobs.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { outboundFetch } from "./guarded-fetch.ts";
 import type { Metrics } from "./http/metrics.ts";
@@ -76,7 +76,7 @@ export function createRuns(deps: {
   metrics: Metrics;
   secrets: Secrets;
   artifacts: ArtifactKeeper;
-  expressions: FlowExpressions;
+  expressions: ExpressionsFor;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;

@@ -4,6 +4,7 @@
  * (expr-pool.ts): one message each way per node, whatever the number of expressions in it.
  */
 import { errorText } from "../errors.ts";
+import type { Scope } from "../store/model.ts";
 import { createEvaluator, type Evaluator, type Guardrails, truthy } from "./expr.ts";
 import { applyOperators } from "./operators/index.ts";
 
@@ -22,6 +23,15 @@ export interface FlowExpressions {
   /** Every string inside a JSON-like value, rendered as a template. */
   deep(value: unknown, input: unknown, params: unknown): Promise<unknown>;
 }
+
+/**
+ * A run's expressions, evaluated as its tenant's: the expression processes take turns between
+ * tenants (expr-pool.ts), so one tenant's queue of slow expressions holds back no one else's.
+ */
+export type ExpressionsFor = (scope: Scope) => FlowExpressions;
+
+/** The key of a tenant in the expression processes' turns: its app and space. */
+export const tenantOf = (scope: Scope): string => JSON.stringify([scope.app, scope.space]);
 
 export type Job =
   | {

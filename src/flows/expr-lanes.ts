@@ -9,7 +9,7 @@ import { LRUCache } from "lru-cache";
 import { errorText } from "../errors.ts";
 import { createEvaluator, type Evaluator, evaluatorOver, templateExpressions } from "./expr.ts";
 import { isBounded } from "./expr-bounded.ts";
-import { expressionsOver, type FlowExpressions, type Job, runJob } from "./expr-jobs.ts";
+import { type ExpressionsFor, expressionsOver, type Job, runJob, tenantOf } from "./expr-jobs.ts";
 import { jsonWithin } from "./expr-size.ts";
 import { transformNode } from "./nodes/transform.ts";
 
@@ -98,38 +98,43 @@ function withDeadline(ev: Evaluator, ms: number): Evaluator {
 
 export function createExpressionLanes(o: {
   /** The expression processes, for everything else. */
-  pool: { run(job: Job): Promise<unknown> };
+  pool: { run(job: Job, tenant: string): Promise<unknown> };
   /** The service thread's limit per job (FLOW_EXPR_INLINE_MS); 0: every job to the pool. */
   inlineMs: number;
   /** The largest data a job here reads or answers, about as JSON (LIMIT_RESULT_BYTES). */
   sizeBudget: number;
-}): FlowExpressions {
-  if (o.inlineMs <= 0) return expressionsOver(o.pool.run);
+}): ExpressionsFor {
+  if (o.inlineMs <= 0) return (scope) => expressionsOver((job) => o.pool.run(job, tenantOf(scope)));
   const ev = createEvaluator({ timeoutMs: o.inlineMs, depth: 200 });
   const small = jsonWithin(o.sizeBudget);
   // Expressions that reached the short limit once: the data they see is large, or they are slow.
   const slow = new LRUCache<string, true>({ max: 10_000 });
-  return expressionsOver(async (job) => {
+  const lane = async (job: Job, tenant: string): Promise<unknown> => {
+    const pooled = () => o.pool.run(job, tenant);
     const texts = textsOf(job);
     let bounded = boundedLists.get(texts);
     if (bounded === undefined) {
       bounded = texts.every(isBounded);
       if (job.kind === "transform") boundedLists.set(texts, bounded);
     }
-    if (!bounded || texts.some((t) => slow.has(t))) return o.pool.run(job);
-    if (!checkedOperators(job) || !dataOf(job).every(small)) return o.pool.run(job);
+    if (!bounded || texts.some((t) => slow.has(t))) return pooled();
+    if (!checkedOperators(job) || !dataOf(job).every(small)) return pooled();
     let value: unknown;
     try {
       value = await runJob(withDeadline(ev, o.inlineMs), job);
     } catch (err) {
       if (!stopped(err)) throw new Error(errorText(err));
       for (const t of texts) slow.set(t, true);
-      return o.pool.run(job);
+      return pooled();
     }
     // A value that repeats a part: the processes write it out and measure it, not the service.
-    if (!small(value)) return o.pool.run(job);
+    if (!small(value)) return pooled();
     // As JSON, as it comes back from a process: JSONata's sequence markers do not survive the
     // node in either lane, so where a job ran never changes what the next node sees.
     return value === undefined ? undefined : JSON.parse(JSON.stringify(value));
-  });
+  };
+  return (scope) => {
+    const tenant = tenantOf(scope);
+    return expressionsOver((job) => lane(job, tenant));
+  };
 }

@@ -2,8 +2,9 @@
  * The expression processes: flow expressions are tenants' code, and JSONata evaluates some steps
  * natively (a sort, a regular expression) where no check inside the evaluation can stop them, and
  * can allocate without bound. So they run in child processes with a heap limit of their own, and
- * one whose job outlives the time limit is killed from here; a new one takes its place and the
- * jobs queued behind go on (docs/security.md, "Flow expressions"). Worker threads would not do:
+ * one whose job outlives the time limit is killed from here; a new one takes its place. Jobs wait
+ * here, a queue per tenant, and tenants take turns (docs/security.md, "Flow expressions"), so one
+ * tenant's slow expressions hold back no one else's for long. Worker threads would not do:
  * a thread past its heap limit can abort the whole process. The service never evaluates one.
  */
 import { type ChildProcess, fork } from "node:child_process";
@@ -25,8 +26,11 @@ export interface ExpressionPoolConfig {
 }
 
 export interface ExpressionPool extends FlowExpressions {
-  /** One job, in whichever process is least busy. */
-  run(job: Job): Promise<unknown>;
+  /**
+   * One job of a tenant (absent: one shared tenant), in an idle process; when none is, after
+   * one job of each tenant served less recently.
+   */
+  run(job: Job, tenant?: string): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -43,19 +47,29 @@ type Answer = { ok: true; json?: string } | { ok: false; message: string };
 interface Pending {
   id: number;
   job: Job;
+  /** Whose job it is: its app and space (expr-jobs.ts, tenantOf). */
+  tenant: string;
   resolve(value: unknown): void;
   reject(err: Error): void;
 }
 
 interface Slot {
   child: ChildProcess;
-  /** Sent and unanswered, oldest first: the first is the one running. */
-  pending: Pending[];
+  /** The job it is evaluating: one at a time, so a killed process takes no other job with it. */
+  running?: Pending | undefined;
   timer?: TimerHandle | undefined;
-  /** Loaded: its jobs are timed from then on. */
+  /** Loaded: its job is timed from then on. */
   ready: boolean;
   /** Why this process is being stopped (set once, by us or by its death). */
   ended?: string;
+}
+
+/** One tenant's jobs: waiting, and how many it has in the processes. */
+interface Turn {
+  waiting: Pending[];
+  running: number;
+  /** When it was last given a process (a count of jobs started): the smallest goes next. */
+  served: number;
 }
 
 export function createExpressionPool(deps: {
@@ -65,7 +79,10 @@ export function createExpressionPool(deps: {
 }): ExpressionPool {
   const { config, clock, logger } = deps;
   const slots: Slot[] = [];
+  /** By tenant (app and space), so one tenant's queue never stands before another's job. */
+  const turns = new Map<string, Turn>();
   let nextId = 0;
+  let started = 0;
   let closed = false;
 
   const entry = fileURLToPath(new URL("./expr-worker.ts", import.meta.url));
@@ -79,7 +96,7 @@ export function createExpressionPool(deps: {
       env: {},
       stdio: ["ignore", "ignore", "ignore", "ipc"],
     });
-    const slot: Slot = { child, pending: [], ready: false };
+    const slot: Slot = { child, ready: false };
     // Jobs are timed once it is loaded; a process that never gets there is stopped all the same.
     slot.timer = clock.setTimeout(
       () => end(slot, `the expression process did not start within ${LOAD_MS} ms`),
@@ -106,14 +123,14 @@ export function createExpressionPool(deps: {
     return slot;
   };
 
-  /** An idle pool keeps no process alive; one with jobs in flight does. */
+  /** An idle pool keeps no process alive; one with a job in flight does. */
   const idle = (slot: Slot): void => {
     slot.child.unref();
     slot.child.channel?.unref();
   };
 
   const arm = (slot: Slot): void => {
-    if (slot.pending.length === 0) idle(slot);
+    if (!slot.running) idle(slot);
     else {
       slot.child.ref();
       slot.child.channel?.ref();
@@ -121,7 +138,7 @@ export function createExpressionPool(deps: {
     if (!slot.ready) return; // its load timer runs
     if (slot.timer) clock.clearTimeout(slot.timer);
     slot.timer = undefined;
-    if (slot.pending.length === 0) return;
+    if (!slot.running) return;
     slot.timer = clock.setTimeout(
       () =>
         end(
@@ -132,61 +149,85 @@ export function createExpressionPool(deps: {
     );
   };
 
-  const answered = (slot: Slot, m: { id: number; answer: Answer }): void => {
-    const head = slot.pending[0];
-    if (slot.ended || head?.id !== m.id) return;
-    slot.pending.shift();
-    const a = m.answer;
-    if (!a.ok) head.reject(new Error(a.message));
-    else head.resolve(a.json === undefined ? undefined : JSON.parse(a.json));
-    arm(slot);
+  /** The job is over: its tenant has one fewer in the processes, and is forgotten once idle. */
+  const settle = (p: Pending): void => {
+    const t = turns.get(p.tenant);
+    if (!t) return;
+    t.running -= 1;
+    if (t.running === 0 && t.waiting.length === 0) turns.delete(p.tenant);
   };
 
-  /** The running job fails with `why`; the process goes; the jobs behind it go to the others. */
+  const answered = (slot: Slot, m: { id: number; answer: Answer }): void => {
+    const p = slot.running;
+    if (slot.ended || p?.id !== m.id) return;
+    slot.running = undefined;
+    settle(p);
+    const a = m.answer;
+    if (!a.ok) p.reject(new Error(a.message));
+    else p.resolve(a.json === undefined ? undefined : JSON.parse(a.json));
+    arm(slot);
+    pump();
+  };
+
+  /** The running job fails with `why`; the process goes; the waiting jobs go to the others. */
   const end = (slot: Slot, why: string): void => {
     if (slot.ended) return;
     slot.ended = why;
     if (slot.timer) clock.clearTimeout(slot.timer);
-    const [head, ...rest] = slot.pending;
-    slot.pending = [];
+    const p = slot.running;
+    slot.running = undefined;
     slots.splice(slots.indexOf(slot), 1);
     slot.child.kill("SIGKILL");
-    if (closed) {
-      for (const p of [head, ...rest]) p?.reject(new Error("the service is stopping"));
-      return;
+    if (p) {
+      settle(p);
+      if (!closed) logger.warn({ why }, "flow expressions stopped");
+      p.reject(new Error(closed ? "the service is stopping" : why));
     }
-    if (head) {
-      logger.warn({ why }, "flow expressions stopped");
-      head.reject(new Error(why));
-    }
-    for (const p of rest) send(p);
+    if (!closed) pump();
   };
 
-  const send = (p: Pending): void => {
-    let slot: Slot | undefined;
-    for (const s of slots) if (!slot || s.pending.length < slot.pending.length) slot = s;
-    // Started when a job finds none idle (most flows need none: expr-lanes.ts), up to the number.
-    if ((!slot || slot.pending.length > 0) && slots.length < config.processes) {
-      slot = spawn();
-      slots.push(slot);
-    }
-    if (!slot) {
-      p.reject(new Error("no expression process may be started (FLOW_EXPR_PROCESSES)"));
-      return;
-    }
-    try {
-      slot.child.send({ id: p.id, job: p.job });
-    } catch (err) {
-      p.reject(new Error(`the node's data cannot be passed to its expressions: ${String(err)}`));
-      return;
-    }
-    slot.pending.push(p);
-    if (slot.pending.length === 1) arm(slot);
+  /** The waiting tenant served least recently: a tenant that just had a turn goes behind. */
+  const next = (): Turn | undefined => {
+    let best: Turn | undefined;
+    for (const t of turns.values())
+      if (t.waiting.length > 0 && (!best || t.served < best.served)) best = t;
+    return best;
   };
 
-  const run = (job: Job): Promise<unknown> => {
+  /** Gives every idle process a job; starts one when none is idle, up to the number. */
+  const pump = (): void => {
+    for (let turn = next(); turn; turn = next()) {
+      // Started when a job finds none idle (most flows need none: expr-lanes.ts).
+      let slot = slots.find((s) => !s.running);
+      if (!slot && slots.length < config.processes) {
+        slot = spawn();
+        slots.push(slot);
+      }
+      if (!slot) return;
+      const t = turn;
+      const p = t.waiting.shift() as Pending;
+      t.served = ++started;
+      t.running += 1;
+      try {
+        slot.child.send({ id: p.id, job: p.job });
+      } catch (err) {
+        settle(p);
+        p.reject(new Error(`the node's data cannot be passed to its expressions: ${String(err)}`));
+        continue;
+      }
+      slot.running = p;
+      arm(slot);
+    }
+  };
+
+  const run = (job: Job, tenant = ""): Promise<unknown> => {
     if (closed) return Promise.reject(new Error("the service is stopping"));
-    return new Promise((resolve, reject) => send({ id: nextId++, job, resolve, reject }));
+    return new Promise((resolve, reject) => {
+      const t = turns.get(tenant) ?? { waiting: [], running: 0, served: 0 };
+      turns.set(tenant, t);
+      t.waiting.push({ id: nextId++, job, tenant, resolve, reject });
+      pump();
+    });
   };
 
   return {
@@ -194,6 +235,8 @@ export function createExpressionPool(deps: {
     run,
     async close() {
       closed = true;
+      for (const t of turns.values())
+        for (const p of t.waiting.splice(0)) p.reject(new Error("the service is stopping"));
       const all = [...slots];
       const exits = all.map(
         (s) =>

@@ -5,7 +5,7 @@ import type { Clock, TimerHandle } from "../clock.ts";
 import type { Locator } from "../elements/locator.ts";
 import { ErrorCode, errorText } from "../errors.ts";
 import { executeFlow, type FlowDeps, type FlowRunResult } from "../flows/executor.ts";
-import type { FlowExpressions } from "../flows/expr-jobs.ts";
+import type { ExpressionsFor } from "../flows/expr-jobs.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
 import { maskDeep, maskOrder, maskText } from "../secrets/mask.ts";
 import type { SecretResolver, Secrets } from "../secrets/secrets.ts";
@@ -56,7 +56,7 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   /** Collects the files of runs whose flow keeps them (docs/artifacts.md); absent: none. */
   artifacts?: ArtifactKeeper | undefined;
   /** Where the flows' expressions are evaluated (src/flows/expr-pool.ts). */
-  expressions: FlowExpressions;
+  expressions: ExpressionsFor;
   /** What http nodes call with (src/guarded-fetch.ts); absent: the platform's fetch. */
   fetch?: typeof fetch | undefined;
 };
@@ -306,7 +306,7 @@ function flowDeps(
         req.signal,
       ),
     fetch: deps.fetch ?? globalThis.fetch,
-    expressions: deps.expressions,
+    expressions: deps.expressions(r.scope),
     valueBytes: config.limits.resultBytes,
     now: () => clock.now(),
     secrets: scripts.secrets,

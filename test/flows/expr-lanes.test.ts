@@ -1,19 +1,26 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { inlineExpressions, type Job } from "../../src/flows/expr-jobs.ts";
-import { createExpressionLanes } from "../../src/flows/expr-lanes.ts";
+import { createExpressionLanes as lanesFor } from "../../src/flows/expr-lanes.ts";
 
-/** A pool that records what reaches it and answers what the worker would (a marker here). */
+/** A pool that records what reaches it, and whose, and answers a marker. */
 function recordingPool() {
   const jobs: Job[] = [];
+  const tenants: string[] = [];
   return {
     jobs,
-    run: async (job: Job) => {
+    tenants,
+    run: async (job: Job, tenant: string) => {
       jobs.push(job);
+      tenants.push(tenant);
       return "from the pool";
     },
   };
 }
+
+const SCOPE = { app: "shop", space: "prod" };
+/** The lanes of one tenant's runs. */
+const createExpressionLanes = (o: Parameters<typeof lanesFor>[0]) => lanesFor(o)(SCOPE);
 
 const orders = [
   { amount: 2, qty: 3 },
@@ -85,6 +92,19 @@ describe("expression lanes", () => {
     const lanes = createExpressionLanes({ pool, inlineMs: 0, sizeBudget: 1 << 20 });
     assert.equal(await lanes.template("{{1}}", null, null), "from the pool");
     assert.equal(pool.jobs.length, 1);
+  });
+
+  it("send each job as its run's tenant's, whichever lane sent it", async () => {
+    const pool = recordingPool();
+    for (const inlineMs of [0, 50]) {
+      const lanes = lanesFor({ pool, inlineMs, sizeBudget: 1 << 20 });
+      await lanes({ app: "shop", space: "prod" }).template("{{$sort(xs)}}", { xs: [1] }, null);
+      await lanes({ app: "shop", space: "test" }).template("{{$sort(xs)}}", { xs: [1] }, null);
+      await lanes({ app: 'shop","prod', space: "" }).template("{{$sort(xs)}}", {}, null);
+    }
+    assert.equal(pool.tenants.length, 6);
+    assert.equal(new Set(pool.tenants).size, 3, "three tenants, three keys");
+    assert.deepEqual(pool.tenants.slice(0, 3), pool.tenants.slice(3));
   });
 
   // Found by review: each of these held the service's thread for seconds although every

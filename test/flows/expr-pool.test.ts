@@ -92,6 +92,25 @@ describe("expression processes", () => {
     assert.deepEqual(await within(next, 5000, "the next job"), [{ amount: 5, qty: 2, total: 10 }]);
   });
 
+  // One tenant's queue of slow expressions held back every other tenant's flows behind it.
+  it("take turns between tenants: another's job goes next, not after one tenant's queue", async () => {
+    const p = pool({ processes: 1 });
+    const done: string[] = [];
+    const job = (tenant: string, i: number) =>
+      p
+        .run(
+          { kind: "transform", operators: expr("$sum([1..20000])"), input: {}, params: null },
+          tenant,
+        )
+        .then(() => done.push(`${tenant}${i}`));
+    const all = [1, 2, 3, 4].map((i) => job("A", i));
+    all.push(job("B", 1), job("C", 1));
+    all.push(job("B", 2));
+    await within(Promise.all(all), 20_000, "every job");
+    // A's first was running when the others came; then each tenant once, least recently served first.
+    assert.deepEqual(done, ["A1", "B1", "C1", "A2", "B2", "A3", "A4"]);
+  });
+
   for (const [name, text] of [
     ["a native sort", NATIVE_SORT],
     ["a catastrophic regular expression", REDOS],

@@ -29,6 +29,19 @@ const ATTACKS = {
 };
 const PARAMETER = { xs: Array.from({ length: 300_000 }, (_, i) => i) };
 
+/** A flow of one transform whose one operator is `expr`. */
+const oneExpression = (expr: string) => ({
+  vertexes: [
+    { id: "in", type: "input" },
+    { id: "t", type: "transform", config: { operators: [{ type: "expr", expr }] } },
+    { id: "out", type: "output" },
+  ],
+  edges: [
+    { source: "in", target: "t" },
+    { source: "t", target: "out" },
+  ],
+});
+
 const victim = { ...scopeHeaders(), "content-type": "application/json" };
 const attacker = { ...scopeHeaders(OTHER_SCOPE), "content-type": "application/json" };
 
@@ -101,18 +114,10 @@ describe("a tenant's flow expressions against the service", () => {
     };
     try {
       await deploy(victim, "plain", NO_SCRIPT_FLOW);
+      // The other tenant's expression that must run in the processes too (a constructor).
+      await deploy(victim, "pooled", oneExpression("{'n': n + 1}"));
       for (const [name, expr] of Object.entries(ATTACKS)) {
-        await deploy(attacker, name, {
-          vertexes: [
-            { id: "in", type: "input" },
-            { id: "t", type: "transform", config: { operators: [{ type: "expr", expr }] } },
-            { id: "out", type: "output" },
-          ],
-          edges: [
-            { source: "in", target: "t" },
-            { source: "t", target: "out" },
-          ],
-        });
+        await deploy(attacker, name, oneExpression(expr));
       }
       const runs: [string, string][] = [];
       for (const name of Object.keys(ATTACKS))
@@ -139,22 +144,32 @@ describe("a tenant's flow expressions against the service", () => {
         );
       }
       await victimRun();
+
+      // The processes take turns between tenants: the other tenant's job goes next, not after
+      // the attacker's queue (most of the queued loops are still going when it is answered).
+      const loops: string[] = [];
+      for (let i = 0; i < 12; i++)
+        loops.push(
+          (await call(attacker, `${DF}/run`, { elementName: "loop", parameter: {} }))
+            .data as string,
+        );
+      const pooled = await within(
+        call(victim, `${DF}/run-sync`, { elementName: "pooled", parameter: { n: 1 } }),
+        20_000,
+        "another tenant's run whose expression runs in the processes",
+      );
+      const going = await Promise.all(
+        loops.map(async (id) => (await call(attacker, `${DF}/run/${id}/result`)).code),
+      );
+      assert.deepEqual(pooled.data, { n: 2 }, JSON.stringify(pooled));
+      assert.ok(
+        going.filter((code) => code === 28020003).length >= 4,
+        `queued loops still going when the other tenant was answered: ${going}`,
+      );
+      for (const id of loops) await call(attacker, `${DF}/run/${id}/result?timeout=60`);
+
       // The processes serve again: a harmless expression that must run there (a constructor).
-      await deploy(attacker, "harmless", {
-        vertexes: [
-          { id: "in", type: "input" },
-          {
-            id: "t",
-            type: "transform",
-            config: { operators: [{ type: "expr", expr: "{'n': n + 1}" }] },
-          },
-          { id: "out", type: "output" },
-        ],
-        edges: [
-          { source: "in", target: "t" },
-          { source: "t", target: "out" },
-        ],
-      });
+      await deploy(attacker, "harmless", oneExpression("{'n': n + 1}"));
       const harmless = await call(attacker, `${DF}/run-sync`, {
         elementName: "harmless",
         parameter: { n: 1 },
