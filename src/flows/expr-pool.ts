@@ -259,12 +259,17 @@ export function createExpressionPool(deps: {
  */
 export function expressionProcessArgv(memoryMb: number): string[] {
   const src = fileURLToPath(new URL("../", import.meta.url));
-  const modules = path.dirname(path.dirname(fileURLToPath(import.meta.resolve("jsonata"))));
+  // The folder resolution walks (it may be a link, as a package manager's or a checkout's can
+  // be) and the real one JSONata's code is read from.
+  const modules = new Set([
+    path.join(src, "..", "node_modules"),
+    path.dirname(path.dirname(fileURLToPath(import.meta.resolve("jsonata")))),
+  ]);
   return [
     `--max-old-space-size=${memoryMb}`,
     "--permission",
     `--allow-fs-read=${src}`,
-    `--allow-fs-read=${modules}${path.sep}`,
+    ...[...modules].map((m) => `--allow-fs-read=${m}${path.sep}`),
     "--allow-worker", // only for its own watch of the service (expr-parent-watch.ts)
     "--disallow-code-generation-from-strings",
   ];
