@@ -38,6 +38,8 @@ export interface ExpressionPool extends FlowExpressions {
 const DEPTH = 500;
 /** How long a new process may take to load before it is given up. */
 const LOAD_MS = 30_000;
+/** Jobs a process is sent at most: the one it runs and the next (a tenant waits two at most). */
+const AHEAD = 2;
 /** A job past its limit is first left to JSONata's own timeout, which spares the process. */
 const GRACE_MS = 250;
 
@@ -55,8 +57,11 @@ interface Pending {
 
 interface Slot {
   child: ChildProcess;
-  /** The job it is evaluating: one at a time, so a killed process takes no other job with it. */
-  running?: Pending | undefined;
+  /**
+   * Sent and unanswered, oldest first: the first is the one running, the other the next, sent
+   * ahead so the process never waits for a round trip between jobs (AHEAD).
+   */
+  sent: Pending[];
   timer?: TimerHandle | undefined;
   /** Loaded: its job is timed from then on. */
   ready: boolean;
@@ -96,7 +101,7 @@ export function createExpressionPool(deps: {
       env: {},
       stdio: ["ignore", "ignore", "ignore", "ipc"],
     });
-    const slot: Slot = { child, ready: false };
+    const slot: Slot = { child, sent: [], ready: false };
     // Jobs are timed once it is loaded; a process that never gets there is stopped all the same.
     slot.timer = clock.setTimeout(
       () => end(slot, `the expression process did not start within ${LOAD_MS} ms`),
@@ -130,7 +135,7 @@ export function createExpressionPool(deps: {
   };
 
   const arm = (slot: Slot): void => {
-    if (!slot.running) idle(slot);
+    if (slot.sent.length === 0) idle(slot);
     else {
       slot.child.ref();
       slot.child.channel?.ref();
@@ -138,7 +143,7 @@ export function createExpressionPool(deps: {
     if (!slot.ready) return; // its load timer runs
     if (slot.timer) clock.clearTimeout(slot.timer);
     slot.timer = undefined;
-    if (!slot.running) return;
+    if (slot.sent.length === 0) return;
     slot.timer = clock.setTimeout(
       () =>
         end(
@@ -158,9 +163,9 @@ export function createExpressionPool(deps: {
   };
 
   const answered = (slot: Slot, m: { id: number; answer: Answer }): void => {
-    const p = slot.running;
+    const p = slot.sent[0];
     if (slot.ended || p?.id !== m.id) return;
-    slot.running = undefined;
+    slot.sent.shift();
     settle(p);
     const a = m.answer;
     if (!a.ok) p.reject(new Error(a.message));
@@ -169,14 +174,19 @@ export function createExpressionPool(deps: {
     pump();
   };
 
-  /** The running job fails with `why`; the process goes; the waiting jobs go to the others. */
+  /** The running job fails with `why`; the process goes; the next one sent waits again. */
   const end = (slot: Slot, why: string): void => {
     if (slot.ended) return;
     slot.ended = why;
     if (slot.timer) clock.clearTimeout(slot.timer);
-    const p = slot.running;
-    slot.running = undefined;
+    const [p, ...next] = slot.sent;
+    slot.sent = [];
     slots.splice(slots.indexOf(slot), 1);
+    for (const q of next.reverse()) {
+      settle(q);
+      if (closed) q.reject(new Error("the service is stopping"));
+      else wait(q, true);
+    }
     slot.child.kill("SIGKILL");
     if (p) {
       settle(p);
@@ -198,12 +208,13 @@ export function createExpressionPool(deps: {
   const pump = (): void => {
     for (let turn = next(); turn; turn = next()) {
       // Started when a job finds none idle (most flows need none: expr-lanes.ts).
-      let slot = slots.find((s) => !s.running);
-      if (!slot && slots.length < config.processes) {
+      let slot: Slot | undefined;
+      for (const s of slots) if (!slot || s.sent.length < slot.sent.length) slot = s;
+      if ((!slot || slot.sent.length > 0) && slots.length < config.processes) {
         slot = spawn();
         slots.push(slot);
       }
-      if (!slot) return;
+      if (!slot || slot.sent.length >= AHEAD) return;
       const t = turn;
       const p = t.waiting.shift() as Pending;
       t.served = ++started;
@@ -215,17 +226,23 @@ export function createExpressionPool(deps: {
         p.reject(new Error(`the node's data cannot be passed to its expressions: ${String(err)}`));
         continue;
       }
-      slot.running = p;
-      arm(slot);
+      slot.sent.push(p);
+      if (slot.sent.length === 1) arm(slot);
     }
+  };
+
+  /** Puts a job in its tenant's queue: last, or first when it was sent to a process that died. */
+  const wait = (p: Pending, first = false): void => {
+    const t = turns.get(p.tenant) ?? { waiting: [], running: 0, served: 0 };
+    turns.set(p.tenant, t);
+    if (first) t.waiting.unshift(p);
+    else t.waiting.push(p);
   };
 
   const run = (job: Job, tenant = ""): Promise<unknown> => {
     if (closed) return Promise.reject(new Error("the service is stopping"));
     return new Promise((resolve, reject) => {
-      const t = turns.get(tenant) ?? { waiting: [], running: 0, served: 0 };
-      turns.set(tenant, t);
-      t.waiting.push({ id: nextId++, job, tenant, resolve, reject });
+      wait({ id: nextId++, job, tenant, resolve, reject });
       pump();
     });
   };
