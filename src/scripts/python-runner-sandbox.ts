@@ -125,9 +125,20 @@ export function zygoteArgs(python: Config["python"], strict: boolean, tasksDir?:
  * children can have namespaces of their own and that user namespaces can be denied to them.
  */
 function bwrapWorks(python: Config["python"], extra: string[] = []): string | undefined {
-  const { bwrap, executable, network } = python;
+  const { bwrap } = python;
   if (!existsSync(bwrap)) return `${bwrap} not found`;
-  const r = spawnSync(
+  let r = probe(python, extra);
+  // A machine busy with other start-ups once took longer than the limit: asked once more, so
+  // that a slow moment does not leave the service refusing every task until it restarts.
+  if ((r.error as NodeJS.ErrnoException | undefined)?.code === "ETIMEDOUT")
+    r = probe(python, extra);
+  if (r.status === 0) return undefined;
+  return (r.stderr || r.error?.message || `${bwrap} exited ${r.status ?? r.signal}`).trim();
+}
+
+function probe(python: Config["python"], extra: string[]) {
+  const { bwrap, executable, network } = python;
+  return spawnSync(
     bwrap,
     [
       ...bwrapArgs({ executable, zygoteDir: ZYGOTE_DIR, network, zygote: true }),
@@ -139,10 +150,8 @@ function bwrapWorks(python: Config["python"], extra: string[] = []): string | un
       ...extra,
       "--probe",
     ],
-    { encoding: "utf8", timeout: 10_000, env: { PATH: "/usr/bin:/bin" } },
+    { encoding: "utf8", timeout: 20_000, env: { PATH: "/usr/bin:/bin" } },
   );
-  if (r.status === 0) return undefined;
-  return (r.stderr || r.error?.message || `${bwrap} exited ${r.status ?? r.signal}`).trim();
 }
 
 /**
