@@ -30,6 +30,7 @@ import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { secretRoutes } from "./http/secret-routes.ts";
+import { createStreamQuota, type StreamQuota } from "./http/stream-quota.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import { webhookRoutes } from "./http/webhook-routes.ts";
 import type { ProgressHub } from "./progress/hub.ts";
@@ -164,6 +165,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 /** The data-flow and script endpoint groups, each under its prefix. */
 async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const { config } = deps;
+  const quota = createStreamQuota(config.limits.liveStreams);
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, {
@@ -205,7 +207,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
           retention: deps.retention,
           globalDays: config.retention.days,
         });
-      if (deps.progress) await dataflow.register(progressRoutes, progressOpts(deps, "flow"));
+      if (deps.progress) await dataflow.register(progressRoutes, progressOpts(deps, quota, "flow"));
     },
     { prefix: config.dataflowPrefix },
   );
@@ -217,7 +219,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         idempotency: deps.idempotency,
       });
       await script.register(scriptVersionRoutes, { store: deps.store });
-      if (deps.progress) await script.register(progressRoutes, progressOpts(deps, "script"));
+      if (deps.progress) await script.register(progressRoutes, progressOpts(deps, quota, "script"));
       await script.register(uploadRoutes, {
         config,
         store: deps.store,
@@ -233,7 +235,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
 /** An idle event stream gets a comment line this often (proxies close silent connections). */
 const SSE_HEARTBEAT_MS = 15_000;
 
-function progressOpts(deps: AppDeps, group: "flow" | "script") {
+function progressOpts(deps: AppDeps, quota: StreamQuota, group: "flow" | "script") {
   const hub = deps.progress as ProgressHub;
-  return { store: deps.store, hub, clock: deps.clock, heartbeatMs: SSE_HEARTBEAT_MS, group };
+  return { store: deps.store, hub, clock: deps.clock, heartbeatMs: SSE_HEARTBEAT_MS, quota, group };
 }

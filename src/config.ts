@@ -34,6 +34,8 @@ export interface Config {
     maxRunS: number;
     queuedRuns: number;
     flowRunsAtOnce: number;
+    /** Open event streams per app and space (docs/live-progress.md). */
+    liveStreams: number;
   };
   python: {
     executable: string;
@@ -361,6 +363,7 @@ function limitsConfig(env: Env): Config["limits"] {
     maxRunS: int(env, "MAX_RUN_S", 3600),
     queuedRuns: int(env, "LIMIT_QUEUED_RUNS", 10000),
     flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
+    liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
   };
 }
 

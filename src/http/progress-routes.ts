@@ -9,6 +9,7 @@ import { TERMINAL } from "../store/model.ts";
 import type { Run, ScopeFilter, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
 import { openSse, type SseStream } from "./sse.ts";
+import type { StreamQuota } from "./stream-quota.ts";
 
 export interface ProgressRouteOptions {
   store: Store;
@@ -16,6 +17,8 @@ export interface ProgressRouteOptions {
   clock: Clock;
   /** How often an idle event stream gets a comment line. */
   heartbeatMs: number;
+  /** Open streams per tenant, shared by both groups. */
+  quota: StreamQuota;
   /** `flow`: the data-flow group (flow runs and tasks); `script`: script tasks only. */
   group: "flow" | "script";
 }
@@ -79,8 +82,16 @@ export async function progressRoutes(
     querystring: AfterQuery,
     response: { 200: Envelope(ProgressPage) },
   };
-  const events = (scope: ScopeFilter, id: string, reply: FastifyReply) =>
-    stream(opts, () => find(scope, id), reply, open);
+  const events = async (scope: ScopeFilter, id: string, reply: FastifyReply) => {
+    const run = await find(scope, id);
+    const free = opts.quota.take(scope);
+    try {
+      await stream(opts, run, () => find(scope, id), reply, open, free);
+    } catch (err) {
+      free();
+      throw err;
+    }
+  };
   if (flow) {
     app.get(
       "/run/:runId/events",
@@ -140,11 +151,12 @@ function page(opts: ProgressRouteOptions, run: Run, after = 0): Static<typeof Pr
 /** Current state, kept events, live events, then `end` with the recorded status; then closes. */
 async function stream(
   opts: ProgressRouteOptions,
+  run: Run,
   read: () => Promise<Run>,
   reply: FastifyReply,
   open: Set<SseStream>,
+  free: () => void,
 ): Promise<void> {
-  const run = await read();
   reply.hijack();
   let stop = () => {};
   const sse = openSse(reply.raw, {
@@ -152,6 +164,7 @@ async function stream(
     heartbeatMs: opts.heartbeatMs,
     onClose: () => {
       open.delete(sse);
+      free();
       stop();
     },
   });
