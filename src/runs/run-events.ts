@@ -48,8 +48,11 @@ export interface RunEvents {
   notify(runId: string): void;
   /** Any end, local or relayed: the cluster bridge publishes them, the lifecycle stops local work. */
   onEnd(listener: (runId: string) => void): void;
-  /** Resolves true when the run's end is published or notified, false after `ms`. */
-  waitFor(runId: string, ms: number): Promise<boolean>;
+  /**
+   * Resolves true when the run's end is published or notified, false after `ms` or once `signal`
+   * aborts (the waiter then goes at once, timer and all).
+   */
+  waitFor(runId: string, ms: number, signal?: AbortSignal): Promise<boolean>;
   waiting(): number;
 }
 
@@ -89,8 +92,9 @@ export function createRunEvents(deps: {
     onEnd(listener) {
       endListeners.push(listener);
     },
-    waitFor(runId, ms) {
+    waitFor(runId, ms, signal) {
       return new Promise<boolean>((resolve) => {
+        if (signal?.aborted) return resolve(false);
         let set = waiters.get(runId);
         if (!set) {
           set = new Set();
@@ -98,12 +102,15 @@ export function createRunEvents(deps: {
         }
         const done = (hit: boolean) => {
           deps.clock.clearTimeout(timer);
+          signal?.removeEventListener("abort", abort);
           const s = waiters.get(runId);
           s?.delete(done);
           if (s?.size === 0) waiters.delete(runId);
           resolve(hit);
         };
+        const abort = () => done(false);
         set.add(done);
+        signal?.addEventListener("abort", abort, { once: true });
         const timer = deps.clock.setTimeout(() => done(false), Math.max(0, ms));
       });
     },

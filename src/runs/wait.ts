@@ -4,10 +4,10 @@ import type { RunEvents } from "./run-events.ts";
 
 /**
  * Reads the run, and while it is unfinished waits for its end event (no polling), up to `ms`.
- * Each wait subscribes first and then reads again: an end that lands between a read and the
- * subscription (in a cluster the worker's NOTIFY can arrive while the read is on its way back)
- * would otherwise be missed, and the request would sit out its whole timeout. A subscription left
- * behind when that second read finds the run ended lapses on its own timer.
+ * Each read comes after the subscription: an end that lands between a read and a subscription
+ * made after it (in a cluster the worker's NOTIFY can arrive while the read is on its way back)
+ * would be missed, and the request would sit out its whole timeout. A subscription the read makes
+ * needless is dropped at once. So a run that ends while waited for costs two reads, not three.
  */
 export async function waitForRunEnd(
   deps: { store: Store; events: RunEvents; clock: Clock },
@@ -15,18 +15,21 @@ export async function waitForRunEnd(
   runId: string,
   ms: number,
 ): Promise<Run | undefined> {
-  let run = await deps.store.getRun(scope, runId);
-  if (!run || TERMINAL.has(run.status) || ms <= 0) return run;
+  if (ms <= 0) return deps.store.getRun(scope, runId);
   const deadline = deps.clock.now() + ms;
-  while (run && !TERMINAL.has(run.status)) {
+  for (;;) {
     const remaining = deadline - deps.clock.now();
-    if (remaining <= 0) break;
-    const wake = deps.events.waitFor(runId, remaining);
-    run = await deps.store.getRun(scope, runId);
-    if (!run || TERMINAL.has(run.status)) break;
-    const woke = await wake;
-    run = await deps.store.getRun(scope, runId);
-    if (!woke) break;
+    const listening = new AbortController();
+    const wake =
+      remaining > 0 ? deps.events.waitFor(runId, remaining, listening.signal) : undefined;
+    let run: Run | undefined;
+    try {
+      run = await deps.store.getRun(scope, runId);
+    } finally {
+      if (!wake || !run || TERMINAL.has(run.status)) listening.abort();
+    }
+    if (!wake || !run || TERMINAL.has(run.status)) return run;
+    // Not woken: the time is up, and this read is the answer.
+    if (!(await wake)) return deps.store.getRun(scope, runId);
   }
-  return run;
 }

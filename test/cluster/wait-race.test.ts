@@ -37,4 +37,52 @@ describe("waiting for a run's end across nodes", () => {
     assert.equal(settled, true, "the wait did not sit out its timeout");
     assert.equal((await waited)?.status, "SUCCESS");
   });
+
+  it("reads a run that ends while waited for twice, and leaves no subscription behind", async () => {
+    const clock = createFakeClock();
+    const events = createRunEvents({ clock });
+    let status: Run["status"] = "STARTED";
+    let reads = 0;
+    const store = {
+      async getRun() {
+        reads++;
+        return { id: "r2", status } as Run;
+      },
+    } as unknown as Store;
+    const waited = waitForRunEnd({ store, events, clock }, null, "r2", 60_000);
+    while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
+    status = "SUCCESS";
+    events.notify("r2");
+    assert.equal((await waited)?.status, "SUCCESS");
+    assert.equal(reads, 2);
+    assert.equal(events.waiting(), 0);
+    assert.equal(clock.pending(), 0, "no timer left");
+
+    // One already ended: a single read, and nothing left waiting either.
+    reads = 0;
+    assert.equal(
+      (await waitForRunEnd({ store, events, clock }, null, "r2", 60_000))?.status,
+      "SUCCESS",
+    );
+    assert.equal(reads, 1);
+    assert.equal(events.waiting(), 0);
+  });
+
+  it("answers a run still going when the time is up from a last read", async () => {
+    const clock = createFakeClock();
+    const events = createRunEvents({ clock });
+    let reads = 0;
+    const store = {
+      async getRun() {
+        reads++;
+        return { id: "r3", status: "STARTED" } as Run;
+      },
+    } as unknown as Store;
+    const waited = waitForRunEnd({ store, events, clock }, null, "r3", 1000);
+    while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
+    clock.advance(1000);
+    assert.equal((await waited)?.status, "STARTED");
+    assert.equal(reads, 2);
+    assert.equal(events.waiting(), 0);
+  });
 });

@@ -16,7 +16,7 @@ describe("stream quota", () => {
     refused(() => q.take(a));
     // Another space, and a name that would run into the first one's if joined naively.
     q.take({ app: "shop", space: "test" });
-    q.take({ app: "shop\",\"prod", space: "" });
+    q.take({ app: 'shop","prod', space: "" });
     frees[0]?.();
     frees[0]?.();
     q.take(a);
