@@ -112,6 +112,28 @@ describe("expression processes", () => {
     assert.deepEqual(done, ["A1", "A2", "B1", "C1", "A3", "B2", "A4"]);
   });
 
+  // Found by review: the tenant whose job was sent ahead to a process then killed for another
+  // tenant's job lost its turn (it counted as served), so the killer's tenant went first on the
+  // new process and the job waited behind a third job of it, past the documented bound.
+  it("give a job sent ahead to a killed process its turn back: it goes first on the new one", async () => {
+    const p = pool({ processes: 1, timeoutMs: 300 });
+    const done: string[] = [];
+    const job = (tenant: string, name: string, text: string) =>
+      p.run({ kind: "transform", operators: expr(text), input: {}, params: null }, tenant).then(
+        () => done.push(name),
+        () => done.push(`${name} failed`),
+      );
+    const all = [
+      job("A", "A1", "1"),
+      job("A", "A2", REDOS), // killed; B1 is sent ahead behind it by then
+      job("A", "A3", "3"),
+      job("B", "B1", "1"),
+      job("B", "B2", "2"),
+    ];
+    await within(Promise.all(all), 20_000, "every job");
+    assert.deepEqual(done, ["A1", "A2 failed", "B1", "A3", "B2"]);
+  });
+
   for (const [name, text] of [
     ["a native sort", NATIVE_SORT],
     ["a catastrophic regular expression", REDOS],
