@@ -134,6 +134,20 @@ describe("expression processes", () => {
     assert.deepEqual(done, ["A1", "A2 failed", "B1", "A3", "B2"]);
   });
 
+  // Found by review: a large answer is written out by the process's event loop, which the job
+  // sent ahead of it held (another tenant's native step): the answer never came, and the job
+  // that had finished was failed for the next one's time.
+  it("deliver a large answer before the job sent ahead of it starts", async () => {
+    const p = pool({ processes: 1, timeoutMs: 1500, resultBytes: 1 << 24 });
+    const rows = Array.from({ length: 100_000 }, (_, i) => ({ i, s: "xxxxxxxxxxxxxxxxxxxx" }));
+    const big = p.run({ kind: "transform", operators: expr("$"), input: rows, params: null }, "B");
+    const evil = failure(
+      p.run({ kind: "transform", operators: expr(REDOS), input: {}, params: null }, "A"),
+    );
+    assert.equal(((await within(big, 20_000, "the large answer")) as unknown[]).length, 100_000);
+    assert.match(await within(evil, 20_000, "the native step's end"), /longer than 1500 ms/);
+  });
+
   for (const [name, text] of [
     ["a native sort", NATIVE_SORT],
     ["a catastrophic regular expression", REDOS],
