@@ -51,6 +51,8 @@ interface Pending {
   job: Job;
   /** Whose job it is: its app and space (expr-jobs.ts, tenantOf). */
   tenant: string;
+  /** Its tenant's `served` before this job was given a process: given back if it is requeued. */
+  prior?: number;
   resolve(value: unknown): void;
   reject(err: Error): void;
 }
@@ -217,6 +219,7 @@ export function createExpressionPool(deps: {
       if (!slot || slot.sent.length >= AHEAD) return;
       const t = turn;
       const p = t.waiting.shift() as Pending;
+      p.prior = t.served;
       t.served = ++started;
       t.running += 1;
       try {
@@ -231,12 +234,18 @@ export function createExpressionPool(deps: {
     }
   };
 
-  /** Puts a job in its tenant's queue: last, or first when it was sent to a process that died. */
+  /**
+   * Puts a job in its tenant's queue: last, or first when it was sent to a process that died
+   * before running it; then its tenant gets back the turn it was given, or the tenant whose job
+   * was killed would go first on the new process and this job would wait a third job.
+   */
   const wait = (p: Pending, first = false): void => {
     const t = turns.get(p.tenant) ?? { waiting: [], running: 0, served: 0 };
     turns.set(p.tenant, t);
-    if (first) t.waiting.unshift(p);
-    else t.waiting.push(p);
+    if (first) {
+      t.waiting.unshift(p);
+      t.served = Math.min(t.served, p.prior ?? 0);
+    } else t.waiting.push(p);
   };
 
   const run = (job: Job, tenant = ""): Promise<unknown> => {

@@ -51,11 +51,16 @@ async function answer(job: Job) {
   }
 }
 
-// One job at a time: the pool times the oldest unanswered job as the one running.
+// One job at a time: the pool times the oldest unanswered job as the one running. An answer is
+// written out by this process's event loop, which the next job (another tenant's, sent ahead)
+// may hold for good in a native step: it starts once the answer is all written.
 let chain = Promise.resolve();
 process.on("message", (m: { id: number; job: Job }) => {
   chain = chain.then(async () => {
-    send({ id: m.id, answer: await answer(m.job) });
+    const a = await answer(m.job);
+    await new Promise<void>((written) =>
+      send({ id: m.id, answer: a }, undefined, {}, () => written()),
+    );
   });
 });
 // Jobs are timed from here on: loading this process is not their time.

@@ -112,6 +112,42 @@ describe("expression processes", () => {
     assert.deepEqual(done, ["A1", "A2", "B1", "C1", "A3", "B2", "A4"]);
   });
 
+  // Found by review: the tenant whose job was sent ahead to a process then killed for another
+  // tenant's job lost its turn (it counted as served), so the killer's tenant went first on the
+  // new process and the job waited behind a third job of it, past the documented bound.
+  it("give a job sent ahead to a killed process its turn back: it goes first on the new one", async () => {
+    const p = pool({ processes: 1, timeoutMs: 300 });
+    const done: string[] = [];
+    const job = (tenant: string, name: string, text: string) =>
+      p.run({ kind: "transform", operators: expr(text), input: {}, params: null }, tenant).then(
+        () => done.push(name),
+        () => done.push(`${name} failed`),
+      );
+    const all = [
+      job("A", "A1", "1"),
+      job("A", "A2", REDOS), // killed; B1 is sent ahead behind it by then
+      job("A", "A3", "3"),
+      job("B", "B1", "1"),
+      job("B", "B2", "2"),
+    ];
+    await within(Promise.all(all), 20_000, "every job");
+    assert.deepEqual(done, ["A1", "A2 failed", "B1", "A3", "B2"]);
+  });
+
+  // Found by review: a large answer is written out by the process's event loop, which the job
+  // sent ahead of it held (another tenant's native step): the answer never came, and the job
+  // that had finished was failed for the next one's time.
+  it("deliver a large answer before the job sent ahead of it starts", async () => {
+    const p = pool({ processes: 1, timeoutMs: 1500, resultBytes: 1 << 24 });
+    const rows = Array.from({ length: 100_000 }, (_, i) => ({ i, s: "xxxxxxxxxxxxxxxxxxxx" }));
+    const big = p.run({ kind: "transform", operators: expr("$"), input: rows, params: null }, "B");
+    const evil = failure(
+      p.run({ kind: "transform", operators: expr(REDOS), input: {}, params: null }, "A"),
+    );
+    assert.equal(((await within(big, 20_000, "the large answer")) as unknown[]).length, 100_000);
+    assert.match(await within(evil, 20_000, "the native step's end"), /longer than 1500 ms/);
+  });
+
   for (const [name, text] of [
     ["a native sort", NATIVE_SORT],
     ["a catastrophic regular expression", REDOS],
