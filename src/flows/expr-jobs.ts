@@ -25,13 +25,11 @@ export interface FlowExpressions {
 }
 
 /**
- * A run's expressions, evaluated as its tenant's: the expression processes take turns between
- * tenants (expr-pool.ts), so one tenant's queue of slow expressions holds back no one else's.
+ * A run's expressions, evaluated as its tenant's (its app and space): the expression processes
+ * take turns between tenants (expr-turns.ts), so one tenant's slow expressions hold back no one
+ * else's for long.
  */
 export type ExpressionsFor = (scope: Scope) => FlowExpressions;
-
-/** The key of a tenant in the expression processes' turns: its app and space. */
-export const tenantOf = (scope: Scope): string => JSON.stringify([scope.app, scope.space]);
 
 export type Job =
   | {

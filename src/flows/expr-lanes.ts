@@ -7,9 +7,10 @@
  */
 import { LRUCache } from "lru-cache";
 import { errorText } from "../errors.ts";
+import type { Scope } from "../store/model.ts";
 import { createEvaluator, type Evaluator, evaluatorOver, templateExpressions } from "./expr.ts";
 import { isBounded } from "./expr-bounded.ts";
-import { type ExpressionsFor, expressionsOver, type Job, runJob, tenantOf } from "./expr-jobs.ts";
+import { type ExpressionsFor, expressionsOver, type Job, runJob } from "./expr-jobs.ts";
 import { jsonWithin } from "./expr-size.ts";
 import { transformNode } from "./nodes/transform.ts";
 
@@ -98,18 +99,18 @@ function withDeadline(ev: Evaluator, ms: number): Evaluator {
 
 export function createExpressionLanes(o: {
   /** The expression processes, for everything else. */
-  pool: { run(job: Job, tenant: string): Promise<unknown> };
+  pool: { run(job: Job, tenant: Scope): Promise<unknown> };
   /** The service thread's limit per job (FLOW_EXPR_INLINE_MS); 0: every job to the pool. */
   inlineMs: number;
   /** The largest data a job here reads or answers, about as JSON (LIMIT_RESULT_BYTES). */
   sizeBudget: number;
 }): ExpressionsFor {
-  if (o.inlineMs <= 0) return (scope) => expressionsOver((job) => o.pool.run(job, tenantOf(scope)));
+  if (o.inlineMs <= 0) return (scope) => expressionsOver((job) => o.pool.run(job, scope));
   const ev = createEvaluator({ timeoutMs: o.inlineMs, depth: 200 });
   const small = jsonWithin(o.sizeBudget);
   // Expressions that reached the short limit once: the data they see is large, or they are slow.
   const slow = new LRUCache<string, true>({ max: 10_000 });
-  const lane = async (job: Job, tenant: string): Promise<unknown> => {
+  const lane = async (job: Job, tenant: Scope): Promise<unknown> => {
     const pooled = () => o.pool.run(job, tenant);
     const texts = textsOf(job);
     let bounded = boundedLists.get(texts);
@@ -133,8 +134,5 @@ export function createExpressionLanes(o: {
     // node in either lane, so where a job ran never changes what the next node sees.
     return value === undefined ? undefined : JSON.parse(JSON.stringify(value));
   };
-  return (scope) => {
-    const tenant = tenantOf(scope);
-    return expressionsOver((job) => lane(job, tenant));
-  };
+  return (scope) => expressionsOver((job) => lane(job, scope));
 }

@@ -12,7 +12,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
+import type { Scope } from "../store/model.ts";
 import { expressionsOver, type FlowExpressions, type Job } from "./expr-jobs.ts";
+import { createTurns } from "./expr-turns.ts";
 
 export interface ExpressionPoolConfig {
   /** Child processes (FLOW_EXPR_PROCESSES). */
@@ -27,10 +29,10 @@ export interface ExpressionPoolConfig {
 
 export interface ExpressionPool extends FlowExpressions {
   /**
-   * One job of a tenant (absent: one shared tenant), in an idle process; when none is, after
-   * one job of each tenant served less recently.
+   * One job of a tenant (absent: one shared tenant), in a process with room; when none has, in
+   * its turn (expr-turns.ts).
    */
-  run(job: Job, tenant?: string): Promise<unknown>;
+  run(job: Job, tenant?: Scope): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -49,10 +51,8 @@ type Answer = { ok: true; json?: string } | { ok: false; message: string };
 interface Pending {
   id: number;
   job: Job;
-  /** Whose job it is: its app and space (expr-jobs.ts, tenantOf). */
-  tenant: string;
-  /** Its tenant's `served` before this job was given a process: given back if it is requeued. */
-  prior?: number;
+  /** Whose job it is: its run's app and space. */
+  tenant: Scope;
   resolve(value: unknown): void;
   reject(err: Error): void;
 }
@@ -71,14 +71,6 @@ interface Slot {
   ended?: string;
 }
 
-/** One tenant's jobs: waiting, and how many it has in the processes. */
-interface Turn {
-  waiting: Pending[];
-  running: number;
-  /** When it was last given a process (a count of jobs started): the smallest goes next. */
-  served: number;
-}
-
 export function createExpressionPool(deps: {
   config: ExpressionPoolConfig;
   clock: Clock;
@@ -86,10 +78,9 @@ export function createExpressionPool(deps: {
 }): ExpressionPool {
   const { config, clock, logger } = deps;
   const slots: Slot[] = [];
-  /** By tenant (app and space), so one tenant's queue never stands before another's job. */
-  const turns = new Map<string, Turn>();
+  /** Jobs waiting for a process, by tenant, so one tenant's queue never stands before another's job. */
+  const turns = createTurns<Pending>();
   let nextId = 0;
-  let started = 0;
   let closed = false;
 
   const entry = fileURLToPath(new URL("./expr-worker.ts", import.meta.url));
@@ -156,13 +147,7 @@ export function createExpressionPool(deps: {
     );
   };
 
-  /** The job is over: its tenant has one fewer in the processes, and is forgotten once idle. */
-  const settle = (p: Pending): void => {
-    const t = turns.get(p.tenant);
-    if (!t) return;
-    t.running -= 1;
-    if (t.running === 0 && t.waiting.length === 0) turns.delete(p.tenant);
-  };
+  const settle = (p: Pending): void => turns.settle(p.tenant);
 
   const answered = (slot: Slot, m: { id: number; answer: Answer }): void => {
     const p = slot.sent[0];
@@ -187,7 +172,7 @@ export function createExpressionPool(deps: {
     for (const q of next.reverse()) {
       settle(q);
       if (closed) q.reject(new Error("the service is stopping"));
-      else wait(q, true);
+      else turns.add(q.tenant, q, true);
     }
     slot.child.kill("SIGKILL");
     if (p) {
@@ -198,17 +183,9 @@ export function createExpressionPool(deps: {
     if (!closed) pump();
   };
 
-  /** The waiting tenant served least recently: a tenant that just had a turn goes behind. */
-  const next = (): Turn | undefined => {
-    let best: Turn | undefined;
-    for (const t of turns.values())
-      if (t.waiting.length > 0 && (!best || t.served < best.served)) best = t;
-    return best;
-  };
-
   /** Gives every idle process a job; starts one when none is idle, up to the number. */
   const pump = (): void => {
-    for (let turn = next(); turn; turn = next()) {
+    while (turns.waiting() > 0) {
       // Started when a job finds none idle (most flows need none: expr-lanes.ts).
       let slot: Slot | undefined;
       for (const s of slots) if (!slot || s.sent.length < slot.sent.length) slot = s;
@@ -217,11 +194,7 @@ export function createExpressionPool(deps: {
         slots.push(slot);
       }
       if (!slot || slot.sent.length >= AHEAD) return;
-      const t = turn;
-      const p = t.waiting.shift() as Pending;
-      p.prior = t.served;
-      t.served = ++started;
-      t.running += 1;
+      const p = turns.take() as Pending;
       try {
         slot.child.send({ id: p.id, job: p.job });
       } catch (err) {
@@ -234,24 +207,11 @@ export function createExpressionPool(deps: {
     }
   };
 
-  /**
-   * Puts a job in its tenant's queue: last, or first when it was sent to a process that died
-   * before running it; then its tenant gets back the turn it was given, or the tenant whose job
-   * was killed would go first on the new process and this job would wait a third job.
-   */
-  const wait = (p: Pending, first = false): void => {
-    const t = turns.get(p.tenant) ?? { waiting: [], running: 0, served: 0 };
-    turns.set(p.tenant, t);
-    if (first) {
-      t.waiting.unshift(p);
-      t.served = Math.min(t.served, p.prior ?? 0);
-    } else t.waiting.push(p);
-  };
-
-  const run = (job: Job, tenant = ""): Promise<unknown> => {
+  const run = (job: Job, tenant: Scope = { app: "", space: "" }): Promise<unknown> => {
     if (closed) return Promise.reject(new Error("the service is stopping"));
     return new Promise((resolve, reject) => {
-      wait({ id: nextId++, job, tenant, resolve, reject });
+      const p: Pending = { id: nextId++, job, tenant, resolve, reject };
+      turns.add(tenant, p);
       pump();
     });
   };
@@ -261,8 +221,7 @@ export function createExpressionPool(deps: {
     run,
     async close() {
       closed = true;
-      for (const t of turns.values())
-        for (const p of t.waiting.splice(0)) p.reject(new Error("the service is stopping"));
+      for (const p of turns.drain()) p.reject(new Error("the service is stopping"));
       const all = [...slots];
       const exits = all.map(
         (s) =>

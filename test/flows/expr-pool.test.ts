@@ -44,6 +44,8 @@ const CHAIN = [
   { type: "map", fields: { total: "amount * qty" } },
 ];
 const expr = (text: string) => [{ type: "expr", expr: text }];
+/** A tenant: one space of app `name`. */
+const app = (name: string) => ({ app: name, space: "prod" });
 // Attacks a tenant can deploy as a flow: each one blocked the service's event loop for good.
 const LOOP = "( $loop := function($i){ $i < 1e12 ? $loop($i+1) : $i }; $loop(0) )";
 const NATIVE_SORT = "$sort([1..1000000])"; // one native step: JSONata's guardrails never run
@@ -100,7 +102,7 @@ describe("expression processes", () => {
       p
         .run(
           { kind: "transform", operators: expr("$sum([1..20000])"), input: {}, params: null },
-          tenant,
+          app(tenant),
         )
         .then(() => done.push(`${tenant}${i}`));
     const all = [1, 2, 3, 4].map((i) => job("A", i));
@@ -119,10 +121,12 @@ describe("expression processes", () => {
     const p = pool({ processes: 1, timeoutMs: 300 });
     const done: string[] = [];
     const job = (tenant: string, name: string, text: string) =>
-      p.run({ kind: "transform", operators: expr(text), input: {}, params: null }, tenant).then(
-        () => done.push(name),
-        () => done.push(`${name} failed`),
-      );
+      p
+        .run({ kind: "transform", operators: expr(text), input: {}, params: null }, app(tenant))
+        .then(
+          () => done.push(name),
+          () => done.push(`${name} failed`),
+        );
     const all = [
       job("A", "A1", "1"),
       job("A", "A2", REDOS), // killed; B1 is sent ahead behind it by then
@@ -140,9 +144,12 @@ describe("expression processes", () => {
   it("deliver a large answer before the job sent ahead of it starts", async () => {
     const p = pool({ processes: 1, timeoutMs: 1500, resultBytes: 1 << 24 });
     const rows = Array.from({ length: 100_000 }, (_, i) => ({ i, s: "xxxxxxxxxxxxxxxxxxxx" }));
-    const big = p.run({ kind: "transform", operators: expr("$"), input: rows, params: null }, "B");
+    const big = p.run(
+      { kind: "transform", operators: expr("$"), input: rows, params: null },
+      app("B"),
+    );
     const evil = failure(
-      p.run({ kind: "transform", operators: expr(REDOS), input: {}, params: null }, "A"),
+      p.run({ kind: "transform", operators: expr(REDOS), input: {}, params: null }, app("A")),
     );
     assert.equal(((await within(big, 20_000, "the large answer")) as unknown[]).length, 100_000);
     assert.match(await within(evil, 20_000, "the native step's end"), /longer than 1500 ms/);
