@@ -148,7 +148,7 @@ describe("a tenant's flow expressions against the service", () => {
       // The processes take turns between tenants: the other tenant's job goes next, not after
       // the attacker's queue (most of the queued loops are still going when it is answered).
       const loops: string[] = [];
-      for (let i = 0; i < 12; i++)
+      for (let i = 0; i < 16; i++)
         loops.push(
           (await call(attacker, `${DF}/run`, { elementName: "loop", parameter: {} }))
             .data as string,
