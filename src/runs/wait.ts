@@ -9,6 +9,9 @@ import type { RunEvents } from "./run-events.ts";
  * would be missed, and the request would sit out its whole timeout. A subscription the read makes
  * needless is dropped at once. So a run that ends while waited for costs two reads, not three.
  */
+/** The reason a subscription is dropped: given, so no DOMException is made (a stack each time). */
+const NEEDLESS = "needless";
+
 export async function waitForRunEnd(
   deps: { store: Store; events: RunEvents; clock: Clock },
   scope: ScopeFilter,
@@ -26,7 +29,7 @@ export async function waitForRunEnd(
     try {
       run = await deps.store.getRun(scope, runId);
     } finally {
-      if (!wake || !run || TERMINAL.has(run.status)) listening.abort();
+      if (!wake || !run || TERMINAL.has(run.status)) listening.abort(NEEDLESS);
     }
     if (!wake || !run || TERMINAL.has(run.status)) return run;
     // Not woken: the time is up, and this read is the answer.
