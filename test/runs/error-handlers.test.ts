@@ -61,7 +61,14 @@ function loopingFlow(stored: Map<string, Run>) {
       async start(req: StartRequest) {
         const id = req.runId ?? `handler-run-${started.length}`;
         started.push(id);
-        stored.set(id, failedRun(id, { parentRunId: req.parentRunId ?? null, createTime: T0 + 3 }));
+        stored.set(
+          id,
+          failedRun(id, {
+            parentRunId: req.parentRunId ?? null,
+            createTime: T0 + 3,
+            runParam: JSON.stringify(req.parameter),
+          }),
+        );
         // Bounded, so that a broken guard shows as a count instead of running forever.
         if (started.length <= 3) publishEnd(id);
         return id;
@@ -109,7 +116,11 @@ describe("error handlers: a custom handler's own run", () => {
       ["the-failed-run", failedRun("the-failed-run")],
       [
         "handler-elsewhere",
-        failedRun("handler-elsewhere", { parentRunId: "the-failed-run", createTime: T0 + 5 }),
+        failedRun("handler-elsewhere", {
+          parentRunId: "the-failed-run",
+          createTime: T0 + 5,
+          runParam: JSON.stringify({ event: "run.failure", runId: "the-failed-run" }),
+        }),
       ],
     ]);
     const f = loopingFlow(stored);
@@ -136,6 +147,26 @@ describe("error handlers: a custom handler's own run", () => {
     f.publishEnd("follow-up");
     await f.handlers.idle();
     assert.equal(f.started.length, 1, "the follow-up's failure calls its flow's handler");
+  });
+
+  // A session cookie may carry an empty user: such a run was recorded with no initiator, and with
+  // a finished parent it was taken for a handler's run.
+  it("a run with no initiator, a finished parent and a parameter of its own calls its handlers", async () => {
+    const stored = new Map([
+      ["the-failed-run", failedRun("the-failed-run")],
+      [
+        "anonymous",
+        failedRun("anonymous", {
+          parentRunId: "the-failed-run",
+          createTime: T0 + 5,
+          runParam: JSON.stringify({ orderId: 7 }),
+        }),
+      ],
+    ]);
+    const f = loopingFlow(stored);
+    f.publishEnd("anonymous");
+    await f.handlers.idle();
+    assert.equal(f.started.length, 1, "its failure calls its flow's handler");
   });
 
   it("a sub-flow's child, created while its parent ran, still calls its handlers", async () => {

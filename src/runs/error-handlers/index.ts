@@ -185,14 +185,26 @@ function ended(
 
 /**
  * A run a custom handler started, known from the store when no mark of it is held here (it
- * executed on another node, or this process restarted): it has a parent but no initiator, and
- * its parent had already ended when it was created. A sub-flow's child is created while its
- * parent runs; a run started through the API with a `parentRunId` names its user.
+ * executed on another node, or this process restarted): it has a parent but no initiator, its
+ * parameter is a handler's event about that parent, and its parent had already ended when it was
+ * created. A sub-flow's child is created while its parent runs; a run started through the API
+ * with a `parentRunId` and no user (the header is optional there) has a parameter of its own.
  */
 async function startedByHandler(store: Store, run: Run): Promise<boolean> {
   if (run.parentRunId === null || run.initiator !== null) return false;
+  if (!isEventAbout(run.runParam, run.parentRunId)) return false;
   const parent = await store.getRun(null, run.parentRunId);
   return parent?.endTime != null && parent.endTime <= run.createTime;
+}
+
+/** Whether a run's parameter is the event a handler is given about run `id` (custom.ts). */
+function isEventAbout(runParam: string | null, id: string): boolean {
+  try {
+    const p = JSON.parse(runParam ?? "null") as Partial<FailureEvent> | null;
+    return p?.runId === id && (p.event === "run.failure" || p.event === "run.timeout");
+  } catch {
+    return false;
+  }
 }
 
 function sentinel(s: Handlers, runId: string, configure: Configure, seconds: number): void {
