@@ -82,6 +82,49 @@ function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A fresh initdb's data directory for `bin`, made once and shared by every test process of this
+ * machine (each copies it): initdb into a temporary directory, then renamed into place, so a
+ * process never sees a half-made one, and two that race keep one.
+ */
+function template(bin: string, spawnOpts: { uid?: number; gid?: number }): string {
+  const version = execFileSync(path.join(bin, "postgres"), ["--version"]).toString().trim();
+  const key = `v1 ${version} ${bin} ${spawnOpts.uid ?? process.getuid?.()}`.replace(
+    /[^\w.-]+/g,
+    "_",
+  );
+  const target = path.join(os.tmpdir(), `sluice-pg-template-${key}`);
+  if (fs.existsSync(path.join(target, "PG_VERSION"))) return target;
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-pg-initdb-"));
+  if (spawnOpts.uid !== undefined)
+    fs.chownSync(work, spawnOpts.uid, spawnOpts.gid ?? spawnOpts.uid);
+  const made = path.join(work, "data");
+  execFileSync(
+    path.join(bin, "initdb"),
+    [
+      "-D",
+      made,
+      "-U",
+      "postgres",
+      "-A",
+      "trust",
+      "-E",
+      "UTF8",
+      "--locale=C",
+      "--no-sync",
+      "--no-instructions",
+    ],
+    { ...spawnOpts, cwd: work, stdio: ["ignore", "ignore", "pipe"] },
+  );
+  try {
+    fs.renameSync(made, target);
+  } catch {
+    // Another test process put its own in place first: the same thing.
+  }
+  fs.rmSync(work, { recursive: true, force: true });
+  return target;
+}
+
 async function launch(): Promise<TestPostgres> {
   const bin = findBinDir();
   const user = runAs();
@@ -92,23 +135,8 @@ async function launch(): Promise<TestPostgres> {
   const spawnOpts = { cwd: dir, env, ...(user ?? {}) };
 
   try {
-    execFileSync(
-      path.join(bin, "initdb"),
-      [
-        "-D",
-        dataDir,
-        "-U",
-        "postgres",
-        "-A",
-        "trust",
-        "-E",
-        "UTF8",
-        "--locale=C",
-        "--no-sync",
-        "--no-instructions",
-      ],
-      { ...spawnOpts, stdio: ["ignore", "ignore", "pipe"] },
-    );
+    // A copy of one initdb made for the whole test run: the same cluster, a quarter of the time.
+    execFileSync("cp", ["-a", template(bin, spawnOpts), dataDir], { stdio: "ignore" });
   } catch (err) {
     fs.rmSync(dir, { recursive: true, force: true });
     const stderr = (err as { stderr?: Buffer }).stderr?.toString() ?? "";
