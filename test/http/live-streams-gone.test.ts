@@ -46,6 +46,12 @@ describe(`event streams give their place back (${TEST_MODE})`, () => {
     await server?.close();
   });
 
+  it("a run of no such id: an envelope, as JSON", async () => {
+    const r = await fetch(`${server.url}${DF}/run/nope/events`, { headers: h });
+    assert.match(r.headers.get("content-type") ?? "", /^application\/json/);
+    assert.equal(((await r.json()) as { code: number }).code, 28020002);
+  });
+
   it("a stream that ends with its run", async () => {
     await streamOpens("first");
     await streamOpens("second");
