@@ -26,7 +26,9 @@ export function installErrorHandler(
       const body = envelopeOf(err, req, reply, language);
       // A failure envelope is not the route's success shape (the root endpoints answer bare
       // JSON): serialized against that schema it would become a 500.
-      reply.serializer(JSON.stringify);
+      // With a serializer of its own a reply gets no content type from Fastify: said here, so
+      // every client reads the envelope as JSON (a route may have set another type before failing).
+      reply.serializer(JSON.stringify).type("application/json; charset=utf-8");
       // An error found before the body was read (a 413 on content-length, a broken encoding):
       // the client may still be writing it, and must be able to read this answer.
       if (req.raw.complete) return reply.code(200).send(body);

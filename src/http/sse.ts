@@ -33,6 +33,13 @@ export function openSse(
   deps: { clock: Clock; heartbeatMs: number; onClose: () => void },
 ): SseStream {
   const { clock } = deps;
+  // The client went while the route was still reading (the run): its 'close' has come and gone,
+  // so no listener below would hear it and free what the stream holds (a tenant's place, the
+  // heartbeat). Told on the next microtask: the caller holds the stream by then.
+  if (res.destroyed) {
+    queueMicrotask(deps.onClose);
+    return { send() {}, end() {}, closed: true };
+  }
   res.writeHead(200, {
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-store",

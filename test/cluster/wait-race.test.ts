@@ -85,4 +85,53 @@ describe("waiting for a run's end across nodes", () => {
     assert.equal(reads, 2);
     assert.equal(events.waiting(), 0);
   });
+
+  it("a store that fails: the failure is the answer, and nothing is left waiting", async () => {
+    const clock = createFakeClock();
+    const events = createRunEvents({ clock });
+    let reads = 0;
+    const store = {
+      async getRun() {
+        reads++;
+        if (reads === 2) throw new Error("the database went away");
+        return { id: "r4", status: "STARTED" } as Run;
+      },
+    } as unknown as Store;
+    const waited = waitForRunEnd({ store, events, clock }, null, "r4", 60_000);
+    while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
+    // Woken by an end the store then cannot confirm: the next read fails.
+    events.notify("r4");
+    await assert.rejects(waited, /the database went away/);
+    assert.equal(events.waiting(), 0);
+    assert.equal(clock.pending(), 0, "no timer left");
+  });
+
+  it("woken by ends the store does not show: waits on, and answers at its deadline", async () => {
+    const clock = createFakeClock();
+    const events = createRunEvents({ clock });
+    let reads = 0;
+    const store = {
+      async getRun() {
+        reads++;
+        return { id: "r5", status: "STARTED" } as Run;
+      },
+    } as unknown as Store;
+    let settled = false;
+    const waited = waitForRunEnd({ store, events, clock }, null, "r5", 1000).then((r) => {
+      settled = true;
+      return r;
+    });
+    for (let i = 1; i <= 3; i++) {
+      while (events.waiting() === 0 || reads < i) await new Promise((r) => setImmediate(r));
+      events.notify("r5");
+      clock.advance(100);
+    }
+    while (events.waiting() === 0 || reads < 4) await new Promise((r) => setImmediate(r));
+    assert.equal(settled, false);
+    clock.advance(700);
+    assert.equal((await waited)?.status, "STARTED");
+    assert.equal(reads, 5, "one read per wake, and one at the deadline");
+    assert.equal(events.waiting(), 0);
+    assert.equal(clock.pending(), 0, "no timer left");
+  });
 });

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { buildApp } from "../../src/app.ts";
 import type { Clock } from "../../src/clock.ts";
@@ -25,6 +26,8 @@ export async function modeEnv(): Promise<Record<string, string>> {
 
 export interface TestServer {
   url: string;
+  /** The service's Fastify instance (its `server` sees each connection). */
+  app: FastifyInstance;
   services: Services;
   config: Config;
   dataDir: string;
@@ -70,6 +73,7 @@ export async function startServer(
 
   return {
     url,
+    app,
     services,
     config,
     dataDir,

@@ -74,6 +74,13 @@ describe(`open event streams per tenant (${TEST_MODE})`, () => {
     assert.equal(body.status, false);
     assert.equal(body.code, 429);
     assert.match(body.message, /3 open event streams.*LIMIT_LIVE_STREAMS/);
+    // An envelope like any other: JSON, and in the caller's language.
+    assert.match(refused.headers.get("content-type") ?? "", /^application\/json/);
+    const zh = await fetch(`${server.url}${DF}/run/${runId}/events`, {
+      headers: { ...mine, language: "zh-cn" },
+    });
+    assert.match(zh.headers.get("content-type") ?? "", /^application\/json/);
+    assert.match(((await zh.json()) as { message: string }).message, /^请求过多：3 open event/);
 
     // Another tenant is not held back by this one's streams.
     const otherRun = await start(theirs);
