@@ -89,6 +89,9 @@ export async function progressRoutes(
       await stream(opts, run, () => find(scope, id), reply, open, free);
     } catch (err) {
       free();
+      // Once the stream has begun no envelope can follow: the connection is ended instead, so
+      // nothing uncounted stays open.
+      if (reply.raw.headersSent) reply.raw.destroy();
       throw err;
     }
   };
