@@ -14,7 +14,7 @@ import type { Scope } from "../store/types.ts";
  * Who may call a route and where its scope comes from (docs/auth.md):
  * - `context`: app/space/user required (from headers or a valid session cookie).
  * - `contextEnv`: required in signature mode; optional in off mode (then lookups are unscoped).
- * - `list`: headers, else the session cookie; in off mode with neither, every scope.
+ * - `list`: headers, else the session cookie; in off mode with neither, every scope (one alone: 400).
  * - `internal`: internal script endpoints; signature mode accepts only internal-secret tokens.
  * - `external`: external script endpoints; app tokens or the session cookie.
  * - `lookup`: script result lookups; app or internal tokens or the session cookie.
@@ -106,7 +106,9 @@ export function resolveContext(
     access === "internal" ||
     access === "external" ||
     (access === "contextEnv" && auth.mode === "signature");
-  if (required || (access !== "list" && (identity.app || identity.space))) {
+  // One of app and space is a scope half given, on every endpoint: a lookup or list "without
+  // scope" (docs/auth.md) is one with neither, never one whose caller forgot a header.
+  if (required || identity.app || identity.space) {
     const missing = [
       identity.app ? null : "app",
       identity.space ? null : "space",
