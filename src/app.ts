@@ -9,6 +9,7 @@ import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { artifactRoutes } from "./http/artifact-routes.ts";
 import { auditHook } from "./http/audit-hook.ts";
 import { auditRoutes } from "./http/audit-routes.ts";
+import { browserGuard } from "./http/browser-guard.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
@@ -132,6 +133,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (req.raw.httpVersion === "1.1" && !req.headers.host)
       throw badRequest("the Host header is required in HTTP/1.1");
   });
+  // Before the context: a cross-site request with the session cookie is refused unread.
+  await app.register(browserGuard);
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
   // Before every route, so that every change is recorded in this one place.
   if (deps.audit && deps.topology.servesApi) {
