@@ -21,7 +21,9 @@ export function saveScope(scope: Scope, session: string): void {
   localStorage.setItem("sluice.scope", JSON.stringify(scope));
   if (session) {
     const value = session.replace(/^session=/, "");
-    document.cookie = `session=${value}; path=/; SameSite=Strict`;
+    // Secure on HTTPS: the cookie is never sent in clear to the same host's plain-HTTP port.
+    const secure = location.protocol === "https:" ? "; Secure" : "";
+    document.cookie = `session=${value}; path=/; SameSite=Strict${secure}`;
   }
 }
 
