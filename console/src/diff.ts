@@ -12,6 +12,7 @@ function markedGraph(rev: RevisionDetail, marks: Map<string, Mark>): SVGElement 
   const detail = {
     run: { runId: "", triggerType: "", runStatus: "SUCCESS" },
     elementType: "DPL",
+    resumable: false,
     nodes: rev.flow.vertexes.map((v) => ({ nodeId: v.id, nodeType: v.type, status: (marks.get(v.id) ?? "same").toUpperCase() })),
     graph: rev.flow,
   } as RunDetail;
