@@ -2,6 +2,9 @@ import type { Clock } from "../clock.ts";
 import { type Run, type ScopeFilter, type Store, TERMINAL } from "../store/types.ts";
 import type { RunEvents } from "./run-events.ts";
 
+/** The reason a subscription is dropped: given, so no DOMException is made (a stack each time). */
+const NEEDLESS = "needless";
+
 /**
  * Reads the run, and while it is unfinished waits for its end event (no polling), up to `ms`.
  * Each read comes after the subscription: an end that lands between a read and a subscription
@@ -9,9 +12,6 @@ import type { RunEvents } from "./run-events.ts";
  * would be missed, and the request would sit out its whole timeout. A subscription the read makes
  * needless is dropped at once. So a run that ends while waited for costs two reads, not three.
  */
-/** The reason a subscription is dropped: given, so no DOMException is made (a stack each time). */
-const NEEDLESS = "needless";
-
 export async function waitForRunEnd(
   deps: { store: Store; events: RunEvents; clock: Clock },
   scope: ScopeFilter,
@@ -28,10 +28,14 @@ export async function waitForRunEnd(
     let run: Run | undefined;
     try {
       run = await deps.store.getRun(scope, runId);
-    } finally {
-      if (!wake || !run || TERMINAL.has(run.status)) listening.abort(NEEDLESS);
+    } catch (err) {
+      listening.abort(NEEDLESS);
+      throw err;
     }
-    if (!wake || !run || TERMINAL.has(run.status)) return run;
+    if (!wake || !run || TERMINAL.has(run.status)) {
+      listening.abort(NEEDLESS);
+      return run;
+    }
     // Not woken: the time is up, and this read is the answer.
     if (!(await wake)) return deps.store.getRun(scope, runId);
   }
