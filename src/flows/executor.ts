@@ -7,7 +7,7 @@ import { errorText } from "../errors.ts";
 
 import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import type { FinishedStatus } from "../store/types.ts";
-import { jsonWithin } from "./expr-size.ts";
+import { jsonWithin, tooLarge } from "./expr-size.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import type { FlowDeps, NodeContext } from "./nodes/types.ts";
@@ -210,10 +210,7 @@ async function runNode(x: Execution, i: number): Promise<void> {
     );
     // Nodes without expressions build values too (a merge that holds one input twice, a join):
     // one past the limit stops here, before anything walks or writes it out in full.
-    if (!x.fits(value))
-      throw new Error(
-        `ResultTooLarge: the node's output is over the ${opts.deps.valueBytes} byte limit (LIMIT_RESULT_BYTES)`,
-      );
+    if (!x.fits(value)) throw tooLarge("the node's output is", opts.deps.valueBytes);
     await takeEdges(
       opts.deps.expressions,
       x.plan.outgoing[i] ?? [],

@@ -5,6 +5,11 @@
  * memory and enormous once written out or walked; the service's thread takes only values whose
  * written-out size is known to be within the budget (expr-lanes.ts).
  */
+/** A node's value past the limit (docs/flow-graph.md, "Node output limit"): one wording everywhere. */
+export function tooLarge(what: string, limit: number): Error {
+  return new Error(`ResultTooLarge: ${what} over the ${limit} byte limit (LIMIT_RESULT_BYTES)`);
+}
+
 export function jsonWithin(budget: number): (value: unknown) => boolean {
   // A run's parameter is every job's: each root is walked once.
   const known = new WeakMap<object, boolean>();

@@ -7,6 +7,7 @@ import { Worker } from "node:worker_threads";
 import { errorText } from "../errors.ts";
 import { createEvaluator } from "./expr.ts";
 import { type Job, runJob } from "./expr-jobs.ts";
+import { tooLarge } from "./expr-size.ts";
 
 const send = process.send?.bind(process);
 if (send === undefined) throw new Error("expr-worker.ts runs as a child of the service (IPC)");
@@ -39,7 +40,10 @@ async function answer(job: Job) {
     if (json !== undefined && json.length > maxChars)
       return {
         ok: false,
-        message: `ResultTooLarge: the value of the node's expressions is ${json.length} characters as JSON, over the ${maxChars} byte limit (LIMIT_RESULT_BYTES)`,
+        message: tooLarge(
+          `the value of the node's expressions is ${json.length} characters as JSON,`,
+          maxChars,
+        ).message,
       };
     return { ok: true, json };
   } catch (err) {

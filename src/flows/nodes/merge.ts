@@ -5,7 +5,7 @@
  * merged `{...left, ...right}`, one output per match. A skipped side counts as no records.
  */
 import { Type } from "typebox";
-import { sizeOf } from "../expr-size.ts";
+import { sizeOf, tooLarge } from "../expr-size.ts";
 import { asRecords, getField, isRow } from "../operators/types.ts";
 import type { NodeDef } from "./types.ts";
 
@@ -56,10 +56,7 @@ export const mergeNode: NodeDef = {
     let total = 0;
     const add = (record: unknown, ...parts: unknown[]) => {
       for (const p of parts) total += size(p);
-      if (total > limit)
-        throw new Error(
-          `ResultTooLarge: the join's output is over the ${limit} byte limit (LIMIT_RESULT_BYTES)`,
-        );
+      if (total > limit) throw tooLarge("the join's output is", limit);
       out.push(record);
     };
     for (const l of side(config.left)) {
