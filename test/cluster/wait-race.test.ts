@@ -9,6 +9,29 @@ import { createFakeClock } from "../scheduler/fake-clock.ts";
  * In a cluster a run's end reaches a waiting API node by NOTIFY, on another connection than the
  * waiter's read: it can arrive while the read that still saw the run STARTED is on its way back.
  */
+/** A fake clock and events, and a store whose `getRun` answers `read(n)` for its n-th read. */
+function setup(read: (n: number) => Run) {
+  const clock = createFakeClock();
+  const events = createRunEvents({ clock });
+  let reads = 0;
+  const store = {
+    async getRun() {
+      reads++;
+      return read(reads);
+    },
+  } as unknown as Store;
+  return {
+    clock,
+    events,
+    deps: { store, events, clock },
+    reads: () => reads,
+    /** Until the wait has subscribed. */
+    subscribed: async () => {
+      while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
+    },
+  };
+}
+
 describe("waiting for a run's end across nodes", () => {
   it("an end notified between the read and the subscription still ends the wait at once", async () => {
     const clock = createFakeClock();
@@ -39,99 +62,68 @@ describe("waiting for a run's end across nodes", () => {
   });
 
   it("reads a run that ends while waited for twice, and leaves no subscription behind", async () => {
-    const clock = createFakeClock();
-    const events = createRunEvents({ clock });
     let status: Run["status"] = "STARTED";
-    let reads = 0;
-    const store = {
-      async getRun() {
-        reads++;
-        return { id: "r2", status } as Run;
-      },
-    } as unknown as Store;
-    const waited = waitForRunEnd({ store, events, clock }, null, "r2", 60_000);
-    while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
+    const t = setup(() => ({ id: "r2", status }) as Run);
+    const waited = waitForRunEnd(t.deps, null, "r2", 60_000);
+    await t.subscribed();
     status = "SUCCESS";
-    events.notify("r2");
+    t.events.notify("r2");
     assert.equal((await waited)?.status, "SUCCESS");
-    assert.equal(reads, 2);
-    assert.equal(events.waiting(), 0);
-    assert.equal(clock.pending(), 0, "no timer left");
+    assert.equal(t.reads(), 2);
+    assert.equal(t.events.waiting(), 0);
+    assert.equal(t.clock.pending(), 0, "no timer left");
 
     // One already ended: a single read, and nothing left waiting either.
-    reads = 0;
-    assert.equal(
-      (await waitForRunEnd({ store, events, clock }, null, "r2", 60_000))?.status,
-      "SUCCESS",
-    );
-    assert.equal(reads, 1);
-    assert.equal(events.waiting(), 0);
+    assert.equal((await waitForRunEnd(t.deps, null, "r2", 60_000))?.status, "SUCCESS");
+    assert.equal(t.reads(), 3);
+    assert.equal(t.events.waiting(), 0);
   });
 
   it("answers a run still going when the time is up from a last read", async () => {
-    const clock = createFakeClock();
-    const events = createRunEvents({ clock });
-    let reads = 0;
-    const store = {
-      async getRun() {
-        reads++;
-        return { id: "r3", status: "STARTED" } as Run;
-      },
-    } as unknown as Store;
-    const waited = waitForRunEnd({ store, events, clock }, null, "r3", 1000);
-    while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
-    clock.advance(1000);
+    const t = setup(() => ({ id: "r3", status: "STARTED" }) as Run);
+    const waited = waitForRunEnd(t.deps, null, "r3", 1000);
+    await t.subscribed();
+    t.clock.advance(1000);
     assert.equal((await waited)?.status, "STARTED");
-    assert.equal(reads, 2);
-    assert.equal(events.waiting(), 0);
+    assert.equal(t.reads(), 2);
+    assert.equal(t.events.waiting(), 0);
   });
 
   it("a store that fails: the failure is the answer, and nothing is left waiting", async () => {
-    const clock = createFakeClock();
-    const events = createRunEvents({ clock });
-    let reads = 0;
-    const store = {
-      async getRun() {
-        reads++;
-        if (reads === 2) throw new Error("the database went away");
-        return { id: "r4", status: "STARTED" } as Run;
-      },
-    } as unknown as Store;
-    const waited = waitForRunEnd({ store, events, clock }, null, "r4", 60_000);
-    while (events.waiting() === 0) await new Promise((r) => setImmediate(r));
+    const t = setup((n) => {
+      if (n === 2) throw new Error("the database went away");
+      return { id: "r4", status: "STARTED" } as Run;
+    });
+    const waited = waitForRunEnd(t.deps, null, "r4", 60_000);
+    await t.subscribed();
     // Woken by an end the store then cannot confirm: the next read fails.
-    events.notify("r4");
+    t.events.notify("r4");
     await assert.rejects(waited, /the database went away/);
-    assert.equal(events.waiting(), 0);
-    assert.equal(clock.pending(), 0, "no timer left");
+    assert.equal(t.events.waiting(), 0);
+    assert.equal(t.clock.pending(), 0, "no timer left");
   });
 
   it("woken by ends the store does not show: waits on, and answers at its deadline", async () => {
-    const clock = createFakeClock();
-    const events = createRunEvents({ clock });
-    let reads = 0;
-    const store = {
-      async getRun() {
-        reads++;
-        return { id: "r5", status: "STARTED" } as Run;
-      },
-    } as unknown as Store;
+    const t = setup(() => ({ id: "r5", status: "STARTED" }) as Run);
     let settled = false;
-    const waited = waitForRunEnd({ store, events, clock }, null, "r5", 1000).then((r) => {
+    const waited = waitForRunEnd(t.deps, null, "r5", 1000).then((r) => {
       settled = true;
       return r;
     });
+    const readAndSubscribed = async (n: number) => {
+      while (t.events.waiting() === 0 || t.reads() < n) await new Promise((r) => setImmediate(r));
+    };
     for (let i = 1; i <= 3; i++) {
-      while (events.waiting() === 0 || reads < i) await new Promise((r) => setImmediate(r));
-      events.notify("r5");
-      clock.advance(100);
+      await readAndSubscribed(i);
+      t.events.notify("r5");
+      t.clock.advance(100);
     }
-    while (events.waiting() === 0 || reads < 4) await new Promise((r) => setImmediate(r));
+    await readAndSubscribed(4);
     assert.equal(settled, false);
-    clock.advance(700);
+    t.clock.advance(700);
     assert.equal((await waited)?.status, "STARTED");
-    assert.equal(reads, 5, "one read per wake, and one at the deadline");
-    assert.equal(events.waiting(), 0);
-    assert.equal(clock.pending(), 0, "no timer left");
+    assert.equal(t.reads(), 5, "one read per wake, and one at the deadline");
+    assert.equal(t.events.waiting(), 0);
+    assert.equal(t.clock.pending(), 0, "no timer left");
   });
 });
