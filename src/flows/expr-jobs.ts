@@ -26,7 +26,7 @@ export interface FlowExpressions {
 
 /**
  * A run's expressions, evaluated as its tenant's (its app and space): the expression processes
- * take turns between tenants (expr-turns.ts), so one tenant's slow expressions hold back no one
+ * take turns between tenants (src/turns.ts), so one tenant's slow expressions hold back no one
  * else's for long.
  */
 export type ExpressionsFor = (scope: Scope) => FlowExpressions;

@@ -14,7 +14,7 @@ import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { Scope } from "../store/model.ts";
 import { expressionsOver, type FlowExpressions, type Job } from "./expr-jobs.ts";
-import { createTurns } from "./expr-turns.ts";
+import { createTurns } from "../turns.ts";
 
 export interface ExpressionPoolConfig {
   /** Child processes (FLOW_EXPR_PROCESSES). */
@@ -30,7 +30,7 @@ export interface ExpressionPoolConfig {
 export interface ExpressionPool extends FlowExpressions {
   /**
    * One job of a tenant (absent: one shared tenant), in a process with room; when none has, in
-   * its turn (expr-turns.ts).
+   * its turn (src/turns.ts).
    */
   run(job: Job, tenant?: Scope): Promise<unknown>;
   close(): Promise<void>;

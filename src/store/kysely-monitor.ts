@@ -14,7 +14,7 @@ import { FINISHED } from "./types.ts";
  */
 const TEXT_INDEX_MIN_RUNS = 20_000;
 
-type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
+export type MonitorMethods = Pick<Store, "monitorRuns" | "monitorFlows" | "listFlows">;
 
 /** What identifies a run's counter in run_status_counts. */
 export interface CounterKey {

@@ -7,6 +7,7 @@ import { migrate } from "./migrate.ts";
 import { preparedPool } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
 import { openSqlite } from "./sqlite-driver.ts";
+import { createSqliteReader } from "./sqlite-reader.ts";
 import type { Store } from "./types.ts";
 
 // int8 columns (timestamps in ms, counts) fit a JS number; pg would hand them over as strings.
@@ -51,9 +52,14 @@ export async function openStore(opts: {
     await sqlite.close();
     throw err;
   }
+  const reader = createSqliteReader(file);
   // Resolves only once no connection to the file is left, so a store opened next never meets one.
-  return createKyselyStore(db, "sqlite", async () => {
+  const store = createKyselyStore(db, "sqlite", async () => {
+    await reader.stop();
     await db.destroy();
     await sqlite.close();
   });
+  // Monitoring reads on a thread of their own (docs/security.md, "Monitoring reads").
+  const { monitorRuns, monitorFlows, listFlows } = reader;
+  return { ...store, monitorRuns, monitorFlows, listFlows };
 }

@@ -19,13 +19,8 @@ export function openSqlite(file: string): {
   raw.exec("PRAGMA busy_timeout = 5000;");
   // WAL + NORMAL: a commit survives a process crash (not a power cut) at a few µs per commit.
   raw.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-  // Monitoring reads scattered run rows (text filters scan one flow's runs): a 64 MiB page cache
-  // and memory-mapped reads keep a million-run database's hot part out of read() calls.
-  raw.exec(
-    "PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;",
-  );
+  readerPragmas(raw);
   const checkpointer = startCheckpointer(raw, file);
-  const cache = new LRUCache<string, SqliteStatement>({ max: 500 });
   let closing: Promise<void> | undefined;
   // This connection closes at once, as Kysely's destroy() expects; the worker's closes last, which
   // makes SQLite checkpoint the WAL into the database file and remove the -wal and -shm files.
@@ -36,9 +31,15 @@ export function openSqlite(file: string): {
     return closing;
   };
 
-  const db: SqliteDatabase = {
-    // Kysely's destroy() does not await this; openStore awaits close() itself.
-    close: () => void close(),
+  // Kysely's destroy() does not await this; openStore awaits close() itself.
+  return { db: kyselyDatabase(raw, () => void close()), raw, close };
+}
+
+/** The connection as Kysely's SqliteDialect takes it, its statements cached by SQL text. */
+export function kyselyDatabase(raw: DatabaseSync, close: () => void): SqliteDatabase {
+  const cache = new LRUCache<string, SqliteStatement>({ max: 500 });
+  return {
+    close,
     prepare(sql: string): SqliteStatement {
       let stmt = cache.get(sql);
       if (!stmt) {
@@ -48,7 +49,6 @@ export function openSqlite(file: string): {
       return stmt;
     },
   };
-  return { db, raw, close };
 }
 
 function toParam(value: unknown): SQLInputValue {
@@ -68,4 +68,14 @@ function wrap(stmt: StatementSync): SqliteStatement {
     },
     iterate: (params) => stmt.iterate(...params.map(toParam)) as IterableIterator<unknown>,
   };
+}
+
+/**
+ * Monitoring reads scattered run rows (text filters scan one flow's runs): a 64 MiB page cache
+ * and memory-mapped reads keep a million-run database's hot part out of read() calls.
+ */
+export function readerPragmas(raw: DatabaseSync): void {
+  raw.exec(
+    "PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;",
+  );
 }

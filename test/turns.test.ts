@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { createTurns } from "../../src/flows/expr-turns.ts";
+import { createTurns } from "../src/turns.ts";
 
 type Job = { name: string; app: string; space: string };
 const job = (name: string, app: string, space = "prod"): Job => ({ name, app, space });

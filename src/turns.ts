@@ -1,11 +1,12 @@
 /**
- * The order in which jobs waiting for the expression processes get one (docs/security.md, "Flow
- * expressions"): the app served least recently first, then, within it, its space served least
+ * The order in which tenants' jobs waiting for a shared worker get one: the expression processes
+ * (docs/security.md, "Flow expressions") and the SQLite store's reading thread ("Monitoring
+ * reads"). The app served least recently first, then, within it, its space served least
  * recently, then that space's oldest job. Two levels because an app may use any number of spaces:
  * with turns per space, an app that spread its flows over ten spaces would get ten turns for each
  * of another app's.
  */
-import type { Scope } from "../store/model.ts";
+import type { Scope } from "./store/model.ts";
 
 interface Level {
   /** When it was last given a job (a count of jobs given): the smallest goes next. */
