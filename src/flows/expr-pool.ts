@@ -13,8 +13,8 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { Scope } from "../store/model.ts";
-import { expressionsOver, type FlowExpressions, type Job } from "./expr-jobs.ts";
 import { createTurns } from "../turns.ts";
+import { expressionsOver, type FlowExpressions, type Job } from "./expr-jobs.ts";
 
 export interface ExpressionPoolConfig {
   /** Child processes (FLOW_EXPR_PROCESSES). */

@@ -58,10 +58,9 @@ export function createSqliteReader(file: string): MonitorMethods & { stop(): Pro
     return w;
   };
   function pump(): void {
-    if (stopped || running) {
-      if (!running) worker?.unref();
-      return;
-    }
+    // Once stopped, stop() holds the thread ref'd until it ends: a process with nothing else to
+    // do would otherwise exit while the connection is still open and close() never resolve.
+    if (stopped || running) return;
     const job = turns.take();
     if (!job) {
       worker?.unref(); // an idle reader never keeps the process alive
