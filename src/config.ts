@@ -33,6 +33,7 @@ export interface Config {
     maxWaitS: number;
     maxRunS: number;
     queuedRuns: number;
+    queuedRunsPerApp: number;
     flowRunsAtOnce: number;
     /** Open event streams per app and space (docs/live-progress.md). */
     liveStreams: number;
@@ -350,6 +351,7 @@ function pythonConfig(env: Env): Config["python"] {
 
 /** Request, output and run limits (docs/operations.md). */
 function limitsConfig(env: Env): Config["limits"] {
+  const queuedRuns = int(env, "LIMIT_QUEUED_RUNS", 10000);
   return {
     bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
     discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
@@ -361,7 +363,12 @@ function limitsConfig(env: Env): Config["limits"] {
     resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
     maxWaitS: int(env, "MAX_WAIT_S", 3600),
     maxRunS: int(env, "MAX_RUN_S", 3600),
-    queuedRuns: int(env, "LIMIT_QUEUED_RUNS", 10000),
+    queuedRuns,
+    // Half the whole by default: one app alone can never take every place (docs/run-limits.md).
+    queuedRunsPerApp: Math.min(
+      queuedRuns,
+      Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
+    ),
     flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
     liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
   };

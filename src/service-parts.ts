@@ -10,6 +10,7 @@ import type { RunJob } from "./queue/types.ts";
 import type { ErrorHandlerConfig } from "./runs/error-handlers/index.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
+import { createQueuedShare } from "./runs/queued-share.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import type { RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
@@ -86,6 +87,7 @@ export function createRuns(deps: {
     queue,
     limits: config.limits,
     queueIsLocal: topology.queueIsLocal,
+    queued: createQueuedShare({ store, clock: deps.clock, limits: config.limits }),
     onScript: deps.metrics.timeScript,
     // The run's record and its queue job commit together (docs/cluster.md).
     commitQueued: (run: NewRun, job: RunJob) => queue.submit(run, job, store),

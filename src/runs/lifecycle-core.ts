@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.ts";
-import { ErrorCode, errorText, SluiceError } from "../errors.ts";
+import { errorText, SluiceError } from "../errors.ts";
 import { type NewRun, type Run, type RunEnd, type Store, TERMINAL } from "../store/types.ts";
 import type { ExecRun, LifecycleDeps, RunExecutor, RunRequest } from "./lifecycle-types.ts";
 import { type Execution, limitMessage, RunStop, toEnd } from "./outcome.ts";
@@ -108,11 +108,9 @@ export async function commitQueued<Req extends RunRequest>(
   events.publish({ type: "created", run: rec });
 }
 
-/** Refuses a run that would wait when the queue holds its bound (429). */
-export function checkBound<Req extends RunRequest>(c: Lifecycle<Req>): void {
-  const { deps, limits } = c;
-  if (deps.queue.depth() >= limits.queuedRuns)
-    throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
+/** Refuses a run that would wait when the queued runs, or its app's, are at their limit (429). */
+export function checkBound<Req extends RunRequest>(c: Lifecycle<Req>, rec: NewRun): Promise<void> {
+  return c.deps.queued.admit(rec.scope.app);
 }
 
 export async function readBack<Req extends RunRequest>(

@@ -84,7 +84,7 @@ async function runSyncLimited<Req extends RunRequest>(
   wait: SyncWait,
 ): Promise<SyncRun> {
   const { limits, store, events } = c;
-  checkBound(c);
+  await checkBound(c, rec);
   await commitQueued(c, rec, parameter);
   const waitS = waitSeconds(wait, limits);
   const ran = await waitForRunEnd(

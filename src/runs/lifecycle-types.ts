@@ -4,6 +4,7 @@ import type { ErrorCodeValue } from "../errors.ts";
 import type { RunJob, RunQueue } from "../queue/types.ts";
 import type { NewRun, Run, ScopeFilter, Store } from "../store/types.ts";
 import type { Execution } from "./outcome.ts";
+import type { QueuedShare } from "./queued-share.ts";
 import type { RunEvents } from "./run-events.ts";
 
 /**
@@ -43,8 +44,10 @@ export interface LifecycleDeps {
   clock: Clock;
   logger: Logger;
   nodeId: string;
-  limits: { maxRunS: number; maxWaitS: number; queuedRuns: number; resultBytes: number };
-  queue: Pick<RunQueue, "depth" | "reserve">;
+  limits: { maxRunS: number; maxWaitS: number; resultBytes: number };
+  queue: Pick<RunQueue, "reserve">;
+  /** The places for QUEUED runs, shared by every lifecycle of the process (queued-share.ts). */
+  queued: QueuedShare;
   /** Commits a QUEUED run and hands its job to the queue: one call, so it can be one transaction. */
   commitQueued(run: NewRun, job: RunJob): Promise<void>;
   /** The queue delivers this process's jobs back to it (embedded), so queued records can be kept. */

@@ -67,7 +67,7 @@ async function create<Req extends RunRequest>(
     }
     const started = rec.status === "STARTED";
     const { parameter } = req;
-    if (!started) checkBound(c);
+    if (!started) await checkBound(c, rec);
     if (started) {
       await store.insertRun(rec);
       events.publish({ type: "created", run: rec });

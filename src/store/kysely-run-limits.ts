@@ -15,7 +15,19 @@ export function runLimitMethods(db: Kysely<Database>, dialect: Dialect): RunLimi
     claimLimited: (id, startTime, nodeId) =>
       db.transaction().execute((tx) => claim(tx, dialect, id, startTime, nodeId)),
     startableRuns: (elementId, limit = 500) => startable(db, elementId, limit),
+    queuedRunsByApp: () => queuedByApp(db),
   };
+}
+
+async function queuedByApp(db: Kysely<Database>): Promise<Map<string, number>> {
+  const rows = await db
+    .selectFrom("runs")
+    .select((eb) => ["app", eb.fn.countAll<number>().as("n")])
+    .where(UNFINISHED)
+    .where("status", "=", sql.lit("QUEUED"))
+    .groupBy("app")
+    .execute();
+  return new Map(rows.map((r) => [r.app, Number(r.n)]));
 }
 
 async function claim(

@@ -16,4 +16,6 @@ export interface RunLimitStore {
    * oldest first: the ones to hand a job when a slot frees or a sweep finds them without one.
    */
   startableRuns(elementId?: string, limit?: number): Promise<StartableRun[]>;
+  /** How many QUEUED runs each app has, in every process (docs/run-limits.md, "Queued runs"). */
+  queuedRunsByApp(): Promise<Map<string, number>>;
 }

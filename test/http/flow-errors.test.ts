@@ -25,6 +25,7 @@ describe("data-flow error codes", () => {
     server = await startServer({
       FLOW_CONCURRENCY: "1",
       LIMIT_QUEUED_RUNS: "2",
+      LIMIT_QUEUED_RUNS_PER_APP: "2",
       LIMIT_RESULT_BYTES: "200",
     });
     await deployAndActivate(server, "sleeper", SLEEPER);

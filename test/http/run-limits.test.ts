@@ -291,8 +291,9 @@ describe("fair turns across spaces", () => {
   let server: TestServer;
   let holder: Holder;
   before(async () => {
-    // One flow slot: every start is a turn of that slot.
-    server = await startServer({ FLOW_CONCURRENCY: "1" });
+    // One flow slot: every start is a turn of that slot. Both spaces are one app's, which may
+    // hold every queued place here.
+    server = await startServer({ FLOW_CONCURRENCY: "1", LIMIT_QUEUED_RUNS_PER_APP: "10000" });
     holder = await startHolder();
   });
   after(async () => {

@@ -11,6 +11,7 @@ import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import type { RunJob, RunQueue } from "../../src/queue/types.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
+import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { createLimitWakeups } from "../../src/runs/run-limits.ts";
 import { openStore } from "../../src/store/open-store.ts";
@@ -106,8 +107,13 @@ describe("a terminated waiting run (embedded)", () => {
         clock: systemClock,
         logger: pino({ level: "silent" }),
         nodeId: "n",
-        limits: { maxRunS: 60, maxWaitS: 5, queuedRuns: 100, resultBytes: 1 << 20 },
+        limits: { maxRunS: 60, maxWaitS: 5, resultBytes: 1 << 20 },
         queue,
+        queued: createQueuedShare({
+          store,
+          clock: systemClock,
+          limits: { queuedRuns: 100, queuedRunsPerApp: 100 },
+        }),
         commitQueued: (run, job) => queue.submit(run, job, store),
         queueIsLocal: true,
         notFound: ErrorCode.RUN_NOT_FOUND,

@@ -1,0 +1,99 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { createQueuedShare } from "../../src/runs/queued-share.ts";
+import { createFakeClock } from "../scheduler/fake-clock.ts";
+
+/** The store's QUEUED runs per app, as the test sets them, and how often they were read. */
+function fakeStore(initial: Record<string, number> = {}) {
+  const s = {
+    queued: new Map(Object.entries(initial)),
+    reads: 0,
+    queuedRunsByApp: async () => {
+      s.reads++;
+      return new Map(s.queued);
+    },
+  };
+  return s;
+}
+
+function share(store: ReturnType<typeof fakeStore>, queuedRuns: number, queuedRunsPerApp: number) {
+  const clock = createFakeClock();
+  return {
+    clock,
+    share: createQueuedShare({ store, clock, limits: { queuedRuns, queuedRunsPerApp } }),
+  };
+}
+
+const refused = (p: Promise<void>, re: RegExp) =>
+  assert.rejects(p, (err: Error & { code?: number }) => {
+    assert.equal(err.code, 429);
+    assert.match(err.message, re);
+    return true;
+  });
+
+describe("the places for queued runs (docs/run-limits.md, Queued runs)", () => {
+  it("reads the store once, then admits under both limits without reading it", async () => {
+    const store = fakeStore();
+    const { share: s } = share(store, 10, 4);
+    for (let i = 0; i < 4; i++) await s.admit("a");
+    assert.equal(store.reads, 1, "read at the first admit only");
+    // Another app has places of its own.
+    for (let i = 0; i < 4; i++) await s.admit("b");
+    assert.equal(store.reads, 1);
+  });
+
+  it("refuses an app at its own limit after reading the store again, then stands by that read", async () => {
+    const store = fakeStore();
+    const { share: s, clock } = share(store, 10, 4);
+    for (let i = 0; i < 4; i++) await s.admit("a");
+    store.queued.set("a", 4); // all four committed and still waiting
+    await refused(
+      s.admit("a"),
+      /^too many requests: app a holds 4 queued runs \(LIMIT_QUEUED_RUNS_PER_APP\)$/,
+    );
+    assert.equal(store.reads, 2);
+    // Nothing admitted since: the read stands for 250 ms.
+    store.queued.set("a", 0);
+    clock.advance(249);
+    await refused(s.admit("a"), /LIMIT_QUEUED_RUNS_PER_APP/);
+    assert.equal(store.reads, 2);
+    clock.advance(1);
+    await s.admit("a");
+    assert.equal(store.reads, 3);
+  });
+
+  it("reads again at once when runs admitted since the last read fill the count", async () => {
+    const store = fakeStore();
+    const { share: s } = share(store, 10, 2);
+    await s.admit("a");
+    await s.admit("a");
+    // Both started already (the store holds none QUEUED): the count here is too high.
+    await s.admit("a");
+    assert.equal(store.reads, 2);
+  });
+
+  it("starts from what the store holds: a full store refuses every app at once", async () => {
+    const store = fakeStore({ a: 3, b: 3 });
+    const { share: s, clock } = share(store, 6, 5);
+    await refused(s.admit("c"), /^too many requests: queue holds 6 runs$/);
+    // While full, the store is read at most every 250 ms.
+    await refused(s.admit("c"), /queue holds 6 runs/);
+    store.queued.set("a", 2);
+    clock.advance(249);
+    await refused(s.admit("c"), /queue holds 6 runs/);
+    assert.equal(store.reads, 1);
+    clock.advance(1);
+    await s.admit("c");
+    assert.equal(store.reads, 2);
+  });
+
+  it("many admits at the limit at once share one read of the store", async () => {
+    const store = fakeStore();
+    const { share: s } = share(store, 100, 10);
+    for (let i = 0; i < 10; i++) await s.admit("a");
+    store.queued.set("a", 10);
+    const results = await Promise.allSettled(Array.from({ length: 5 }, () => s.admit("a")));
+    assert.equal(results.filter((r) => r.status === "fulfilled").length, 0);
+    assert.equal(store.reads, 2);
+  });
+});
