@@ -9,6 +9,7 @@
  */
 import jsonata from "jsonata";
 import { LRUCache } from "lru-cache";
+import { compileFast, FALLBACK, type Fast } from "./expr-fast.ts";
 
 type Compiled = ReturnType<typeof jsonata>;
 
@@ -57,15 +58,23 @@ export interface Evaluator {
 }
 
 export function createEvaluator(g: Guardrails): Evaluator {
-  const guarded = new LRUCache<string, Compiled>({ max: MAX_CACHED });
+  const guarded = new LRUCache<string, { compiled: Compiled; fast: Fast | null }>({
+    max: MAX_CACHED,
+  });
   const options = { timeout: g.timeoutMs, stack: g.depth };
   return evaluatorOver((text, input, params) => {
-    let compiled = guarded.get(text);
-    if (compiled === undefined) {
-      compiled = jsonata(text, options);
-      guarded.set(text, compiled);
+    let entry = guarded.get(text);
+    if (entry === undefined) {
+      const compiled = jsonata(text, options);
+      entry = { compiled, fast: compileFast(compiled.ast()) };
+      guarded.set(text, entry);
     }
-    return compiled.evaluate(input, { params });
+    // The simplest expressions as plain functions, where they know JSONata's answer (expr-fast.ts).
+    if (entry.fast) {
+      const value = entry.fast(input, params);
+      if (value !== FALLBACK) return Promise.resolve(value);
+    }
+    return entry.compiled.evaluate(input, { params });
   });
 }
 
