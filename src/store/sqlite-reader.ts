@@ -28,6 +28,7 @@ export function createSqliteReader(file: string): MonitorMethods & { stop(): Pro
   let running: (Job & { id: number }) | undefined;
   let ids = 0;
   let stopped = false;
+  const ending = new Map<Worker, Promise<void>>();
 
   const settle = (answer: ReadAnswer | Error) => {
     const job = running;
@@ -43,6 +44,11 @@ export function createSqliteReader(file: string): MonitorMethods & { stop(): Pro
     const w = new Worker(new URL("./sqlite-reader-worker.ts", import.meta.url), {
       workerData: { file },
     });
+    // Every thread started, until it has ended: one that failed may still hold the file open, and
+    // the store is closed only once none does.
+    const exit = new Promise<void>((resolve) => w.once("exit", () => resolve()));
+    ending.set(w, exit);
+    void exit.then(() => ending.delete(w));
     w.on("message", (answer: ReadAnswer) => {
       if (answer.id === running?.id) settle(answer);
     });
@@ -90,13 +96,10 @@ export function createSqliteReader(file: string): MonitorMethods & { stop(): Pro
     async stop() {
       stopped = true;
       for (const job of turns.drain()) job.reject(new Error("the store is closed"));
-      const w = worker;
-      if (!w) return;
-      const exited = new Promise<void>((resolve) => w.once("exit", () => resolve()));
-      w.ref();
       // Taken after the running call, if any, which is answered first.
-      w.postMessage({ stop: true });
-      await exited;
+      worker?.postMessage({ stop: true });
+      for (const w of ending.keys()) w.ref();
+      await Promise.all(ending.values());
     },
   };
 }
