@@ -2,8 +2,14 @@ import type { Clock } from "../clock.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import type { RunLimitStore } from "../store/run-limit-types.ts";
 
-/** A read that found a limit reached is read again after this long (or after an admission). */
+/** A read that found a limit reached is believed this long: a flood at it costs four reads a second. */
 const RECOUNT_MS = 250;
+/**
+ * The store is read again once the runs admitted here since a read take this part of the room
+ * that read left (half): two nodes admitting at once cannot pass a limit between their reads,
+ * however fast a tenant sends, and a steady stream costs one read per half of the room.
+ */
+const SPREAD = 2;
 
 export interface QueuedShare {
   /** Counts one more QUEUED run of the app, or refuses it with 429 when a limit is reached. */
@@ -15,9 +21,10 @@ export interface QueuedShare {
  * `LIMIT_QUEUED_RUNS_PER_APP` (docs/run-limits.md, "Queued runs"): one app's runs that wait
  * cannot take every place, whoever's runs they wait behind, and runs of a limited flow waiting
  * for their slot count too. The counts are the store's (every node's runs, whatever queue holds
- * their jobs) plus the runs admitted here since; they only grow between reads, so a count under
- * its limit needs no read, and a count at it is read again before a run is refused. Runs being
- * committed while a read runs may be missed by it: the limits can be passed by about as many.
+ * their jobs) plus the runs admitted here since; they only grow between reads, so a count well
+ * under its limit needs no read, and one that nears it is read again before a run is refused.
+ * Runs being committed while a read runs may be missed by it: the limits can be passed by about
+ * as many.
  */
 export function createQueuedShare(deps: {
   store: Pick<RunLimitStore, "queuedRunsByApp">;
@@ -25,11 +32,12 @@ export function createQueuedShare(deps: {
   limits: { queuedRuns: number; queuedRunsPerApp: number };
 }): QueuedShare {
   const { store, clock, limits } = deps;
-  let byApp = new Map<string, number>();
-  let total = 0;
+  /** The store's counts at the last read, and the runs admitted here since. */
+  let read = new Map<string, number>();
+  let readTotal = 0;
+  let since = new Map<string, number>();
+  let sinceTotal = 0;
   let lastRecount = Number.NEGATIVE_INFINITY;
-  /** Runs admitted since the last read: a count made full by them is read again at once. */
-  let sinceRecount = 0;
   let recounting: Promise<void> | null = null;
   // Until the first read the counts are unknown: a process started on a store full of QUEUED
   // runs (restart recovery) must not admit a whole share on top of them.
@@ -38,10 +46,11 @@ export function createQueuedShare(deps: {
     recounting ??= store
       .queuedRunsByApp()
       .then((counts) => {
-        byApp = counts;
-        total = [...counts.values()].reduce((a, b) => a + b, 0);
+        read = counts;
+        readTotal = [...counts.values()].reduce((a, b) => a + b, 0);
+        since = new Map();
+        sinceTotal = 0;
         lastRecount = clock.now();
-        sinceRecount = 0;
         known = true;
       })
       .finally(() => {
@@ -49,24 +58,32 @@ export function createQueuedShare(deps: {
       });
     return recounting;
   };
-  const ofApp = (app: string) => byApp.get(app) ?? 0;
-  const full = (app: string) =>
-    !known || total >= limits.queuedRuns || ofApp(app) >= limits.queuedRunsPerApp;
+  const readOf = (app: string) => read.get(app) ?? 0;
+  const sinceOf = (app: string) => since.get(app) ?? 0;
+  /** Admissions here since the read have taken their part of the room it left (or all of it). */
+  const spent = (admitted: number, atRead: number, limit: number) =>
+    admitted * SPREAD >= limit - atRead;
+  const stale = (app: string) =>
+    !known ||
+    spent(sinceTotal, readTotal, limits.queuedRuns) ||
+    spent(sinceOf(app), readOf(app), limits.queuedRunsPerApp);
+  // Only other nodes' runs or runs starting change a count found full: other apps' admissions
+  // here do not, so they do not make a refused app's read stale.
+  const standing = (app: string) =>
+    known &&
+    (readTotal >= limits.queuedRuns || readOf(app) >= limits.queuedRunsPerApp) &&
+    clock.now() - lastRecount < RECOUNT_MS;
   return {
     async admit(app) {
-      // A read that found the limit reached stands for RECOUNT_MS: a flood at the limit costs
-      // four reads a second, not one per refused run.
-      const stale = sinceRecount > 0 || clock.now() - lastRecount >= RECOUNT_MS;
-      if (full(app) && (recounting || stale)) await recount();
-      if (total >= limits.queuedRuns)
+      if (stale(app) && (recounting || !standing(app))) await recount();
+      if (readTotal + sinceTotal >= limits.queuedRuns)
         throw new SluiceError(ErrorCode.TOO_MANY, [`queue holds ${limits.queuedRuns} runs`]);
-      if (ofApp(app) >= limits.queuedRunsPerApp)
+      if (readOf(app) + sinceOf(app) >= limits.queuedRunsPerApp)
         throw new SluiceError(ErrorCode.TOO_MANY, [
           `app ${app} holds ${limits.queuedRunsPerApp} queued runs (LIMIT_QUEUED_RUNS_PER_APP)`,
         ]);
-      byApp.set(app, ofApp(app) + 1);
-      total += 1;
-      sinceRecount += 1;
+      since.set(app, sinceOf(app) + 1);
+      sinceTotal += 1;
     },
   };
 }

@@ -3,7 +3,13 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, it } from "node:test";
 import { DF, deployAndActivate, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
-import { type Reply, scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import {
+  type Reply,
+  scopeHeaders,
+  startServer,
+  TEST_MODE,
+  type TestServer,
+} from "../helpers/server.ts";
 import { condition } from "../helpers/wait.ts";
 
 /**
@@ -90,7 +96,9 @@ describe("one app's waiting runs against the shared run queue", () => {
     assert.equal(refusal.code, 429);
     assert.match(refusal.message, /LIMIT_QUEUED_RUNS_PER_APP/);
     assert.equal(accepted, BOUND / 2, `${accepted} runs waiting`);
-    // Another app's runs are still accepted, and they wait behind nothing of the attacker's.
+    // Another app's runs are still accepted: one that waits (the slots are the attacker's), and
+    // run-syncs, which wait behind nothing of the attacker's.
+    await otherAppWaits(server);
     for (let i = 0; i < 3; i++) {
       const r: Reply = await server.call("POST", `${DF}/run-sync`, {
         headers: scopeHeaders(),
@@ -119,3 +127,49 @@ describe("one app's waiting runs against the shared run queue", () => {
     assert.equal(sink.arrived(), 1, "one run executes, the limit holds");
   });
 });
+
+/** Another app's run that has to wait (every slot is taken): accepted, QUEUED. */
+async function otherAppWaits(server: TestServer): Promise<void> {
+  const r: Reply = await server.call("POST", `${DF}/run`, {
+    headers: scopeHeaders(),
+    body: { elementName: "plain", parameter: { orders: [{ amount: 1, qty: 2 }] } },
+  });
+  assert.equal(r.body.status, true, r.text);
+}
+
+// Two API nodes on one database exist only in cluster mode.
+if (TEST_MODE === "cluster")
+  describe("one app's waiting runs sent to two API nodes", () => {
+    let nodes: TestServer[] = [];
+    let sink: Awaited<ReturnType<typeof startSink>> | undefined;
+    afterEach(async () => {
+      await sink?.close();
+      for (const n of nodes) await n.close();
+      nodes = [];
+    });
+
+    it("the app's share holds across both nodes, and another app's waiting run is accepted", async () => {
+      sink = await startSink();
+      const env = { LIMIT_QUEUED_RUNS: String(BOUND), FLOW_CONCURRENCY: "1" };
+      const first = await startServer(env);
+      const second = await startServer({ ...env, DATABASE_URL: first.config.databaseUrl ?? "" });
+      nodes = [first, second];
+      await deployAndActivate(first, "slow", slowFlow(sink.url), {}, scopeHeaders(ATTACKER));
+      await deployAndActivate(first, "plain", NO_SCRIPT_FLOW);
+      // One run executing on each node's slot, then the flood, sent to both in turn.
+      assert.equal((await flood(first, "slow", 2)).accepted, 2);
+      await sink.until(2);
+      let accepted = 0;
+      for (let i = 0; i < 3 * BOUND; i++) {
+        const r: Reply = await (nodes[i % 2] as TestServer).call("POST", `${DF}/run`, {
+          headers: scopeHeaders(ATTACKER),
+          body: { elementName: "slow", parameter: { pad: "x".repeat(1000) } },
+        });
+        if (r.body.status === true) accepted++;
+        else assert.equal(r.body.code, 429, r.text);
+      }
+      assert.ok(accepted <= BOUND / 2 + 1, `${accepted} runs of one app waiting`);
+      await otherAppWaits(first);
+      await otherAppWaits(second);
+    });
+  });

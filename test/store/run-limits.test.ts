@@ -62,6 +62,29 @@ for (const [dialect, open] of Object.entries(DIALECTS)) {
       const started = await store.unfinishedRuns(["STARTED"]);
       assert.equal(started.filter((r) => r.elementId === "8").length, 3);
     });
+
+    it("counts the QUEUED runs of each app, in all its spaces, and nothing else", async () => {
+      const before = await store.queuedRunsByApp();
+      const of = (app: string) => before.get(app) ?? 0;
+      const runs = [
+        newRun({ scope: { app: "qa", space: "s1" } }),
+        newRun({ scope: { app: "qa", space: "s2" } }),
+        newRun({ scope: { app: "qb", space: "s1" }, runLimit: 1 }),
+        newRun({ scope: { app: "qb", space: "s1" } }),
+      ];
+      for (const r of runs) await store.insertRun(r);
+      const [, , , ended] = runs;
+      await store.endRun((ended as (typeof runs)[number]).id, {
+        status: "CANCELED",
+        endTime: 2,
+        summary: null,
+      });
+      await store.insertRun(newRun({ scope: { app: "qc", space: "s1" }, status: "STARTED" }));
+      const now = await store.queuedRunsByApp();
+      assert.equal((now.get("qa") ?? 0) - of("qa"), 2);
+      assert.equal((now.get("qb") ?? 0) - of("qb"), 1, "the waiting limited run counts");
+      assert.equal(now.get("qc") ?? 0, of("qc"), "a STARTED run takes no place");
+    });
   });
 }
 
