@@ -64,6 +64,7 @@ try {
         LOG_LEVEL: "error",
         DATABASE_URL: databaseUrl,
         LIMIT_QUEUED_RUNS: "100000",
+        LIMIT_QUEUED_RUNS_PER_APP: "100000",
         NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.join(profDir, role)}`,
         ...env,
       },

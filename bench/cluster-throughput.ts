@@ -37,7 +37,14 @@ const spawnNode = (role: "serve" | "worker", env: Record<string, string>) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-cbench-"));
   dirs.push(dir);
   return startProcess(
-    { DATA_DIR: dir, LOG_LEVEL: "error", SCRIPT_PREFORK: "8", LIMIT_QUEUED_RUNS: "100000", ...env },
+    {
+      DATA_DIR: dir,
+      LOG_LEVEL: "error",
+      SCRIPT_PREFORK: "8",
+      LIMIT_QUEUED_RUNS: "100000",
+      LIMIT_QUEUED_RUNS_PER_APP: "100000",
+      ...env,
+    },
     role,
   );
 };
@@ -124,7 +131,11 @@ async function throughput(
 }
 
 try {
-  const alone = await startBenchServer({ SCRIPT_PREFORK: "8", LIMIT_QUEUED_RUNS: "100000" });
+  const alone = await startBenchServer({
+    SCRIPT_PREFORK: "8",
+    LIMIT_QUEUED_RUNS: "100000",
+    LIMIT_QUEUED_RUNS_PER_APP: "100000",
+  });
   let alonePerSecond: { runs: number; tasks: number };
   try {
     alonePerSecond = await measure(alone.url, "embedded");

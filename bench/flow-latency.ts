@@ -67,6 +67,7 @@ const LABELS = {
 const server = await startBenchServer({
   SCRIPT_PREFORK: "16",
   LIMIT_QUEUED_RUNS: String(ASYNC + 100),
+  LIMIT_QUEUED_RUNS_PER_APP: String(ASYNC + 100),
 });
 try {
   await uploadScript(
