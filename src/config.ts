@@ -109,6 +109,8 @@ export interface Config {
     maxBackoffMs: number;
     pollMs: number;
     concurrency: number;
+    /** WEBHOOK_CONCURRENCY_PER_APP: one app's share of `concurrency` (docs/webhooks.md, "Fairness"). */
+    concurrencyPerApp: number;
     inlineResultBytes: number;
     publicUrl: string;
     recoverWindowMs: number;
@@ -270,12 +272,18 @@ function retentionConfigOf(env: Env): RetentionConfig {
 
 /** Completion webhooks (docs/webhooks.md, "Configuration"). */
 function webhooksConfigOf(env: Env): Config["webhooks"] {
+  const concurrency = Math.max(1, int(env, "WEBHOOK_CONCURRENCY", 32));
   return {
     attempts: Math.max(1, int(env, "WEBHOOK_ATTEMPTS", 10)),
     backoffMs: int(env, "WEBHOOK_BACKOFF_MS", 1000),
     maxBackoffMs: int(env, "WEBHOOK_MAX_BACKOFF_MS", 3_600_000),
     pollMs: Math.max(10, int(env, "WEBHOOK_POLL_MS", 1000)),
-    concurrency: Math.max(1, int(env, "WEBHOOK_CONCURRENCY", 32)),
+    concurrency,
+    // Half by default: an app whose receiver never answers leaves the other half to the others.
+    concurrencyPerApp: Math.min(
+      concurrency,
+      Math.max(1, int(env, "WEBHOOK_CONCURRENCY_PER_APP", Math.ceil(concurrency / 2))),
+    ),
     inlineResultBytes: int(env, "WEBHOOK_INLINE_RESULT_BYTES", 64 * 1024),
     publicUrl: (env.WEBHOOK_PUBLIC_URL ?? "").replace(/\/+$/, ""),
     recoverWindowMs: int(env, "WEBHOOK_RECOVER_HOURS", 24) * 3_600_000,

@@ -49,12 +49,22 @@ export interface WebhookStore {
   ): Promise<string[]>;
   /**
    * Claims up to `limit` due PENDING deliveries whose claim is free or expired, for `leaseMs`:
-   * one UPDATE … RETURNING, so two nodes never claim the same row at once.
+   * one UPDATE … RETURNING, so two nodes never claim the same row at once. Rows of the apps in
+   * `skipApps` (those that have their share of attempts under way) are left for later.
    */
-  claimDue(nodeId: string, now: number, leaseMs: number, limit: number): Promise<ClaimedDelivery[]>;
+  claimDue(
+    nodeId: string,
+    now: number,
+    leaseMs: number,
+    limit: number,
+    skipApps?: readonly string[],
+  ): Promise<ClaimedDelivery[]>;
   recordAttempt(id: string, nodeId: string, rec: AttemptRecord): Promise<boolean>;
-  /** Frees the claims of `nodeId`, or (null) every claim: a process that owns its database. */
-  releaseClaims(nodeId: string | null): Promise<void>;
+  /**
+   * Frees the claims of `nodeId`, or (null) every claim: a process that owns its database; with
+   * `ids`, only those rows' (claimed over an app's share, docs/webhooks.md "Fairness").
+   */
+  releaseClaims(nodeId: string | null, ids?: readonly string[]): Promise<void>;
   /** The earliest next attempt of a PENDING delivery, if any. */
   nextDue(): Promise<number | undefined>;
   deliveriesOf(runId: string): Promise<WebhookDelivery[]>;
@@ -100,7 +110,8 @@ export function createWebhookStore(db: Kysely<Database>, dialect: Dialect): Webh
         .execute();
       return made.map((r) => r.id);
     },
-    claimDue: (nodeId, now, leaseMs, limit) => claimDue(db, dialect, nodeId, now, leaseMs, limit),
+    claimDue: (nodeId, now, leaseMs, limit, skipApps = []) =>
+      claimDue(db, dialect, { nodeId, now, leaseMs, limit, skipApps }),
     async recordAttempt(id, nodeId, rec) {
       const r = await db
         .updateTable("webhook_deliveries")
@@ -117,12 +128,14 @@ export function createWebhookStore(db: Kysely<Database>, dialect: Dialect): Webh
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0;
     },
-    async releaseClaims(nodeId) {
+    async releaseClaims(nodeId, ids) {
+      if (ids?.length === 0) return;
       let q = db
         .updateTable("webhook_deliveries")
         .set({ claimed_by: null, claim_until: null })
         .where("claimed_by", "is not", null);
       if (nodeId !== null) q = q.where("claimed_by", "=", nodeId);
+      if (ids) q = q.where("id", "in", ids);
       await q.execute();
     },
     async nextDue() {
@@ -210,11 +223,9 @@ export function createWebhookStore(db: Kysely<Database>, dialect: Dialect): Webh
 async function claimDue(
   db: Kysely<Database>,
   dialect: Dialect,
-  nodeId: string,
-  now: number,
-  leaseMs: number,
-  limit: number,
+  q: { nodeId: string; now: number; leaseMs: number; limit: number; skipApps: readonly string[] },
 ): Promise<ClaimedDelivery[]> {
+  const { nodeId, now, leaseMs, limit, skipApps } = q;
   // The conditions are repeated outside the subquery: PostgreSQL re-checks those (not the
   // subquery) on a row another node updated meanwhile, so a row claimed there is skipped here.
   let due = db
@@ -225,6 +236,7 @@ async function claimDue(
     .where((eb) => eb.or([eb("claim_until", "is", null), eb("claim_until", "<", now)]))
     .orderBy("next_at")
     .limit(limit);
+  if (skipApps.length > 0) due = due.where("app", "not in", skipApps);
   if (dialect === "postgres") due = due.forUpdate().skipLocked();
   const rows = await db
     .updateTable("webhook_deliveries")

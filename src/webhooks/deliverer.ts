@@ -19,6 +19,8 @@ export interface DelivererConfig {
   allowPrivate: boolean;
   /** Attempts under way at once on this node. */
   concurrency: number;
+  /** Attempts of one app under way at once on this node: the rest is left to the other apps. */
+  concurrencyPerApp: number;
 }
 
 export interface Deliverer {
@@ -28,9 +30,9 @@ export interface Deliverer {
    * Takes room for up to `wanted` attempts of deliveries this node is creating claimed (the rest
    * are left for the claim loop). Taken at once, so that runs ending together share the room.
    */
-  reserve(wanted: number): number;
+  reserve(app: string, wanted: number): number;
   /** Attempts deliveries created claimed, without a claim query, and gives back `reserved`. */
-  deliverClaimed(rows: readonly ClaimedDelivery[], reserved: number): void;
+  deliverClaimed(app: string, rows: readonly ClaimedDelivery[], reserved: number): void;
   leaseMs(): number;
   start(): void;
   /** Stops looking, waits for the attempts under way, frees this node's claims. */
@@ -48,6 +50,8 @@ interface State {
   inFlight: Set<Promise<void>>;
   /** Room reserved by deliveries being created claimed, not yet in `inFlight`. */
   reserved: number;
+  /** Attempts under way and room reserved, per app (docs/webhooks.md, "Fairness between apps"). */
+  perApp: Map<string, number>;
   draining: Promise<void> | null;
   again: boolean;
   /** The last claim filled the room: more may be due as soon as an attempt ends. */
@@ -66,6 +70,7 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
     ...deps,
     inFlight: new Set(),
     reserved: 0,
+    perApp: new Map(),
     draining: null,
     again: false,
     backlog: false,
@@ -74,13 +79,15 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
   };
   return {
     kick: () => kick(s),
-    reserve(wanted) {
-      const taken = s.stopped ? 0 : Math.max(0, Math.min(wanted, room(s)));
+    reserve(app, wanted) {
+      const taken = s.stopped ? 0 : Math.max(0, Math.min(wanted, room(s), share(s, app)));
       s.reserved += taken;
+      count(s, app, taken);
       return taken;
     },
-    deliverClaimed: (rows, reserved) => {
+    deliverClaimed: (app, rows, reserved) => {
       s.reserved -= reserved;
+      count(s, app, -reserved);
       for (const d of rows) track(s, d);
     },
     leaseMs: () => leaseMs(s),
@@ -108,12 +115,22 @@ export function createDeliverer(deps: Omit<State, keyof Mutable>): Deliverer {
 
 type Mutable = Pick<
   State,
-  "inFlight" | "reserved" | "draining" | "again" | "backlog" | "timers" | "stopped"
+  "inFlight" | "reserved" | "perApp" | "draining" | "again" | "backlog" | "timers" | "stopped"
 >;
 
 const leaseMs = (s: State): number => s.config.timeoutMs + 5000;
 
 const room = (s: State): number => s.config.concurrency - s.inFlight.size - s.reserved;
+
+/** What is left of the app's share of this node's attempts. */
+const share = (s: State, app: string): number =>
+  s.config.concurrencyPerApp - (s.perApp.get(app) ?? 0);
+
+function count(s: State, app: string, by: number): void {
+  const n = (s.perApp.get(app) ?? 0) + by;
+  if (n > 0) s.perApp.set(app, n);
+  else s.perApp.delete(app);
+}
 
 function later(s: State, ms: number, fn: () => void): void {
   if (s.stopped) return;
@@ -149,23 +166,39 @@ function kick(s: State): void {
     });
 }
 
+/**
+ * Claims due rows while there is room. An app with its share under way is skipped in the claim;
+ * rows of an app that reached its share within one batch are freed at once. Either way its
+ * rows wait, so the next attempt to end looks again (`backlog`).
+ */
 async function drain(s: State): Promise<void> {
+  let heldBack = false;
   for (;;) {
     const free = room(s);
     // No room: look again as soon as an attempt ends.
-    s.backlog = free <= 0;
+    s.backlog = free <= 0 || heldBack;
     if (s.stopped || free <= 0) return;
-    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), free);
-    s.backlog = batch.length === free;
-    for (const d of batch) track(s, d);
-    if (!s.backlog) return;
+    const full = [...s.perApp].filter(([, n]) => n >= s.config.concurrencyPerApp);
+    const skip = full.map(([app]) => app);
+    const batch = await s.store.claimDue(s.nodeId, s.clock.now(), leaseMs(s), free, skip);
+    const over: string[] = [];
+    for (const d of batch) {
+      if (share(s, d.scope.app) > 0) track(s, d);
+      else over.push(d.id);
+    }
+    if (over.length > 0) await s.store.releaseClaims(s.nodeId, over);
+    heldBack ||= over.length > 0 || skip.length > 0;
+    s.backlog = batch.length === free || heldBack;
+    if (batch.length < free) return;
   }
 }
 
 function track(s: State, d: ClaimedDelivery): void {
+  count(s, d.scope.app, 1);
   const p: Promise<void> = attempt(s, d)
     .catch((err: unknown) => s.logger.error({ err, delivery: d.id }, "webhook attempt failed"))
     .finally(() => {
+      count(s, d.scope.app, -1);
       s.inFlight.delete(p);
       if (s.backlog) kick(s);
     });

@@ -115,7 +115,7 @@ async function create(deps: WebhooksDeps, deliverer: Deliverer, run: Run): Promi
     rows.push({ id, runId: run.id, scope: run.scope, url: t.url, event: run.status, body, now });
   });
   if (rows.length === 0) return;
-  const room = deliverer.reserve(rows.length);
+  const room = deliverer.reserve(run.scope.app, rows.length);
   const claimed = rows.slice(0, room);
   let made = new Set<string>();
   try {
@@ -126,6 +126,7 @@ async function create(deps: WebhooksDeps, deliverer: Deliverer, run: Run): Promi
     // The room goes back whatever happened; the rows made claimed are attempted now.
     const mine = claimed.filter((r) => made.has(r.id));
     deliverer.deliverClaimed(
+      run.scope.app,
       mine.map((r) => ({ ...r, attempts: 0, log: [] })),
       room,
     );

@@ -4,8 +4,13 @@ import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { systemClock } from "../../src/clock.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
-import type { NewDelivery, WebhookStore } from "../../src/store/kysely-webhooks.ts";
+import type {
+  ClaimedDelivery,
+  NewDelivery,
+  WebhookStore,
+} from "../../src/store/kysely-webhooks.ts";
 import type { Run } from "../../src/store/types.ts";
+import { createDeliverer } from "../../src/webhooks/deliverer.ts";
 import { createWebhooks } from "../../src/webhooks/index.ts";
 import { newRun } from "../helpers/runs.ts";
 import { condition, gate } from "../helpers/wait.ts";
@@ -19,6 +24,7 @@ const CONFIG = {
   timeoutMs: 5000,
   allowPrivate: true,
   concurrency: 2,
+  concurrencyPerApp: 2,
   inlineResultBytes: 1024,
   dataflowPrefix: "/df",
   scriptPrefix: "/script",
@@ -143,5 +149,52 @@ describe("webhook attempts under way", () => {
     assert.match(attempts[0]?.error ?? "", /abort|timeout/i);
     assert.equal(held.length, before, "nothing was sent after the deadline");
     await webhooks.stop();
+  });
+
+  it("attempts no more than an app's share of one claimed batch, and frees the rest at once", async () => {
+    const { outbox } = gatedOutbox({ promise: Promise.resolve() });
+    const claims: (readonly string[])[] = [];
+    const freed: string[] = [];
+    const changed = condition();
+    const hog = (id: string): ClaimedDelivery => ({
+      id,
+      runId: id,
+      scope: { app: "hog", space: "s" },
+      url,
+      body: "{}",
+      attempts: 0,
+      log: [],
+    });
+    let due = [hog("h1"), hog("h2"), hog("h3")];
+    const deliverer = createDeliverer({
+      store: {
+        ...outbox,
+        async claimDue(_node, _now, _lease, limit, skipApps = []) {
+          claims.push(skipApps);
+          const batch = due.filter((d) => !skipApps.includes(d.scope.app)).slice(0, limit);
+          due = due.filter((d) => !batch.includes(d));
+          changed.changed();
+          return batch;
+        },
+        async releaseClaims(_node, ids = []) {
+          freed.push(...ids);
+          changed.changed();
+        },
+      },
+      clock: systemClock,
+      nodeId: "n1",
+      logger: quiet,
+      config: { ...CONFIG, concurrency: 3, concurrencyPerApp: 1 },
+    });
+    const before = held.length;
+    deliverer.kick();
+    await arrived.until(() => held.length === before + 1, "the hog's one attempt");
+    await changed.until(() => freed.length === 2, "the two rows over its share freed");
+    assert.deepEqual(freed, ["h2", "h3"]);
+    // The batch filled the room, so the worker looked again, without the hog's rows.
+    assert.deepEqual(claims, [[], ["hog"]]);
+    held.at(-1)?.end("ok");
+    await deliverer.stop();
+    assert.equal(held.length, before + 1, "no second attempt of the hog was made at once");
   });
 });
