@@ -34,6 +34,7 @@ export interface Config {
     maxRunS: number;
     queuedRuns: number;
     queuedRunsPerApp: number;
+    nodeLogBytes: number;
     flowRunsAtOnce: number;
     /** Open event streams per app and space (docs/live-progress.md). */
     liveStreams: number;
@@ -369,6 +370,7 @@ function limitsConfig(env: Env): Config["limits"] {
     zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
     outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
     resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
+    nodeLogBytes: int(env, "LIMIT_NODE_LOG_BYTES", MiB),
     maxWaitS: int(env, "MAX_WAIT_S", 3600),
     maxRunS: int(env, "MAX_RUN_S", 3600),
     queuedRuns,

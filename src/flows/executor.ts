@@ -16,7 +16,7 @@ import { reuseRecorded, takeEdges } from "./resume.ts";
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
 import type { NodeState } from "../progress/types.ts";
-import type { NodeLog, NodeStatus } from "./node-log.ts";
+import { logKeeper, type NodeLog, type NodeStatus } from "./node-log.ts";
 
 export type RunStatus = FinishedStatus;
 
@@ -119,6 +119,8 @@ interface Execution {
   finish: () => void;
   /** Whether a node's output is within the value limit, about as JSON (expr-size.ts). */
   fits: (value: unknown) => boolean;
+  /** Keeps a node's input or output in its log, within the run's budget (node-log.ts). */
+  keep: ReturnType<typeof logKeeper> | null;
 }
 
 function sleep(x: Execution, ms: number): Promise<void> {
@@ -190,7 +192,7 @@ async function runNode(x: Execution, i: number): Promise<void> {
   const def = NODES[vertex.type as keyof typeof NODES];
   log.startTime = opts.deps.now();
   tell(x, log, "RUNNING");
-  if (x.detailed) log.input = input;
+  x.keep?.(log, "input", input);
   const nodeLog: NodeContext["log"] = {};
   try {
     if (!def) throw new Error(`unknown node type: ${vertex.type}`);
@@ -219,7 +221,7 @@ async function runNode(x: Execution, i: number): Promise<void> {
       x.taken,
     );
     x.outputs[i] = value;
-    if (x.detailed) log.output = value;
+    x.keep?.(log, "output", value);
     settle(x, i, "SUCCESS");
   } catch (err) {
     if (x.ctl.signal.aborted) settle(x, i, "CANCELED");
@@ -320,6 +322,11 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
     })),
     failure: undefined,
     fits: jsonWithin(opts.deps.valueBytes),
+    // The logs of a run share the budget of one value (LIMIT_RESULT_BYTES).
+    keep:
+      opts.configure.logContent === "DETAILED"
+        ? logKeeper(opts.deps.logValueBytes, opts.deps.valueBytes)
+        : null,
     settled: 0,
     running: 0,
     finish: () => finish(),

@@ -1,4 +1,5 @@
 import type { Traceback } from "../scripts/traceback.ts";
+import { sizeOf } from "./expr-size.ts";
 
 /** What a run records of each node (docs/flow-graph.md, node logs), shared by the executor and resume. */
 export type NodeStatus = "SUCCESS" | "FAILURE" | "SKIPPED" | "CANCELED";
@@ -19,4 +20,30 @@ export interface NodeLog {
   traceback?: Traceback;
   /** A resume: this node did not run again; its log and output are those of this run's. */
   reusedFrom?: string;
+  /**
+   * Values of the node not kept: larger than `LIMIT_NODE_LOG_BYTES`, or than what the run's
+   * budget had left (docs/flow-graph.md, "Node logs").
+   */
+  omitted?: ("input" | "output")[];
+}
+
+/**
+ * Keeps a node's input or output in its log while it is within `perValue` and what is left of the
+ * run's `total`, both about as JSON (sizeOf); a larger one is named in `omitted` instead. Values
+ * pass from node to node by reference, so a run's logs held a large parameter twice per node,
+ * written out in full with its record: one run of a long chain stored gigabytes.
+ */
+export function logKeeper(
+  perValue: number,
+  total: number,
+): (log: NodeLog, key: "input" | "output", value: unknown) => void {
+  let left = total;
+  return (log, key, value) => {
+    const cap = Math.min(perValue, left);
+    const size = value === undefined ? 0 : sizeOf(value, cap);
+    if (size <= cap) {
+      log[key] = value;
+      left -= size;
+    } else log.omitted = [...(log.omitted ?? []), key];
+  };
 }

@@ -46,7 +46,11 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   runner: ScriptRunner;
   logger: Logger;
   clock: Clock;
-  config: { dataDir: string; timeZone: string; limits: { maxRunS: number; resultBytes: number } };
+  config: {
+    dataDir: string;
+    timeZone: string;
+    limits: { maxRunS: number; resultBytes: number; nodeLogBytes: number };
+  };
   /** Every element change happens in this process (embedded), so resolved locators may be kept. */
   cacheLocators: boolean;
   /** Told of every Python execution's outcome (metrics). */
@@ -308,6 +312,7 @@ function flowDeps(
     fetch: deps.fetch ?? globalThis.fetch,
     expressions: deps.expressions(r.scope),
     valueBytes: config.limits.resultBytes,
+    logValueBytes: config.limits.nodeLogBytes,
     now: () => clock.now(),
     secrets: scripts.secrets,
   };

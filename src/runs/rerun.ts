@@ -41,8 +41,14 @@ export function checkResumable(run: Run, configure: Configure): void {
     throw refuse(
       `the outputs of its nodes were not kept (configure.logContent is ${configure.logContent}; a resume needs DETAILED); re-run it instead`,
     );
-  if (recordedNodes(run).length === 0)
+  const nodes = recordedNodes(run);
+  if (nodes.length === 0)
     throw refuse("it recorded no node logs (it failed before its graph ran); re-run it instead");
+  const unkept = nodes.find((n) => n.status === "SUCCESS" && n.omitted?.includes("output"));
+  if (unkept)
+    throw refuse(
+      `the output of node ${unkept.nodeId} was too large to keep (LIMIT_NODE_LOG_BYTES, or the run's share of LIMIT_RESULT_BYTES); re-run it instead`,
+    );
 }
 
 /** The script versions a flow run executed (its detail.scripts), or none. */

@@ -35,6 +35,7 @@ function fakeDeps(
     fetch,
     expressions: inlineExpressions(),
     valueBytes: 64 * 1024,
+    logValueBytes: 64 * 1024,
     now: Date.now,
   };
 }

@@ -50,6 +50,7 @@ const deps = {
   fetch,
   expressions: inlineExpressions(),
   valueBytes: 64 * 1024,
+  logValueBytes: 64 * 1024,
   now: Date.now,
 };
 const run = (config: object, parameter: unknown, fetchFn: typeof fetch = fetch) => {

@@ -20,6 +20,7 @@ const deps = (valueBytes: number): FlowDeps => ({
   fetch,
   expressions: inlineExpressions(),
   valueBytes,
+  logValueBytes: valueBytes,
   now: Date.now,
 });
 

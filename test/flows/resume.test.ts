@@ -22,6 +22,7 @@ function deps(fail: Set<string>): FlowDeps & { calls: string[] } {
     fetch,
     expressions: inlineExpressions(),
     valueBytes: 1024,
+    logValueBytes: 1024,
     now: Date.now,
   };
 }

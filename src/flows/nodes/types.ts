@@ -36,6 +36,8 @@ export interface FlowDeps {
    * response body, any node's output; past it the node fails (docs/flow-graph.md).
    */
   valueBytes: number;
+  /** The largest node input or output a run's log keeps (LIMIT_NODE_LOG_BYTES, node-log.ts). */
+  logValueBytes: number;
   now(): number;
   /** `${secret.NAME}` values, resolved when a node executes (docs/secrets.md); absent: none. */
   secrets?: SecretValues | undefined;
