@@ -90,6 +90,8 @@ export interface Config {
     allowPrivateHttp: boolean;
     handlerAttempts: number;
     handlerBackoffMs: number;
+    /** Bot and mail notifications under way at once on a node (docs/error-handlers.md). */
+    handlerConcurrency: number;
     webhookTimeoutMs: number;
     customHandlerWaitS: number;
     fileRetentionDays: number;
@@ -393,6 +395,7 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
     allowPrivateHttp: bool(env, "FLOW_HTTP_ALLOW_PRIVATE", true),
     handlerAttempts: Math.max(1, int(env, "ERROR_HANDLER_ATTEMPTS", 3)),
     handlerBackoffMs: int(env, "ERROR_HANDLER_BACKOFF_MS", 2000),
+    handlerConcurrency: Math.max(1, int(env, "ERROR_HANDLER_CONCURRENCY", 32)),
     webhookTimeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 10000),
     customHandlerWaitS: int(env, "CUSTOM_HANDLER_WAIT_S", 300),
     fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),

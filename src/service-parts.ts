@@ -134,6 +134,7 @@ export function errorHandlerConfig(config: Config): ErrorHandlerConfig {
     backoffMs: fc.handlerBackoffMs,
     webhookTimeoutMs: fc.webhookTimeoutMs,
     customWaitS: fc.customHandlerWaitS,
+    concurrency: fc.handlerConcurrency,
   };
 }
 

@@ -25,8 +25,8 @@ interface App<T> extends Level {
 export interface Turns<T> {
   /** A job waits last in its space's queue; `again`: first, with the turn it was given back. */
   add(owner: Scope, job: T, again?: boolean): void;
-  /** The next job, now counted as running; undefined when none waits. */
-  take(): T | undefined;
+  /** The next job (of an app `may` allows), now counted as running; undefined when none waits. */
+  take(may?: (app: string) => boolean): T | undefined;
   /** A job given out is over: its owner is forgotten once it has nothing waiting or running. */
   settle(owner: Scope): void;
   /** Every waiting job, removed. */
@@ -35,9 +35,12 @@ export interface Turns<T> {
   waiting(): number;
 }
 
-function least<E extends Level>(m: Map<string, E>, waits: (e: E) => boolean): E | undefined {
+function least<E extends Level>(
+  m: Map<string, E>,
+  waits: (e: E, key: string) => boolean,
+): E | undefined {
   let best: E | undefined;
-  for (const e of m.values()) if (waits(e) && (!best || e.served < best.served)) best = e;
+  for (const [key, e] of m) if (waits(e, key) && (!best || e.served < best.served)) best = e;
   return best;
 }
 
@@ -68,8 +71,9 @@ export function createTurns<T extends object>(): Turns<T> {
       app.served = Math.min(app.served, a);
       space.served = Math.min(space.served, s);
     },
-    take() {
-      const app = least(apps, (a) => a.waiting > 0);
+    take(may) {
+      // `may`: whether an app may be given one now (an app at its share waits for its turn).
+      const app = least(apps, (a, key) => a.waiting > 0 && (may?.(key) ?? true));
       const space = app && least(app.spaces, (s) => s.queue.length > 0);
       const job = space?.queue.shift();
       if (!app || !space || !job) return undefined;

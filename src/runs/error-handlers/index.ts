@@ -9,6 +9,7 @@ import type { Language } from "../../errors.ts";
 import { type Configure, normalizeConfigure } from "../../flows/graph.ts";
 import type { TaskService } from "../../scripts/task-service.ts";
 import type { ErrorHandlerResult, Run, RunEnd, Store } from "../../store/types.ts";
+import { createTurnSlots, TooManyWaiting, type TurnSlots } from "../../turn-slots.ts";
 import type { FlowRuns } from "../flow-runs.ts";
 import type { RunEvent, RunEvents, RunFacts } from "../run-events.ts";
 import { botHandler } from "./bot.ts";
@@ -22,6 +23,9 @@ import {
   PermanentHandlerError,
 } from "./types.ts";
 
+/** Notifications of one app waiting for a slot at most; past it one is recorded as not sent. */
+const WAITING_PER_APP = 1000;
+
 export interface ErrorHandlerConfig {
   smtpUrl: string | undefined;
   smtpFrom: string;
@@ -34,6 +38,8 @@ export interface ErrorHandlerConfig {
   webhookTimeoutMs: number;
   /** Longest wait for a custom handler's run. */
   customWaitS: number;
+  /** Bot and mail notifications under way at once on this node, half of them per app at most. */
+  concurrency: number;
 }
 
 export interface ErrorHandlerDeps {
@@ -89,6 +95,8 @@ interface Handlers extends ErrorHandlerDeps {
    * without it (startedByHandler).
    */
   handlerRuns: LRUCache<string, true>;
+  /** Where bot and mail notifications wait for a slot, apps taking turns (src/turn-slots.ts). */
+  slots: TurnSlots;
 }
 
 export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
@@ -97,6 +105,11 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
     sleep: deps.sleep ?? ((ms: number) => sleep(deps.clock, ms)),
     inFlight: new Set(),
     handlerRuns: new LRUCache({ max: 1_000 }),
+    slots: createTurnSlots({
+      slots: deps.config.concurrency,
+      perApp: Math.ceil(deps.config.concurrency / 2),
+      waitingPerApp: WAITING_PER_APP,
+    }),
   };
   deps.events.subscribe((e: RunEvent) => {
     if (e.type === "ended") ended(s, e.runId, e.end, e.run, e.configure);
@@ -133,12 +146,20 @@ async function invokeAndRecord(
   event: FailureEvent,
 ): Promise<ErrorHandlerResult> {
   const { logger } = s;
-  const r = await invoke(s, s.sleep, h, run, event).catch(
+  // A bot or mail notification holds a socket for up to its timeout per attempt: they share the
+  // node's slots. A custom handler starts a run, which the run queue's limits bound.
+  const r = await (h.kind === "custom"
+    ? invoke(s, s.sleep, h, run, event)
+    : s.slots.run(run.scope, () => invoke(s, s.sleep, h, run, event))
+  ).catch(
     (err: unknown): ErrorHandlerResult => ({
       kind: h.kind,
       ok: false,
       attempts: 0,
-      error: String(err),
+      error:
+        err instanceof TooManyWaiting
+          ? `not sent: ${err.message} for a slot (ERROR_HANDLER_CONCURRENCY)`
+          : String(err),
       at: s.clock.now(),
       event: event.event,
     }),

@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts";
+import { condition } from "../helpers/wait.ts";
+
+/**
+ * Error handlers' bot notifications (docs/error-handlers.md). Written as an attacker would: a
+ * flow that fails at once, its bot a host that accepts and never answers, run many times. Before,
+ * every failure opened its own connection for up to `WEBHOOK_TIMEOUT_MS` per attempt, however
+ * many: a tenant failing runs fast held sockets (and file descriptors) without bound.
+ */
+const ATTACKER = { app: "evil", space: "s1", user: "mallory" } as const;
+const SLOTS = 4;
+
+/** Accepts POSTs; holds those under `/hold`, answers the others at once. */
+async function startSink() {
+  const changes = condition();
+  const held: http.ServerResponse[] = [];
+  const answered: string[] = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      if (req.url === "/hold") held.push(res);
+      else {
+        answered.push(req.url ?? "");
+        res.end("{}");
+      }
+      changes.changed();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    held,
+    answered,
+    changes,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const res of held.splice(0)) res.end("{}");
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const failing = {
+  vertexes: [
+    { id: "in", type: "input" },
+    {
+      id: "t",
+      type: "transform",
+      config: { operators: [{ type: "expr", expr: "$error('boom')" }] },
+    },
+  ],
+  edges: [{ source: "in", target: "t" }],
+};
+
+describe("a tenant's error-handler notifications to a host that never answers", () => {
+  let server: TestServer;
+  let sink: Awaited<ReturnType<typeof startSink>>;
+  before(async () => {
+    sink = await startSink();
+    server = await startServer({
+      ERROR_HANDLER_CONCURRENCY: String(SLOTS),
+      ERROR_HANDLER_ATTEMPTS: "1",
+      WEBHOOK_TIMEOUT_MS: "120000",
+    });
+    await deployAndActivate(
+      server,
+      "hog",
+      failing,
+      { errorHandlers: { bot: { webhookUrl: `${sink.url}/hold` } } },
+      scopeHeaders(ATTACKER),
+    );
+    await deployAndActivate(server, "other", failing, {
+      errorHandlers: { bot: { webhookUrl: `${sink.url}/other` } },
+    });
+  });
+  after(async () => {
+    await sink.close();
+    await server.close();
+  });
+
+  it("hold at most the app's share of the node's slots, and another app's notification goes out", async () => {
+    for (let i = 0; i < 30; i++) {
+      const r = await server.call("POST", `${DF}/run-sync`, {
+        headers: scopeHeaders(ATTACKER),
+        body: { elementName: "hog", parameter: {} },
+      });
+      assert.equal(r.body.status, false, r.text);
+    }
+    // The attacker's share (half the slots) is taken, and no more.
+    await sink.changes.until(
+      () => sink.held.length >= SLOTS / 2,
+      "the attacker's share held",
+      30_000,
+    );
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: scopeHeaders(),
+      body: { elementName: "other", parameter: {} },
+    });
+    assert.equal(r.body.status, false);
+    await sink.changes.until(
+      () => sink.answered.length === 1,
+      "the other app's notification",
+      30_000,
+    );
+    assert.equal(sink.held.length, SLOTS / 2, `${sink.held.length} of the attacker's held at once`);
+  });
+});
