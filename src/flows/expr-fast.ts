@@ -106,21 +106,35 @@ function binary(op: string, l: Fast, r: Fast): Fast | null {
   return null;
 }
 
-function compileNode(node: Node): Fast | null {
+// Every key of each kind of node the compiler reads: a node with any other (a predicate, a group,
+// a focus, a sort attached by the parser) is not of the simple kind.
+const LITERAL_KEYS = ["type", "value", "position"];
+const BLOCK_KEYS = ["type", "expressions", "position"];
+const UNARY_KEYS = ["type", "value", "expression", "position"];
+const BINARY_KEYS = ["type", "value", "lhs", "rhs", "position"];
+
+/**
+ * `room`: the nesting JSONata allows from this node (its `stack` guardrail counts one level per
+ * node it evaluates, two for a path and its step): deeper, JSONata fails, and so must the node.
+ */
+function compileNode(node: Node, room: number): Fast | null {
+  if (room < 1) return null;
   switch (node.type) {
     case "path":
-      return path(node);
+      return room < 2 ? null : path(node);
     case "number":
     case "string":
     case "value": {
       const v = node.value;
-      return isPrimitive(v) ? () => v : null;
+      return isPrimitive(v) && only(node, LITERAL_KEYS) ? () => v : null;
     }
     case "block":
-      return node.expressions?.length === 1 ? compileNode(node.expressions[0] as Node) : null;
+      return node.expressions?.length === 1 && only(node, BLOCK_KEYS)
+        ? compileNode(node.expressions[0] as Node, room - 1)
+        : null;
     case "unary": {
-      if (node.value !== "-" || !node.expression) return null;
-      const e = compileNode(node.expression);
+      if (node.value !== "-" || !node.expression || !only(node, UNARY_KEYS)) return null;
+      const e = compileNode(node.expression, room - 1);
       if (!e) return null;
       return (i, p) => {
         const v = e(i, p);
@@ -128,8 +142,9 @@ function compileNode(node: Node): Fast | null {
       };
     }
     case "binary": {
-      const l = node.lhs && compileNode(node.lhs);
-      const r = node.rhs && compileNode(node.rhs);
+      if (!only(node, BINARY_KEYS)) return null;
+      const l = node.lhs && compileNode(node.lhs, room - 1);
+      const r = node.rhs && compileNode(node.rhs, room - 1);
       return l && r ? binary(String(node.value), l, r) : null;
     }
     default:
@@ -137,7 +152,10 @@ function compileNode(node: Node): Fast | null {
   }
 }
 
-/** A function for an expression of the simple kind, from its JSONata syntax tree; else null. */
-export function compileFast(ast: unknown): Fast | null {
-  return typeof ast === "object" && ast !== null ? compileNode(ast as Node) : null;
+/**
+ * A function for an expression of the simple kind, from its JSONata syntax tree; else null.
+ * `depth`: JSONata's nesting guardrail the expression is evaluated with (absent: none).
+ */
+export function compileFast(ast: unknown, depth = Number.POSITIVE_INFINITY): Fast | null {
+  return typeof ast === "object" && ast !== null ? compileNode(ast as Node, depth) : null;
 }

@@ -66,7 +66,7 @@ export function createEvaluator(g: Guardrails): Evaluator {
     let entry = guarded.get(text);
     if (entry === undefined) {
       const compiled = jsonata(text, options);
-      entry = { compiled, fast: compileFast(compiled.ast()) };
+      entry = { compiled, fast: compileFast(compiled.ast(), g.depth) };
       guarded.set(text, entry);
     }
     // The simplest expressions as plain functions, where they know JSONata's answer (expr-fast.ts).

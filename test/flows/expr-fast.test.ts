@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import jsonata from "jsonata";
+import { createEvaluator } from "../../src/flows/expr.ts";
 import { compileFast, FALLBACK } from "../../src/flows/expr-fast.ts";
 
 /**
@@ -19,6 +20,7 @@ const leaf = fc.oneof(
   fc.constantFrom("$", "arr[0]", "$count(arr)", "[1, 2]", "{'k': 1}", "o.*"),
 );
 const OPS = ["+", "-", "*", "/", "%", "<", "<=", ">", ">=", "=", "!=", "and", "or", "&", "in"];
+const STAGES = ["[0]", "[1]", "[false]", "[true]", "[]", "{'k': 1}", "@$x", "#$i", "^(a)"];
 const { expr } = fc.letrec<{ expr: string }>((tie) => ({
   expr: fc.oneof(
     { depthSize: "small", withCrossShrink: true },
@@ -28,6 +30,16 @@ const { expr } = fc.letrec<{ expr: string }>((tie) => ({
       .map(([l, op, r]) => `${l} ${op} ${r}`),
     tie("expr").map((e) => `(${e})`),
     tie("expr").map((e) => `-(${e})`),
+    // A literal or parentheses followed by a stage JSONata applies to it: never of the fast kind.
+    fc
+      .tuple(
+        fc.oneof(
+          leaf,
+          tie("expr").map((e) => `(${e})`),
+        ),
+        fc.constantFrom(...STAGES),
+      )
+      .map(([e, stage]) => `${e}${stage}`),
   ),
 }));
 
@@ -115,6 +127,54 @@ describe("JSONata's simplest expressions as plain functions", () => {
     for (const text of ["orders", "amount * missing", "tag & 'x'", "$count(orders)", "orders[0]"]) {
       const fast = compileFast(jsonata(text).ast());
       assert.ok(!fast || fast({ ...row, orders: [1] }, {}) === FALLBACK, text);
+    }
+  });
+
+  it("leave a literal or parentheses with a predicate or a group to JSONata", async () => {
+    const cases: [string, unknown][] = [
+      ["5[1]", undefined],
+      ["'x'[1]", undefined],
+      ["true[false]", undefined],
+      ["null[1]", undefined],
+      ["(a)[1]", undefined],
+      ["(a > 0)[false]", undefined],
+      ["(1 + 2)[1]", undefined],
+      ["-(5)[1]", undefined],
+      ["5{'k': 1}", { k: 1 }],
+      ["(a){'k': 1}", { k: 1 }],
+    ];
+    for (const [text, want] of cases) {
+      const theirs = await jsonata(text).evaluate({ a: 1 });
+      assert.deepEqual(theirs === undefined ? theirs : JSON.parse(JSON.stringify(theirs)), want);
+      const fast = compileFast(jsonata(text).ast());
+      assert.ok(
+        !fast || fast({ a: 1 }, {}) === FALLBACK,
+        `${text} answered ${fast?.({ a: 1 }, {})}`,
+      );
+    }
+  });
+
+  it("fail past JSONata's nesting bound as JSONata does, and answer short of it", async () => {
+    const depth = 40;
+    const ev = createEvaluator({ timeoutMs: 5000, depth });
+    for (let n = 1; n <= depth + 5; n++) {
+      for (const text of [
+        Array(n).fill("a").join(" + "),
+        `${"-(".repeat(n)}a${")".repeat(n)}`,
+        `${"(".repeat(n)}$params.k${")".repeat(n)} = 1`,
+      ]) {
+        const theirs = await jsonata(text, { timeout: 5000, stack: depth })
+          .evaluate({ a: 1 }, { params: { k: 1 } })
+          .then(
+            (value: unknown) => ({ value }),
+            (err: { code?: string }) => ({ code: err.code }),
+          );
+        const mine = await ev.evaluate(text, { a: 1 }, { k: 1 }).then(
+          (value: unknown) => ({ value }),
+          (err: { code?: string }) => ({ code: err.code }),
+        );
+        assert.deepEqual(mine, theirs, text);
+      }
     }
   });
 });
