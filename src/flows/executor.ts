@@ -16,7 +16,13 @@ import { reuseRecorded, takeEdges } from "./resume.ts";
 export type { FlowDeps, ScriptResult } from "./nodes/types.ts";
 
 import type { NodeState } from "../progress/types.ts";
-import { logKeeper, type NodeLog, type NodeStatus } from "./node-log.ts";
+import {
+  keepReused,
+  type LogKeeper,
+  logKeeper,
+  type NodeLog,
+  type NodeStatus,
+} from "./node-log.ts";
 
 export type RunStatus = FinishedStatus;
 
@@ -120,7 +126,7 @@ interface Execution {
   /** Whether a node's output is within the value limit, about as JSON (expr-size.ts). */
   fits: (value: unknown) => boolean;
   /** Keeps a node's input or output in its log, within the run's budget (node-log.ts). */
-  keep: ReturnType<typeof logKeeper> | null;
+  keep: LogKeeper | null;
 }
 
 function sleep(x: Execution, ms: number): Promise<void> {
@@ -350,7 +356,10 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
       opts.reuse,
       opts.parameter,
       opts.deps.expressions,
-      (i) => settle(x, i, "SUCCESS"),
+      (i) => {
+        if (x.keep) keepReused(x.keep, x.logs[i] as NodeLog);
+        settle(x, i, "SUCCESS");
+      },
     );
   for (let i = 0; i < n; i++) consider(x, i);
   if (x.running === 0) finish();

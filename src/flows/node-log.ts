@@ -33,10 +33,9 @@ export interface NodeLog {
  * pass from node to node by reference, so a run's logs held a large parameter twice per node,
  * written out in full with its record: one run of a long chain stored gigabytes.
  */
-export function logKeeper(
-  perValue: number,
-  total: number,
-): (log: NodeLog, key: "input" | "output", value: unknown) => void {
+export type LogKeeper = (log: NodeLog, key: "input" | "output", value: unknown) => void;
+
+export function logKeeper(perValue: number, total: number): LogKeeper {
   let left = total;
   return (log, key, value) => {
     const cap = Math.min(perValue, left);
@@ -46,4 +45,17 @@ export function logKeeper(
       left -= size;
     } else log.omitted = [...(log.omitted ?? []), key];
   };
+}
+
+/**
+ * A log a resume reuses (resume.ts) is kept as the node's own would be: its values count against
+ * the run's budget too, or a resumed run would keep a whole budget more than any other.
+ */
+export function keepReused(keep: LogKeeper, log: NodeLog): void {
+  for (const key of ["input", "output"] as const) {
+    const value = log[key];
+    if (value === undefined) continue;
+    delete log[key];
+    keep(log, key, value);
+  }
 }
