@@ -14,7 +14,7 @@ export function jsonWithin(budget: number): (value: unknown) => boolean {
   // A run's parameter is every job's: each root is walked once.
   const known = new WeakMap<object, boolean>();
   return (value) => {
-    if (typeof value !== "object" || value === null) return leaf(value) <= budget;
+    if (typeof value !== "object" || value === null) return leaf(value, budget) <= budget;
     let yes = known.get(value);
     if (yes === undefined) {
       const size = sizeOf(value, budget);
@@ -28,21 +28,21 @@ export function jsonWithin(budget: number): (value: unknown) => boolean {
 
 const REMEMBERED = 10_000;
 
-/** About the size of `value` as JSON: strings and keys by length, other leaves as one; stops just past `budget`. */
+/** About the size of `value` as JSON (leaves exactly, separators about); stops just past `budget`. */
 export function sizeOf(value: unknown, budget: number): number {
   let size = 0;
   // An explicit stack: data may nest deeper than the thread's stack.
   const stack: unknown[] = [value];
   while (stack.length > 0 && size <= budget) {
     const v = stack.pop();
-    if (typeof v !== "object" || v === null) size += leaf(v);
+    if (typeof v !== "object" || v === null) size += leaf(v, budget);
     else if (Array.isArray(v)) {
       size += 1 + v.length;
       for (const item of v) stack.push(item);
     } else {
       size += 2;
       for (const [k, item] of Object.entries(v)) {
-        size += k.length + 4;
+        size += leaf(k, budget) + 2;
         stack.push(item);
       }
     }
@@ -50,6 +50,21 @@ export function sizeOf(value: unknown, budget: number): number {
   return size;
 }
 
-function leaf(v: unknown): number {
-  return typeof v === "string" ? v.length + 2 : 1;
+// What JSON writes escaped, six characters or two for one: control characters, quotes,
+// backslashes, lone surrogates (a pair is rare enough to be measured exactly too).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the characters JSON escapes
+const ESCAPED = /[\u0000-\u001f"\\\ud800-\udfff]/;
+
+/**
+ * A leaf as JSON: a number is as long as its digits (a long float is 24 characters), a string as
+ * its escapes make it; a string past the budget is not scanned, its length says enough.
+ */
+function leaf(v: unknown, budget: number): number {
+  if (typeof v === "string") {
+    const plain = v.length + 2;
+    return plain <= budget && ESCAPED.test(v) ? JSON.stringify(v).length : plain;
+  }
+  if (typeof v === "number") return Number.isFinite(v) ? String(v).length : 4;
+  if (typeof v === "boolean") return v ? 4 : 5;
+  return 4;
 }

@@ -72,4 +72,51 @@ describe("node logs within the run's budget", () => {
     // What did not fit is named, as in any run.
     assert.ok(resumed.nodes.some((n) => n.omitted !== undefined));
   });
+
+  it("a run's logs as stored JSON stay about within the budget, whatever the values hold", async () => {
+    // Values whose JSON is far longer than their count of items and characters: long numbers,
+    // strings of escaped characters.
+    const values: [string, unknown][] = [
+      ["numbers", Array.from({ length: 30 }, (_, i) => -1.234567890123456e-300 * (i + 1))],
+      ["escapes", "\u0001".repeat(120)],
+      ["booleans", Array(120).fill(false)],
+    ];
+    for (const [what, value] of values) {
+      const graph = {
+        vertexes: [
+          { id: "in", type: "input" },
+          py("s"),
+          ...Array.from({ length: 10 }, (_, i) => ({
+            id: `t${i}`,
+            type: "transform",
+            config: { operators: [{ type: "expr", expr: "$" }] },
+          })),
+        ],
+        edges: ["in", "s", ...Array.from({ length: 10 }, (_, i) => `t${i}`)]
+          .slice(1)
+          .map((target, i, all) => ({ source: i === 0 ? "in" : (all[i - 1] as string), target })),
+      } as Graph;
+      const d: FlowDeps = {
+        ...deps(undefined),
+        async runScript() {
+          return { ok: true, value, stdout: "", stderr: "" };
+        },
+      };
+      const run = await executeFlow({
+        runId: "r",
+        graph,
+        configure: normalizeConfigure({}),
+        parameter: {},
+        signal: new AbortController().signal,
+        deps: d,
+      });
+      assert.equal(run.status, "SUCCESS", run.error);
+      const json = (v: unknown) => (v === undefined ? 0 : JSON.stringify(v).length);
+      const values = run.nodes.reduce((sum, n) => sum + json(n.input) + json(n.output), 0);
+      assert.ok(
+        values <= BUDGET * 1.1,
+        `${what}: the run's logs hold ${values} characters of values`,
+      );
+    }
+  });
 });
