@@ -43,24 +43,24 @@ export function createTurnSlots(o: {
     }
   };
   return {
-    run(owner, job) {
+    run<T>(owner: Scope, job: () => Promise<T>): Promise<T> {
       if ((waitingOf.get(owner.app) ?? 0) >= o.waitingPerApp)
         return Promise.reject(new TooManyWaiting(`${o.waitingPerApp} of app ${owner.app} wait`));
-      return new Promise((resolve, reject) => {
+      return new Promise<T>((resolve, reject) => {
         add(waitingOf, owner.app, 1);
         turns.add(owner, {
           owner,
           start() {
             running += 1;
             add(runningOf, owner.app, 1);
-            job()
-              .then(resolve, reject)
-              .finally(() => {
-                running -= 1;
-                add(runningOf, owner.app, -1);
-                turns.settle(owner);
-                pump();
-              });
+            // A job that throws before returning its promise fails as one that rejects: else its
+            // slot stayed taken, and the throw went to whichever caller's pump started it.
+            new Promise<T>((settled) => settled(job())).then(resolve, reject).finally(() => {
+              running -= 1;
+              add(runningOf, owner.app, -1);
+              turns.settle(owner);
+              pump();
+            });
           },
         });
         pump();

@@ -62,4 +62,28 @@ describe("slots shared by tenants, taken in turns (src/turn-slots.ts)", () => {
     j.end("b1");
     assert.equal(await b, "b1");
   });
+
+  it("a job that throws before its promise fails alone, and its slot is freed", {
+    timeout: 30_000,
+  }, async () => {
+    const started: string[] = [];
+    const j = jobs(started);
+    const slots = createTurnSlots({ slots: 1, perApp: 1, waitingPerApp: 10 });
+    const thrower = (): Promise<string> => {
+      throw new Error("thrown at once");
+    };
+    // Started at once, in a free slot.
+    await assert.rejects(slots.run(A, thrower), /thrown at once/);
+    // Started when another job's slot frees.
+    const first = slots.run(A, j.make("a1"));
+    const second = slots.run(A, thrower);
+    const third = slots.run(A, j.make("a2"));
+    j.end("a1");
+    assert.equal(await first, "a1");
+    await assert.rejects(second, /thrown at once/);
+    await tick();
+    assert.deepEqual(started, ["a1", "a2"], "the slot went on to the next job");
+    j.end("a2");
+    assert.equal(await third, "a2");
+  });
 });
