@@ -111,3 +111,44 @@ describe("a tenant's error-handler notifications to a host that never answers", 
     assert.equal(sink.held.length, SLOTS / 2, `${sink.held.length} of the attacker's held at once`);
   });
 });
+
+describe("a mail handler's SMTP server that accepts and never greets", () => {
+  it("fails the mail within WEBHOOK_TIMEOUT_MS, freeing its slot, not after nodemailer's own 30 s", async () => {
+    const sockets: import("node:net").Socket[] = [];
+    const net = await import("node:net");
+    const smtp = net.createServer((s) => {
+      sockets.push(s); // a connection accepted, then nothing: no greeting
+      s.on("error", () => {});
+    });
+    await new Promise<void>((r) => smtp.listen(0, "127.0.0.1", r));
+    const port = (smtp.address() as AddressInfo).port;
+    const server = await startServer({
+      SMTP_URL: `smtp://127.0.0.1:${port}`,
+      WEBHOOK_TIMEOUT_MS: "500",
+      ERROR_HANDLER_ATTEMPTS: "1",
+    });
+    try {
+      await deployAndActivate(server, "mailed", failing, {
+        errorHandlers: { email: { to: ["ops@example.com"] } },
+      });
+      const r = await server.call("POST", `${DF}/run-sync`, {
+        headers: scopeHeaders(),
+        body: { elementName: "mailed", parameter: {} },
+      });
+      const runId = r.headers.get("x-run-id") as string;
+      const started = Date.now();
+      // The run's end started its notification; idle() resolves once it is recorded.
+      await server.services.errorHandlers.idle();
+      const results = (
+        await server.call("GET", `${DF}/monitor/run?runId=${runId}`, { headers: scopeHeaders() })
+      ).body.data?.errorHandlerResults as { kind: string; ok: boolean }[];
+      assert.equal(results[0]?.kind, "email");
+      assert.equal(results[0]?.ok, false);
+      assert.ok(Date.now() - started < 20_000, "failed within the bound, not nodemailer's 30 s");
+    } finally {
+      for (const s of sockets) s.destroy();
+      smtp.close();
+      await server.close();
+    }
+  });
+});

@@ -251,7 +251,14 @@ function handlersOf(
   const { config } = deps;
   const h = c.errorHandlers;
   const out: Handler[] = [];
-  if (h.email) out.push(emailHandler(h.email, { url: config.smtpUrl, from: config.smtpFrom }));
+  if (h.email)
+    out.push(
+      emailHandler(h.email, {
+        url: config.smtpUrl,
+        from: config.smtpFrom,
+        timeoutMs: config.webhookTimeoutMs,
+      }),
+    );
   if (h.bot)
     out.push(
       botHandler(h.bot, {
