@@ -112,7 +112,6 @@ interface Execution {
   opts: ExecuteFlowOptions;
   clock: Clock;
   plan: Plan;
-  detailed: boolean;
   /** Aborted by the caller's signal, the run's own timeout, or a failed node. */
   ctl: AbortController;
   status: (NodeStatus | "PENDING" | "RUNNING")[];
@@ -242,8 +241,9 @@ async function runNode(x: Execution, i: number): Promise<void> {
     }
   } finally {
     log.endTime ??= opts.deps.now();
-    if (x.detailed && nodeLog.stdout !== undefined) log.stdout = nodeLog.stdout;
-    if (x.detailed && nodeLog.stderr !== undefined) log.stderr = nodeLog.stderr;
+    // A script node's output counts against the run's budget like its values (node-log.ts).
+    if (nodeLog.stdout !== undefined) x.keep?.(log, "stdout", nodeLog.stdout);
+    if (nodeLog.stderr !== undefined) x.keep?.(log, "stderr", nodeLog.stderr);
     // Source lines and names, not data: kept whatever logContent says.
     if (nodeLog.traceback && log.status === "FAILURE") log.traceback = nodeLog.traceback;
   }
@@ -315,7 +315,6 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
     opts,
     clock: opts.clock ?? systemClock,
     plan,
-    detailed: opts.configure.logContent === "DETAILED",
     ctl: new AbortController(),
     status: new Array(n).fill("PENDING"),
     outputs: new Array(n),

@@ -24,8 +24,12 @@ export interface NodeLog {
    * Values of the node not kept: larger than `LIMIT_NODE_LOG_BYTES`, or than what the run's
    * budget had left (docs/flow-graph.md, "Node logs").
    */
-  omitted?: ("input" | "output")[];
+  omitted?: KeptKey[];
 }
+
+/** What of a node's data its log keeps within the run's budget: a script node's output too. */
+export type KeptKey = "input" | "output" | "stdout" | "stderr";
+const KEPT: readonly KeptKey[] = ["input", "output", "stdout", "stderr"];
 
 /**
  * Keeps a node's input or output in its log while it is within `perValue` and what is left of the
@@ -33,7 +37,7 @@ export interface NodeLog {
  * pass from node to node by reference, so a run's logs held a large parameter twice per node,
  * written out in full with its record: one run of a long chain stored gigabytes.
  */
-export type LogKeeper = (log: NodeLog, key: "input" | "output", value: unknown) => void;
+export type LogKeeper = (log: NodeLog, key: KeptKey, value: unknown) => void;
 
 export function logKeeper(perValue: number, total: number): LogKeeper {
   let left = total;
@@ -41,7 +45,7 @@ export function logKeeper(perValue: number, total: number): LogKeeper {
     const cap = Math.min(perValue, left);
     const size = value === undefined ? 0 : sizeOf(value, cap);
     if (size <= cap) {
-      log[key] = value;
+      (log as Record<KeptKey, unknown>)[key] = value;
       left -= size;
     } else log.omitted = [...(log.omitted ?? []), key];
   };
@@ -52,7 +56,7 @@ export function logKeeper(perValue: number, total: number): LogKeeper {
  * the run's budget too, or a resumed run would keep a whole budget more than any other.
  */
 export function keepReused(keep: LogKeeper, log: NodeLog): void {
-  for (const key of ["input", "output"] as const) {
+  for (const key of KEPT) {
     const value = log[key];
     if (value === undefined) continue;
     delete log[key];

@@ -29,9 +29,17 @@ const NodeLog = Type.Object({
   stderr: Opt(Type.String()),
   reusedFrom: Opt(Type.String({ description: "a resume: the run whose output this node reused" })),
   omitted: Opt(
-    Type.Array(Type.Union([Type.Literal("input"), Type.Literal("output")]), {
-      description: "values too large to keep (LIMIT_NODE_LOG_BYTES, docs/flow-graph.md)",
-    }),
+    Type.Array(
+      Type.Union([
+        Type.Literal("input"),
+        Type.Literal("output"),
+        Type.Literal("stdout"),
+        Type.Literal("stderr"),
+      ]),
+      {
+        description: "values too large to keep (LIMIT_NODE_LOG_BYTES, docs/flow-graph.md)",
+      },
+    ),
   ),
   traceback: Opt(TracebackSchema),
 });

@@ -80,3 +80,42 @@ describe("what a run keeps of its nodes' data", () => {
     assert.match(resumed.body.message, /LIMIT_NODE_LOG_BYTES/);
   });
 });
+
+describe("what a run keeps of its script nodes' output", () => {
+  let server: TestServer;
+  const h = scopeHeaders();
+  before(async () => {
+    // A run's kept values together within 1 MB here (LIMIT_RESULT_BYTES).
+    server = await startServer({ LIMIT_RESULT_BYTES: "1000000" });
+  });
+  after(() => server.close());
+
+  it("counts each node's stdout against the run's budget, naming what it did not keep", async () => {
+    const ids = Array.from({ length: 8 }, (_, i) => `py${i}`);
+    const code = "def main(p):\n    print('y' * 200000)\n    return 1\n";
+    await deployAndActivate(server, "printers", {
+      vertexes: [
+        { id: "in", type: "input" },
+        ...ids.map((id) => ({ id, type: "script", config: { code } })),
+      ],
+      edges: ids.map((id) => ({ source: "in", target: id })),
+    });
+    const r = await server.call("POST", `${DF}/run-sync`, {
+      headers: h,
+      body: { elementName: "printers", parameter: {} },
+    });
+    assert.equal(r.body.status, true, r.text.slice(0, 300));
+    const d = await server.call(
+      "GET",
+      `${DF}/monitor/run-detail?runId=${r.headers.get("x-run-id")}`,
+      { headers: h },
+    );
+    const nodes = d.body.data.nodes as { stdout?: string; omitted?: string[] }[];
+    const kept = nodes.filter((n) => n.stdout !== undefined).length;
+    const omitted = nodes.filter((n) => n.omitted?.includes("stdout")).length;
+    // 8 × 200 kB printed against a 1 MB budget: four or so kept, the rest named.
+    assert.ok(kept >= 3 && kept <= 5, `${kept} kept`);
+    assert.equal(kept + omitted, 8);
+    assert.ok(d.text.length < 1_300_000, `the run's detail is ${d.text.length} characters`);
+  });
+});
