@@ -99,6 +99,8 @@ export interface NodeLog {
   stderr?: string;
   /** A resume: the run whose recorded output this node reused (it did not run again). */
   reusedFrom?: string;
+  /** Values too large to keep (LIMIT_NODE_LOG_BYTES, or the run's budget). */
+  omitted?: ("input" | "output" | "stdout" | "stderr")[];
   traceback?: Traceback;
 }
 

@@ -1,4 +1,4 @@
-import { ApiError, DF, type RunDetail, type Traceback, type WebhookDelivery, api } from "./api.ts";
+import { ApiError, DF, type NodeLog, type RunDetail, type Traceback, type WebhookDelivery, api } from "./api.ts";
 import { TERMINAL, badge, dur, h, json, time } from "./dom.ts";
 import { artifactsSection } from "./artifacts.ts";
 import { drawGraph } from "./graph.ts";
@@ -74,9 +74,9 @@ export async function runView(root: HTMLElement, runId: string, selected: string
           h("p", { class: "dim" }, `${time(node.startTime)} → ${time(node.endTime)} · ${node.startTime !== undefined && node.endTime !== undefined ? dur(node.endTime - node.startTime) : ""} · attempts ${node.attempts ?? 1}`),
           node.error ? h("pre", { class: "error" }, node.error) : null,
           node.traceback ? tracebackView(node.traceback, "node-traceback") : null,
-          h("div", { class: "io" }, h("div", {}, h("h3", {}, "Input"), json(node.input)), h("div", {}, h("h3", {}, "Output"), json(node.output))),
-          node.stdout ? h("div", {}, h("h3", {}, "stdout"), h("pre", { class: "log" }, node.stdout)) : null,
-          node.stderr ? h("div", {}, h("h3", {}, "stderr"), h("pre", { class: "log err" }, node.stderr)) : null)
+          h("div", { class: "io" }, h("div", {}, h("h3", {}, "Input"), notKept(node, "input") ?? json(node.input)), h("div", {}, h("h3", {}, "Output"), notKept(node, "output") ?? json(node.output))),
+          node.stdout ? h("div", {}, h("h3", {}, "stdout"), h("pre", { class: "log" }, node.stdout)) : notKept(node, "stdout"),
+          node.stderr ? h("div", {}, h("h3", {}, "stderr"), h("pre", { class: "log err" }, node.stderr)) : notKept(node, "stderr"))
       : d.nodes.length > 0 ? h("p", { class: "dim" }, "Click a node to see its input, output and logs.") : "",
     d.scripts && d.scripts.length > 0
       ? h("section", { id: "run-scripts" },
@@ -159,4 +159,11 @@ function webhooksTable(hooks: WebhookDelivery[]): HTMLElement {
         h("td", {}, d.url), h("td", {}, d.event), h("td", {}, badge(d.status)),
         h("td", {}, ...d.attempts.map((a) => h("div", {}, attempt(a))),
           d.nextAttemptAt !== undefined ? h("div", { class: "dim" }, `next ${time(d.nextAttemptAt)}`) : null))))));
+}
+
+/** A value of the node the run did not keep: said so, rather than shown as nothing. */
+function notKept(node: NodeLog, key: "input" | "output" | "stdout" | "stderr"): HTMLElement | null {
+  if (!node.omitted?.includes(key)) return null;
+  const what = key === "stdout" || key === "stderr" ? h("h3", {}, key) : null;
+  return h("div", {}, what, h("p", { class: "dim omitted" }, "Too large to keep (LIMIT_NODE_LOG_BYTES, or the run's share of LIMIT_RESULT_BYTES)."));
 }
