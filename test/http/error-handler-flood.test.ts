@@ -26,6 +26,7 @@ async function startSink() {
       if (req.url === "/hold") held.push(res);
       else {
         answered.push(req.url ?? "");
+        if (req.url === "/fail") res.statusCode = 500;
         res.end("{}");
       }
       changes.changed();
@@ -148,6 +149,33 @@ describe("a mail handler's SMTP server that accepts and never greets", () => {
     } finally {
       for (const s of sockets) s.destroy();
       smtp.close();
+      await server.close();
+    }
+  });
+});
+
+describe("the backoff between a notification's attempts", () => {
+  it("holds no slot: another notification of the app goes out meanwhile", async () => {
+    const sink = await startSink();
+    // One slot for the app; a failed attempt waits a minute before the next.
+    const server = await startServer({
+      ERROR_HANDLER_CONCURRENCY: "2",
+      ERROR_HANDLER_ATTEMPTS: "2",
+      ERROR_HANDLER_BACKOFF_MS: "60000",
+    });
+    try {
+      await deployAndActivate(server, "down", failing, {
+        errorHandlers: { bot: { webhookUrl: `${sink.url}/fail` } },
+      });
+      for (let i = 0; i < 2; i++)
+        await server.call("POST", `${DF}/run-sync`, {
+          headers: scopeHeaders(),
+          body: { elementName: "down", parameter: {} },
+        });
+      // Both first attempts are made, the first's backoff under way.
+      await sink.changes.until(() => sink.answered.length === 2, "both first attempts", 30_000);
+    } finally {
+      await sink.close();
       await server.close();
     }
   });

@@ -146,20 +146,19 @@ async function invokeAndRecord(
   event: FailureEvent,
 ): Promise<ErrorHandlerResult> {
   const { logger } = s;
-  // A bot or mail notification holds a socket for up to its timeout per attempt: they share the
-  // node's slots. A custom handler starts a run, which the run queue's limits bound.
-  const r = await (h.kind === "custom"
-    ? invoke(s, s.sleep, h, run, event)
-    : s.slots.run(run.scope, () => invoke(s, s.sleep, h, run, event))
-  ).catch(
+  // A bot or mail notification holds a socket for up to its timeout per attempt: each attempt
+  // takes one of the node's slots (not the backoff between). A custom handler starts a run,
+  // which the run queue's limits bound.
+  const slotted: Handler =
+    h.kind === "custom"
+      ? h
+      : { kind: h.kind, deliver: (ctx) => s.slots.run(run.scope, () => h.deliver(ctx)) };
+  const r = await invoke(s, s.sleep, slotted, run, event).catch(
     (err: unknown): ErrorHandlerResult => ({
       kind: h.kind,
       ok: false,
       attempts: 0,
-      error:
-        err instanceof TooManyWaiting
-          ? `not sent: ${err.message} for a slot (ERROR_HANDLER_CONCURRENCY)`
-          : String(err),
+      error: String(err),
       at: s.clock.now(),
       event: event.event,
     }),
@@ -309,6 +308,10 @@ async function invoke(
     } catch (err) {
       lastError = err instanceof Error ? err.message : String(err);
       if (err instanceof HandlerRunError) runId = err.runId;
+      if (err instanceof TooManyWaiting) {
+        lastError = `not sent: ${err.message} for a slot (ERROR_HANDLER_CONCURRENCY)`;
+        break;
+      }
       if (err instanceof PermanentHandlerError) break;
       if (attempts < config.attempts) await sleep(config.backoffMs * 2 ** (attempts - 1));
     }
