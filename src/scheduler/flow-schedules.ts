@@ -18,6 +18,7 @@ import {
   type Scheduler,
   type SchedulerLogger,
 } from "./scheduler.ts";
+import { createStartLanes, type StartLanes } from "./start-lanes.ts";
 
 export interface FlowSchedules {
   /** The flow's schedules (GET /monitor/flows). */
@@ -41,6 +42,8 @@ export interface AttachSchedulerDeps {
   config: {
     /** How often to re-read flow releases (other nodes' deploys); 0 disables. */
     scheduleSyncMs: number;
+    /** LIMIT_SCHEDULED_STARTS_PER_APP: an app's ticks on their way at once (start-lanes.ts). */
+    scheduledStartsPerApp: number;
   };
   /**
    * Flow changes between the nodes sharing the database (the cluster's NOTIFY bridge); absent
@@ -87,16 +90,15 @@ interface FlowSched {
   prunedAt: number;
   /** Tick claims not yet sent to the database. */
   batch: Claim[];
-  /** Run starts under way, and those waiting for a lane. */
-  starting: number;
-  waiting: (() => void)[];
+  lanes: StartLanes;
+  /** Ticks skipped per app since the last warning (the app had too many on their way). */
+  skipped: Map<string, number>;
   rereading: Promise<void> | null;
   again: boolean;
 }
 
 const CLAIM_KEEP_MS = 86_400_000;
 const PRUNE_EVERY_MS = 3_600_000;
-const START_LANES = 16;
 
 const cronTriggers = (configure: unknown): Trigger[] =>
   normalizeConfigure(configure).triggers.filter((t) => t.type === "cron");
@@ -121,8 +123,8 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
     stopped: false,
     prunedAt: Number.NEGATIVE_INFINITY,
     batch: [],
-    starting: 0,
-    waiting: [],
+    lanes: createStartLanes(deps.config.scheduledStartsPerApp),
+    skipped: new Map(),
     rereading: null,
     again: false,
   };
@@ -179,26 +181,40 @@ function flushClaims(s: FlowSched): void {
   );
 }
 
-// Run starts one after another in a few lanes: thousands at once only queue up in the store.
-async function limited(s: FlowSched, fn: () => Promise<unknown>): Promise<void> {
-  while (s.starting >= START_LANES) await new Promise<void>((r) => s.waiting.push(r));
-  s.starting++;
-  try {
-    await fn();
-  } finally {
-    s.starting--;
-    s.waiting.shift()?.();
-  }
+/** One warning per app and wake-up for the ticks it had no room for. */
+function skip(s: FlowSched, app: string): void {
+  if (s.skipped.size === 0)
+    setImmediate(() => {
+      for (const [skippedApp, ticks] of s.skipped)
+        s.logger.warn(
+          { app: skippedApp, ticks },
+          "scheduled ticks skipped: the app has LIMIT_SCHEDULED_STARTS_PER_APP on their way",
+        );
+      s.skipped.clear();
+    });
+  s.skipped.set(app, (s.skipped.get(app) ?? 0) + 1);
 }
 
 async function fire(s: FlowSched, schedule: Schedule, tick: number): Promise<void> {
+  const app = s.known.get(schedule.elementId)?.scope.app;
+  if (app === undefined) return;
+  // Not claimed: another node with room may still take the tick.
+  if (!s.lanes.enter(app)) return skip(s, app);
+  try {
+    await claimAndStart(s, schedule, tick, app);
+  } finally {
+    s.lanes.leave(app);
+  }
+}
+
+async function claimAndStart(s: FlowSched, schedule: Schedule, tick: number, app: string) {
   // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
   if (!(await claim(s, schedule.scheduleId, tick))) return;
   // Read again on every try: a retry must not start a flow deactivated meanwhile.
   const start = async () => {
     const flow = s.known.get(schedule.elementId);
     if (s.stopped || !flow?.approved) return false;
-    await limited(s, () =>
+    await s.lanes.run(app, () =>
       s.deps.flows.start({
         scope: flow.scope,
         user: null,
