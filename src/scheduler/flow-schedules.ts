@@ -19,6 +19,7 @@ import {
   type SchedulerLogger,
 } from "./scheduler.ts";
 import { createStartLanes, type StartLanes } from "./start-lanes.ts";
+import { createTickClaims } from "./tick-claims.ts";
 
 export interface FlowSchedules {
   /** The flow's schedules (GET /monitor/flows). */
@@ -68,12 +69,6 @@ interface Known {
   changedAt: number;
 }
 
-interface Claim {
-  scheduleId: string;
-  tick: number;
-  settle: (won: boolean | Error) => void;
-}
-
 /** The state one attached scheduler keeps: the flows it knows and the work under way. */
 interface FlowSched {
   deps: AttachSchedulerDeps;
@@ -88,8 +83,7 @@ interface FlowSched {
   syncTimer: TimerHandle | undefined;
   stopped: boolean;
   prunedAt: number;
-  /** Tick claims not yet sent to the database. */
-  batch: Claim[];
+  claim: (scheduleId: string, tick: number) => Promise<boolean>;
   lanes: StartLanes;
   /** Ticks skipped per app since the last warning (the app had too many on their way). */
   skipped: Map<string, number>;
@@ -122,7 +116,7 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
     syncTimer: undefined,
     stopped: false,
     prunedAt: Number.NEGATIVE_INFINITY,
-    batch: [],
+    claim: createTickClaims(store),
     lanes: createStartLanes(deps.config.scheduledStartsPerApp),
     skipped: new Map(),
     rereading: null,
@@ -154,33 +148,6 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
   };
 }
 
-// The scheduler fires everything due in one synchronous loop; those claims go to the database
-// together on the next macrotask (one insert per 500), instead of 10,000 racing single inserts.
-function claim(s: FlowSched, scheduleId: string, tick: number): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    if (s.batch.length === 0) setImmediate(() => flushClaims(s));
-    s.batch.push({
-      scheduleId,
-      tick,
-      settle: (won) => (won instanceof Error ? reject(won) : resolve(won)),
-    });
-  });
-}
-
-function flushClaims(s: FlowSched): void {
-  const items = s.batch;
-  s.batch = [];
-  s.store.claimScheduleTicks(items).then(
-    (won) => {
-      for (const c of items) c.settle(won.has(`${c.scheduleId}@${c.tick}`));
-    },
-    (err: unknown) => {
-      const e = err instanceof Error ? err : new Error(String(err));
-      for (const c of items) c.settle(e);
-    },
-  );
-}
-
 /** One warning per app and wake-up for the ticks it had no room for. */
 function skip(s: FlowSched, app: string): void {
   if (s.skipped.size === 0)
@@ -209,7 +176,7 @@ async function fire(s: FlowSched, schedule: Schedule, tick: number): Promise<voi
 
 async function claimAndStart(s: FlowSched, schedule: Schedule, tick: number, app: string) {
   // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
-  if (!(await claim(s, schedule.scheduleId, tick))) return;
+  if (!(await s.claim(schedule.scheduleId, tick))) return;
   // Read again on every try: a retry must not start a flow deactivated meanwhile.
   const start = async () => {
     const flow = s.known.get(schedule.elementId);
