@@ -34,6 +34,8 @@ export interface Config {
     maxRunS: number;
     queuedRuns: number;
     queuedRunsPerApp: number;
+    /** LIMIT_SCHEDULED_STARTS_PER_APP: an app's cron ticks on their way at once (docs/scheduler.md). */
+    scheduledStartsPerApp: number;
     nodeLogBytes: number;
     flowRunsAtOnce: number;
     /** Open event streams per app and space (docs/live-progress.md). */
@@ -363,6 +365,10 @@ function pythonConfig(env: Env): Config["python"] {
 /** Request, output and run limits (docs/operations.md). */
 function limitsConfig(env: Env): Config["limits"] {
   const queuedRuns = int(env, "LIMIT_QUEUED_RUNS", 10000);
+  const queuedRunsPerApp = Math.min(
+    queuedRuns,
+    Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
+  );
   return {
     bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
     discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
@@ -377,9 +383,11 @@ function limitsConfig(env: Env): Config["limits"] {
     maxRunS: int(env, "MAX_RUN_S", 3600),
     queuedRuns,
     // Half the whole by default: one app alone can never take every place (docs/run-limits.md).
-    queuedRunsPerApp: Math.min(
-      queuedRuns,
-      Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
+    queuedRunsPerApp,
+    // More ticks on their way than the app's queue share could only be refused by it.
+    scheduledStartsPerApp: Math.max(
+      1,
+      int(env, "LIMIT_SCHEDULED_STARTS_PER_APP", queuedRunsPerApp),
     ),
     flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
     liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),

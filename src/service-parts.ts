@@ -52,7 +52,10 @@ export async function startWork(deps: {
     flows,
     clock,
     logger,
-    config: { scheduleSyncMs: fc.scheduleSyncMs },
+    config: {
+      scheduleSyncMs: fc.scheduleSyncMs,
+      scheduledStartsPerApp: config.limits.scheduledStartsPerApp,
+    },
     shared: topology.bridge,
   });
   const fileSweeper = createFileSweeper({

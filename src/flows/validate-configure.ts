@@ -174,6 +174,9 @@ function webhookIssues(webhooks: unknown, at: JsonPath): ValidationResult[] {
   return out;
 }
 
+/** Cron triggers one flow may have (docs/scheduler.md). */
+export const MAX_CRON_TRIGGERS = 100;
+
 /** `configure.triggers`: the shape of each, and of each cron trigger its name, expression, zone and parameter. */
 function triggerIssues(
   triggers: unknown,
@@ -182,6 +185,17 @@ function triggerIssues(
 ): ValidationResult[] {
   if (!Array.isArray(triggers))
     return [issue(ValidationCode.INVALID_CONFIGURE, at, "triggers must be an array")];
+  // Checked before any trigger: each costs a croner parse and a zone lookup here, and a schedule
+  // on every node after the deploy (docs/scheduler.md, "Apps share the scheduler").
+  const crons = triggers.filter((t) => isRecord(t) && t.type === "cron").length;
+  if (crons > MAX_CRON_TRIGGERS)
+    return [
+      issue(
+        ValidationCode.INVALID_CONFIGURE,
+        at,
+        `a flow has at most ${MAX_CRON_TRIGGERS} cron triggers; got ${crons}`,
+      ),
+    ];
   const out: ValidationResult[] = [];
   const names = new Set<string>();
   triggers.forEach((t: unknown, k) => {

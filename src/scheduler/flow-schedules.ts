@@ -18,6 +18,8 @@ import {
   type Scheduler,
   type SchedulerLogger,
 } from "./scheduler.ts";
+import { createStartLanes, type StartLanes } from "./start-lanes.ts";
+import { createTickClaims } from "./tick-claims.ts";
 
 export interface FlowSchedules {
   /** The flow's schedules (GET /monitor/flows). */
@@ -41,6 +43,8 @@ export interface AttachSchedulerDeps {
   config: {
     /** How often to re-read flow releases (other nodes' deploys); 0 disables. */
     scheduleSyncMs: number;
+    /** LIMIT_SCHEDULED_STARTS_PER_APP: an app's ticks on their way at once (start-lanes.ts). */
+    scheduledStartsPerApp: number;
   };
   /**
    * Flow changes between the nodes sharing the database (the cluster's NOTIFY bridge); absent
@@ -65,12 +69,6 @@ interface Known {
   changedAt: number;
 }
 
-interface Claim {
-  scheduleId: string;
-  tick: number;
-  settle: (won: boolean | Error) => void;
-}
-
 /** The state one attached scheduler keeps: the flows it knows and the work under way. */
 interface FlowSched {
   deps: AttachSchedulerDeps;
@@ -85,18 +83,16 @@ interface FlowSched {
   syncTimer: TimerHandle | undefined;
   stopped: boolean;
   prunedAt: number;
-  /** Tick claims not yet sent to the database. */
-  batch: Claim[];
-  /** Run starts under way, and those waiting for a lane. */
-  starting: number;
-  waiting: (() => void)[];
+  claim: (scheduleId: string, tick: number) => Promise<boolean>;
+  lanes: StartLanes;
+  /** Ticks skipped per app since the last warning (the app had too many on their way). */
+  skipped: Map<string, number>;
   rereading: Promise<void> | null;
   again: boolean;
 }
 
 const CLAIM_KEEP_MS = 86_400_000;
 const PRUNE_EVERY_MS = 3_600_000;
-const START_LANES = 16;
 
 const cronTriggers = (configure: unknown): Trigger[] =>
   normalizeConfigure(configure).triggers.filter((t) => t.type === "cron");
@@ -120,9 +116,9 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
     syncTimer: undefined,
     stopped: false,
     prunedAt: Number.NEGATIVE_INFINITY,
-    batch: [],
-    starting: 0,
-    waiting: [],
+    claim: createTickClaims(store),
+    lanes: createStartLanes(deps.config.scheduledStartsPerApp),
+    skipped: new Map(),
     rereading: null,
     again: false,
   };
@@ -152,53 +148,40 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
   };
 }
 
-// The scheduler fires everything due in one synchronous loop; those claims go to the database
-// together on the next macrotask (one insert per 500), instead of 10,000 racing single inserts.
-function claim(s: FlowSched, scheduleId: string, tick: number): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    if (s.batch.length === 0) setImmediate(() => flushClaims(s));
-    s.batch.push({
-      scheduleId,
-      tick,
-      settle: (won) => (won instanceof Error ? reject(won) : resolve(won)),
+/** One warning per app and wake-up for the ticks it had no room for. */
+function skip(s: FlowSched, app: string): void {
+  if (s.skipped.size === 0)
+    setImmediate(() => {
+      for (const [skippedApp, ticks] of s.skipped)
+        s.logger.warn(
+          { app: skippedApp, ticks },
+          "scheduled ticks skipped: the app has LIMIT_SCHEDULED_STARTS_PER_APP on their way",
+        );
+      s.skipped.clear();
     });
-  });
-}
-
-function flushClaims(s: FlowSched): void {
-  const items = s.batch;
-  s.batch = [];
-  s.store.claimScheduleTicks(items).then(
-    (won) => {
-      for (const c of items) c.settle(won.has(`${c.scheduleId}@${c.tick}`));
-    },
-    (err: unknown) => {
-      const e = err instanceof Error ? err : new Error(String(err));
-      for (const c of items) c.settle(e);
-    },
-  );
-}
-
-// Run starts one after another in a few lanes: thousands at once only queue up in the store.
-async function limited(s: FlowSched, fn: () => Promise<unknown>): Promise<void> {
-  while (s.starting >= START_LANES) await new Promise<void>((r) => s.waiting.push(r));
-  s.starting++;
-  try {
-    await fn();
-  } finally {
-    s.starting--;
-    s.waiting.shift()?.();
-  }
+  s.skipped.set(app, (s.skipped.get(app) ?? 0) + 1);
 }
 
 async function fire(s: FlowSched, schedule: Schedule, tick: number): Promise<void> {
+  const app = s.known.get(schedule.elementId)?.scope.app;
+  if (app === undefined) return;
+  // Not claimed: another node with room may still take the tick.
+  if (!s.lanes.enter(app)) return skip(s, app);
+  try {
+    await claimAndStart(s, schedule, tick, app);
+  } finally {
+    s.lanes.leave(app);
+  }
+}
+
+async function claimAndStart(s: FlowSched, schedule: Schedule, tick: number, app: string) {
   // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
-  if (!(await claim(s, schedule.scheduleId, tick))) return;
+  if (!(await s.claim(schedule.scheduleId, tick))) return;
   // Read again on every try: a retry must not start a flow deactivated meanwhile.
   const start = async () => {
     const flow = s.known.get(schedule.elementId);
     if (s.stopped || !flow?.approved) return false;
-    await limited(s, () =>
+    await s.lanes.run(app, () =>
       s.deps.flows.start({
         scope: flow.scope,
         user: null,

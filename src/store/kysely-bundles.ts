@@ -96,6 +96,12 @@ function newElement(scope: Scope, folderId: string, type: "PY" | "DPL", name: st
   };
 }
 
+/**
+ * Revisions per insert: seven parameters each, so one statement stays far below SQLite's 32,766
+ * and PostgreSQL's 65,535 however many revisions a file holds (docs/export-import.md).
+ */
+const REVISIONS_PER_INSERT = 500;
+
 /** A new flow element, or an existing one's missing revisions, and the release when it moves. */
 async function writeFlow(
   tx: Transaction<Database>,
@@ -117,11 +123,12 @@ async function writeFlow(
       .executeTakeFirstOrThrow();
     id = Number(row.id);
   } else id = Number(f.elementId);
-  if (f.revisions.length > 0)
+  for (let i = 0; i < f.revisions.length; i += REVISIONS_PER_INSERT) {
+    const part = f.revisions.slice(i, i + REVISIONS_PER_INSERT);
     await tx
       .insertInto("flow_revisions")
       .values(
-        f.revisions.map((r) => ({
+        part.map((r) => ({
           element_id: id,
           version: r.version,
           name: r.name,
@@ -132,6 +139,7 @@ async function writeFlow(
         })),
       )
       .execute();
+  }
   if (f.releaseVersion !== null) await moveRelease(tx, id, f, now);
   return String(id);
 }

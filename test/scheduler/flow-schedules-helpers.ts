@@ -69,7 +69,7 @@ export async function rig(
     },
     clock,
     logger: silent,
-    config: { scheduleSyncMs: 0 },
+    config: { scheduleSyncMs: 0, scheduledStartsPerApp: 10_000 },
   });
   const folder = await store.ensureFolder(SCOPE, "/", clock.now());
   return {
