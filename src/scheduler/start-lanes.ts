@@ -1,9 +1,11 @@
+import { createTurnSlots } from "../turn-slots.ts";
+
 /**
  * The run starts of fired ticks, shared by every app (docs/scheduler.md, "Apps share the
  * scheduler"). Starts go through a few lanes, so thousands due at once only queue up here, not in
  * the store. One app holds at most half of them, so its starts hanging (or merely slow) always
- * leave lanes for the others; waiting apps take free lanes in turn, so another app's tick never
- * waits behind a whole flood of one app's. And an app has at most `perApp` ticks on their way
+ * leave lanes for the others; waiting apps take free lanes in turn (src/turn-slots.ts), so
+ * another app's tick never waits behind a whole flood of one app's. And an app has at most `perApp` ticks on their way
  * (claimed or being claimed, waiting, starting, retrying after a 429): beyond that its ticks are
  * skipped, not claimed, instead of piling up in memory faster than they can start.
  */
@@ -22,28 +24,12 @@ export interface StartLanes {
 
 export function createStartLanes(perApp: number): StartLanes {
   const onTheirWay = new Map<string, number>();
-  const busyOf = new Map<string, number>();
-  /** Apps with starts waiting for a lane, in the order they are served (round robin). */
-  const waiting = new Map<string, (() => void)[]>();
-  let busy = 0;
-  const take = (app: string) => {
-    busy++;
-    busyOf.set(app, (busyOf.get(app) ?? 0) + 1);
-  };
-  const free = (app: string) => busy < LANES && (busyOf.get(app) ?? 0) < LANES_PER_APP;
-  // A lane came free: the first waiting app that may take one gets it and goes to the back.
-  const handOn = () => {
-    for (const [app, queue] of waiting) {
-      if (busy >= LANES) return;
-      if (!free(app)) continue;
-      const next = queue.shift();
-      waiting.delete(app);
-      if (queue.length > 0) waiting.set(app, queue);
-      take(app);
-      next?.();
-      return;
-    }
-  };
+  // Waiting starts are bounded by `enter` above, so the slots need no bound of their own.
+  const lanes = createTurnSlots({
+    slots: LANES,
+    perApp: LANES_PER_APP,
+    waitingPerApp: Number.POSITIVE_INFINITY,
+  });
   return {
     enter(app) {
       const n = onTheirWay.get(app) ?? 0;
@@ -57,22 +43,8 @@ export function createStartLanes(perApp: number): StartLanes {
       else onTheirWay.delete(app);
     },
     async run(app, fn) {
-      if (free(app) && !waiting.has(app)) take(app);
-      else
-        await new Promise<void>((resolve) => {
-          const queue = waiting.get(app) ?? [];
-          queue.push(resolve);
-          waiting.set(app, queue);
-        });
-      try {
-        await fn();
-      } finally {
-        busy--;
-        const n = (busyOf.get(app) ?? 1) - 1;
-        if (n > 0) busyOf.set(app, n);
-        else busyOf.delete(app);
-        handOn();
-      }
+      // Turns between apps (src/turn-slots.ts); the scheduler's lanes do not tell spaces apart.
+      await lanes.run({ app, space: "" }, fn);
     },
   };
 }
