@@ -21,6 +21,8 @@ export interface Lifecycle<Req extends RunRequest> {
   active: Map<string, AbortController>;
   /** Runs this process queued and has not yet started: their record and parameter, in memory. */
   queuedHere: Map<string, { rec: NewRun; parameter: unknown }>;
+  /** Runs whose end was heard while none executed here (lifecycle.ts): stopped once they do. */
+  endedEarly: { has(runId: string): boolean };
 }
 
 /** Executes under the system limit; never throws. */
@@ -32,6 +34,7 @@ async function executeLimited<Req extends RunRequest>(
   const { clock, limits, executor, active } = c;
   const ctl = new AbortController();
   active.set(rec.id, ctl);
+  if (c.endedEarly.has(rec.id)) ctl.abort(new RunStop("terminate", "terminated"));
   const message = limitMessage(limits.maxRunS);
   let limitHit = false;
   const limit = clock.setTimeout(() => {

@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import {
   asQueued,
   checkBound,
@@ -20,6 +21,7 @@ export function createRunLifecycle<Req extends RunRequest>(
   executor: RunExecutor<Req>,
 ): RunLifecycle<Req> {
   const { store, clock, events, limits } = deps;
+  const endedEarly = new LRUCache<string, true>({ max: 10_000 });
   const c: Lifecycle<Req> = {
     deps,
     store,
@@ -29,9 +31,15 @@ export function createRunLifecycle<Req extends RunRequest>(
     executor,
     active: new Map(),
     queuedHere: new Map(),
+    endedEarly,
   };
-  // A run that ended elsewhere (terminated through another node) while it executes here.
-  events.onEnd((runId) => c.active.get(runId)?.abort(new RunStop("terminate", "terminated")));
+  // A run that ended elsewhere (terminated through another node) while it executes here; or
+  // before it does: terminated while its start was being committed, it stops as soon as it runs.
+  events.onEnd((runId) => {
+    const ctl = c.active.get(runId);
+    if (ctl) ctl.abort(new RunStop("terminate", "terminated"));
+    else endedEarly.set(runId, true);
+  });
   return {
     start: (req, opts) => create(c, req, opts?.inProcess ?? false),
     runSync: (req, wait) => runSync(c, req, wait),
