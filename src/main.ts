@@ -52,7 +52,9 @@ export async function serve(role?: Config["role"]): Promise<void> {
       }
     };
     const closed = step("closing the HTTP server", () => app.close());
+    const deadline = services.clock.now() + graceS * 1000;
     await step("ending this node's runs", () => drain(services, graceS * 1000));
+    await step("sending error notifications", () => notificationsSent(services, deadline));
     await closed;
     await step("closing the services", () => services.close());
     process.exit(failed ? 1 : 0);
@@ -88,6 +90,26 @@ async function drain(services: Services, graceMs: number): Promise<void> {
   const failures: unknown[] = settled.flatMap((r) => (r.status === "rejected" ? [r.reason] : []));
   if (failures.length > 1) throw new AggregateError(failures, "ending runs and stopping the queue");
   if (failures.length === 1) throw failures[0];
+}
+
+/**
+ * Error-handler notifications are kept in memory only (docs/error-handlers.md): those under way,
+ * a retry's backoff included, are given what is left of the grace period before the process
+ * exits, and any still unsent then are logged with their count.
+ */
+async function notificationsSent(services: Services, deadline: number): Promise<void> {
+  const { errorHandlers, clock, logger } = services;
+  let expire = (_: false) => {};
+  const expired = new Promise<false>((resolve) => (expire = resolve));
+  const timer = clock.setTimeout(() => expire(false), Math.max(0, deadline - clock.now()));
+  const sent = await Promise.race([errorHandlers.idle().then(() => true), expired]);
+  clock.clearTimeout(timer);
+  if (!sent) {
+    logger.warn(
+      { runs: errorHandlers.pending() },
+      "shut down with error-handler notifications not sent",
+    );
+  }
 }
 
 async function failUnfinished(services: Services, graceMs: number): Promise<void> {

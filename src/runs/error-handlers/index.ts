@@ -65,6 +65,8 @@ export interface ErrorHandlers {
   ): Promise<ErrorHandlerResult[]>;
   /** Resolves once every notification under way has been recorded (tests, shutdown). */
   idle(): Promise<void>;
+  /** Runs whose notifications are under way: sending, waiting for a slot or for a retry. */
+  pending(): number;
 }
 
 export function eventOf(run: Run, event: HandlerEventType, error?: string): FailureEvent {
@@ -120,6 +122,7 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
     async idle() {
       while (s.inFlight.size > 0) await Promise.all(s.inFlight);
     },
+    pending: () => s.inFlight.size,
   };
 }
 
