@@ -1,6 +1,7 @@
 import path from "node:path";
 import { languageOf } from "./errors.ts";
 import { parseKey } from "./secrets/crypto.ts";
+import { MONITOR_READS_DEFAULTS } from "./store/pg-monitor-reads.ts";
 
 /** Every knob of the service, read once from the environment (README, configuration table). */
 export interface Config {
@@ -8,6 +9,8 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** PostgreSQL's monitoring reads: their own connections and time limit (docs/security.md). */
+  monitorReads: { connections: number; timeoutMs: number };
   mode: "embedded" | "cluster";
   dataflowPrefix: string;
   scriptPrefix: string;
@@ -227,6 +230,13 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST ?? "127.0.0.1",
     dataDir: path.resolve(env.DATA_DIR ?? "./data"),
     databaseUrl,
+    monitorReads: {
+      connections: Math.max(
+        1,
+        int(env, "MONITOR_READ_CONNECTIONS", MONITOR_READS_DEFAULTS.connections),
+      ),
+      timeoutMs: Math.max(1, int(env, "MONITOR_READ_TIMEOUT_MS", MONITOR_READS_DEFAULTS.timeoutMs)),
+    },
     mode: databaseUrl?.startsWith("postgres") ? "cluster" : "embedded",
     dataflowPrefix: env.DATAFLOW_PREFIX ?? "/dataflow-3-0",
     scriptPrefix: env.SCRIPT_PREFIX ?? "/script",

@@ -60,6 +60,7 @@ export async function createTopology(
   const opened = await openStore({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
+    monitorReads: config.monitorReads,
     logger,
   });
   const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };

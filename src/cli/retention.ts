@@ -16,7 +16,11 @@ export async function retentionCommand(
 ): Promise<string> {
   const { values } = parseArgs({ args, options: { purge: { type: "boolean", default: false } } });
   const config = loadConfig(env);
-  const store = await openStore({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const store = await openStore({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    monitorReads: config.monitorReads,
+  });
   try {
     const retention = createRetention({
       store: createRetentionStore(store.db, store.dialect),

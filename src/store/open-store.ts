@@ -4,6 +4,11 @@ import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
 import { createKyselyStore } from "./kysely-store.ts";
 import { migrate } from "./migrate.ts";
+import {
+  createPgMonitorReads,
+  MONITOR_READS_DEFAULTS,
+  type MonitorReadsConfig,
+} from "./pg-monitor-reads.ts";
 import { preparedPool } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
 import { openSqlite } from "./sqlite-driver.ts";
@@ -19,6 +24,8 @@ export type OpenedStore = Store & { db: Kysely<Database> };
 export async function openStore(opts: {
   databaseUrl?: string | undefined;
   dataDir: string;
+  /** PostgreSQL only: monitoring's own pool (pg-monitor-reads.ts); its defaults when absent. */
+  monitorReads?: MonitorReadsConfig | undefined;
   /** Where a connection lost while idle in the pool is reported. */
   logger?: { warn(obj: unknown, msg?: string): void } | undefined;
 }): Promise<OpenedStore> {
@@ -40,7 +47,23 @@ export async function openStore(opts: {
     const hot = new Kysely<Database>({
       dialect: new PostgresDialect({ pool: preparedPool(pool) }),
     });
-    return createKyselyStore(db, "postgres", () => db.destroy(), hot);
+    // Monitoring reads on connections of their own (docs/security.md, "Monitoring reads").
+    const reads = createPgMonitorReads(
+      opts.databaseUrl,
+      opts.monitorReads ?? MONITOR_READS_DEFAULTS,
+      logger,
+    );
+    const store = createKyselyStore(
+      db,
+      "postgres",
+      async () => {
+        await reads.close();
+        await db.destroy();
+      },
+      hot,
+    );
+    const { monitorRuns, monitorFlows, listFlows } = reads;
+    return { ...store, monitorRuns, monitorFlows, listFlows };
   }
   fs.mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(opts.dataDir, "sluice.db");

@@ -1,4 +1,5 @@
 import { DatabaseSync } from "node:sqlite";
+import pg from "pg";
 
 /**
  * `count` finished runs of the SQLite store's element, written straight into its file as a history
@@ -43,4 +44,37 @@ export function user1Counts(count: number): { SUCCESS: number; FAILURE: number }
     else success++;
   }
   return { SUCCESS: success, FAILURE: failure };
+}
+
+/** The same history as seedFinishedRuns, written into a PostgreSQL store at `url`. */
+export async function seedFinishedRunsPg(
+  url: string,
+  scope: { app: string; space: string },
+  elementName: string,
+  count: number,
+): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ id: number; folder_id: string }>(
+      "select id, folder_id from elements where app = $1 and space = $2 and name = $3",
+      [scope.app, scope.space, elementName],
+    );
+    const el = rows[0];
+    if (!el) throw new Error(`no element ${elementName}`);
+    await client.query(
+      `insert into runs (id, app, space, element_id, element_type, element_name, folder_id,
+         version, trigger_type, status, run_name, run_param, initiator, in_process,
+         create_time, start_time, end_time, duration, summary)
+       select 'seed' || lpad(i::text, 12, '0'), $2, $3, $4, 'DPL', $5, $6, '1', 'SCHEDULED',
+         case when i % 10 = 0 then 'FAILURE' else 'SUCCESS' end, $5 || '-nightly-' || i, '{}',
+         '{"userId":"user' || (i % 50) || '"}', 1, 1735689600000 + i * 30000::bigint,
+         1735689600000 + i * 30000::bigint + 5, 1735689600000 + i * 30000::bigint + 50, 45, 'seeded'
+       from generate_series(1, $1::int) as i`,
+      [count, scope.app, scope.space, el.id, elementName, el.folder_id],
+    );
+    await client.query("analyze runs");
+  } finally {
+    await client.end();
+  }
 }

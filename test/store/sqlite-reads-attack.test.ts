@@ -82,8 +82,11 @@ describe("a tenant's monitoring search against the embedded store", () => {
         order.push(`victim ${i}`);
       }
       await Promise.all(searches);
-      // The other tenant was served while the searches read: none of them came before.
-      assert.deepEqual(order.slice(0, 3), ["victim 0", "victim 1", "victim 2"], order.join(", "));
+      // The other tenant was served while the searches read. Without the thread every search
+      // came first: the event loop read them one after another before the victim's request. With
+      // it, none usually does; on a machine loaded by other tests a search may end first.
+      assert.ok(order.indexOf("victim 0") < 4, order.join(", "));
+      assert.ok(order.indexOf("victim 2") < order.length - 1, order.join(", "));
     } finally {
       await killHard(server.child);
       fs.rmSync(dataDir, { recursive: true, force: true });
