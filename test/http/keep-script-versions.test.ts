@@ -89,6 +89,7 @@ describe("script versions kept per script (LIMIT_VERSIONS_PER_SCRIPT)", () => {
     await uploadVersions(4, 105);
     // Five had to go: the oldest unpinned ones, 3 to 7.
     assert.deepEqual(await kept(), [...range(8, 105), 2, 1]);
+    assert.equal((await kept()).length, LIMIT);
     assert.deepEqual((await runFlow("pinsOne")).value, { n: 1 });
 
     // pinsTwo re-pins the newest: version 2 is no longer needed, and the next upload removes it.
@@ -117,7 +118,7 @@ describe("script versions kept per script (LIMIT_VERSIONS_PER_SCRIPT)", () => {
     assert.equal(rerunTask.body.code, 28020007, rerunTask.text);
     assert.match(
       rerunTask.body.message,
-      /script s version 3 was removed.*LIMIT_VERSIONS_PER_SCRIPT/,
+      /script s version 3, which it ran, was removed.*LIMIT_VERSIONS_PER_SCRIPT/,
     );
     const rerunFlow = await server.call("POST", `${DF}/run/${ranTwo.runId}/rerun`, {
       headers: h,
@@ -126,7 +127,7 @@ describe("script versions kept per script (LIMIT_VERSIONS_PER_SCRIPT)", () => {
     assert.equal(rerunFlow.body.code, 28020007, rerunFlow.text);
     assert.match(
       rerunFlow.body.message,
-      /script s version 2 was removed.*LIMIT_VERSIONS_PER_SCRIPT/,
+      /script s version 2, which its node s ran, was removed.*LIMIT_VERSIONS_PER_SCRIPT/,
     );
     // Monitoring of those runs still answers.
     const det = await server.call("GET", `${DF}/monitor/run-detail?runId=${taskId}`, {
