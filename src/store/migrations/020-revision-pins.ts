@@ -8,6 +8,12 @@ import type { Dialect } from "../types.ts";
  * read every revision of the scope, graphs and all, on every upload. The rows follow the
  * revision's `script_pins` (written with it) and go with it: removing a revision removes them.
  * Filled here from the pins already stored.
+ *
+ * `flow_revisions_released`: which of a flow's revisions were released, in version order, from an
+ * index alone (docs/dataflow-service.md, "How many revisions are kept"). `released_at` follows the
+ * graph in the row, and SQLite reaches it only by following the chain of the graph's overflow
+ * pages: cheap while they are in memory, a read of every graph scanned when they are not (a
+ * deploy that is refused scans every revision of its flow).
  */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const big = dialect === "postgres" ? "bigint" : "integer";
@@ -35,6 +41,12 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
     .createIndex("revision_pins_script")
     .on("revision_pins")
     .columns(["script_id", "script_version"])
+    .execute();
+
+  await db.schema
+    .createIndex("flow_revisions_released")
+    .on("flow_revisions")
+    .columns(["element_id", "version", "released_at"])
     .execute();
 
   const pinned = await sql<{
