@@ -43,6 +43,10 @@ export interface Config {
     flowRunsAtOnce: number;
     /** Open event streams per app and space (docs/live-progress.md). */
     liveStreams: number;
+    /** LIMIT_REVISIONS_PER_FLOW; 0: no bound (docs/dataflow-service.md, "How many revisions are kept"). */
+    revisionsPerFlow: number;
+    /** LIMIT_VERSIONS_PER_SCRIPT; 0: no bound (docs/script-service.md, "How many versions are kept"). */
+    versionsPerScript: number;
   };
   python: {
     executable: string;
@@ -401,7 +405,23 @@ function limitsConfig(env: Env): Config["limits"] {
     ),
     flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
     liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
+    revisionsPerFlow: keptCount(env, "LIMIT_REVISIONS_PER_FLOW"),
+    versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
   };
+}
+
+/**
+ * Revisions or versions one element keeps (default 100; 0: no bound). A version number is a
+ * 32-bit integer, so a bound above 10^9 bounds nothing; anything else stops the service at start.
+ */
+function keptCount(env: Env, key: string): number {
+  const raw = env[key];
+  const n = raw === undefined || raw === "" ? 100 : Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0 || n > 1_000_000_000)
+    throw new Error(
+      `config: ${key} must be a whole number from 0 (no bound) to 1000000000, got "${env[key]}"`,
+    );
+  return n;
 }
 
 /** Error handlers, file cleanup and schedules (docs/flow-graph.md, docs/scheduler.md). */

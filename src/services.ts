@@ -214,7 +214,13 @@ async function assemble(deps: {
     logger,
     config: { windowS: config.idempotencyWindowS },
   });
-  const lifecycle = createFlowLifecycle({ store, clock, syntax: runner.syntax, secrets });
+  const lifecycle = createFlowLifecycle({
+    store,
+    clock,
+    syntax: runner.syntax,
+    secrets,
+    keepRevisions: config.limits.revisionsPerFlow,
+  });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
   const errorHandlers = createErrorHandlers({

@@ -39,6 +39,8 @@ interface Deps {
   store: Store;
   checkScript: ScriptCheck;
   checkRevision: RevisionCheck;
+  /** LIMIT_REVISIONS_PER_FLOW: a flow may not end up holding more (0: no bound). */
+  keepRevisions: number;
 }
 
 export async function importBundle(
@@ -101,7 +103,7 @@ async function planImport(
   for (const s of bundle.scripts) await planScript(deps, scope, s, plan);
   for (const f of bundle.flows) {
     const item: ImportItem = { elementType: "DPL", path: f.path, elementName: f.name };
-    const planned = await planFlow(store, scope, f, user);
+    const planned = await planFlow(deps, scope, f, user);
     if (typeof planned === "string") {
       plan.report[planned].push(item);
       continue;
@@ -182,11 +184,12 @@ type FlowPlan = ImportFlow | { conflict: string } | "skipped";
 
 /** A new flow, the revisions an existing one lacks, or why it conflicts. */
 async function planFlow(
-  store: Store,
+  deps: Pick<Deps, "store" | "keepRevisions">,
   scope: Scope,
   f: BundleFlow,
   user: string | null,
 ): Promise<FlowPlan> {
+  const { store } = deps;
   const versions = f.revisions.map((r) => r.version);
   if (new Set(versions).size !== versions.length)
     throw badRequest(`bundle: DPL ${joinPath(f.path, f.name)} lists a revision twice`);
@@ -202,7 +205,9 @@ async function planFlow(
   });
   const el = await existing(store, scope, "DPL", f.path, f.name);
   const base = { path: f.path, name: f.name, user: user ? { userId: user } : null };
-  if (!el)
+  if (!el) {
+    const over = overBound(deps.keepRevisions, f.revisions.length);
+    if (over) return { conflict: over };
     return {
       ...base,
       elementId: null,
@@ -211,6 +216,7 @@ async function planFlow(
       revisions: f.revisions.map(revision),
       releaseVersion: f.releaseVersion,
     };
+  }
   const held = new Map<number, string>();
   for (const rev of await store.allFlowRevisions(el.id))
     held.set(rev.version, JSON.stringify(await portable(store, scope, rev)));
@@ -223,6 +229,8 @@ async function planFlow(
   }
   const releaseMoves = f.releaseVersion > (el.releaseVersion ?? 0);
   if (missing.length === 0 && !releaseMoves) return "skipped";
+  const over = missing.length > 0 && overBound(deps.keepRevisions, held.size + missing.length);
+  if (over) return { conflict: over };
   return {
     ...base,
     elementId: el.id,
@@ -231,6 +239,15 @@ async function planFlow(
     revisions: missing,
     releaseVersion: releaseMoves ? f.releaseVersion : null,
   };
+}
+
+/**
+ * An import never leaves a flow holding more revisions than a deploy could (docs/export-import.md):
+ * its revisions other than the release are staged here, which no deploy may remove.
+ */
+function overBound(keep: number, total: number): string | false {
+  if (keep <= 0 || total <= keep) return false;
+  return `it would hold ${total} revisions, more than LIMIT_REVISIONS_PER_FLOW (${keep}) keeps; export only the live revisions (allRevisions false) or fewer of them`;
 }
 
 /** Why a written revision could not run here: an element it uses is in neither place. */

@@ -52,6 +52,8 @@ interface Lifecycle {
   clock: Clock;
   syntax: SyntaxChecker;
   secrets?: SecretLookup | undefined;
+  /** LIMIT_REVISIONS_PER_FLOW (0: no bound; docs/dataflow-service.md, "How many revisions are kept"). */
+  keepRevisions?: number | undefined;
   listeners: ((e: Element) => void)[];
 }
 
@@ -62,6 +64,8 @@ export function createFlowLifecycle(deps: {
   syntax: SyntaxChecker;
   /** Deploy and activation check `${secret.NAME}` references against the scope's secrets. */
   secrets?: SecretLookup | undefined;
+  /** Revisions a flow keeps at most (LIMIT_REVISIONS_PER_FLOW); absent or 0: every one. */
+  keepRevisions?: number | undefined;
 }): FlowLifecycle {
   const l: Lifecycle = { ...deps, listeners: [] };
   return {
@@ -238,7 +242,7 @@ async function activateRelease(
 
 /** A deploy (docs/dataflow-service.md): a rename, or a validated new revision of the flow. */
 async function deploy(
-  deps: { store: Store; clock: Clock; syntax: SyntaxChecker; secrets?: SecretLookup | undefined },
+  deps: Omit<Lifecycle, "listeners">,
   /** Tells the lifecycle's listeners of the deployed element. */
   notify: (element: Element) => void,
   scope: Scope,
@@ -280,6 +284,7 @@ async function deploy(
     description: req.description ?? null,
     user: userObject(user),
     now: clock.now(),
+    keepRevisions: deps.keepRevisions ?? 0,
   });
   notify(element);
   return results;

@@ -53,7 +53,12 @@ export async function bundleRoutes(fastify: FastifyInstance, opts: BundleOptions
     async (req) => {
       const scope = scopeOf(req);
       const { report, flowIds } = await importBundle(
-        { store, checkScript: scriptCheck(opts), checkRevision: revisionCheck(opts, scope) },
+        {
+          store,
+          checkScript: scriptCheck(opts),
+          checkRevision: revisionCheck(opts, scope),
+          keepRevisions: opts.config.limits.revisionsPerFlow,
+        },
         scope,
         req.ctx.user,
         req.body,

@@ -281,14 +281,18 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28010002: "element name not unique: supply path or folderId",
   28010003: "folder does not exist",
   28010004: "flow revision does not exist (or its element belongs to another scope)",
+  28010005:
+    "deploy refused: the flow keeps as many revisions as LIMIT_REVISIONS_PER_FLOW allows and none may be removed",
   28020001: "flow not runnable: no approved and enabled release",
   28020002: "run does not exist",
   28020003: "run not finished yet",
   28020004: "run ended in FAILURE",
   28020005: "run was CANCELED",
   28020006: "wait elapsed for a synchronous run; the run goes on",
-  28020007: "run cannot be re-run (it has not finished)",
-  28020008: "run cannot be resumed (not a FAILURE flow run, or its node outputs were not kept)",
+  28020007:
+    "run cannot be re-run (it has not finished, or its revision or a script version it ran was removed)",
+  28020008:
+    "run cannot be resumed (not a FAILURE flow run, its node outputs were not kept, or its revision or a script version it ran was removed)",
   28030001: "script run failure",
   28030002: "script timeout",
   28030003: "task does not exist",

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { type Static, Type } from "typebox";
 import { ErrorCode, SluiceError } from "../errors.ts";
+import { checkStillKept } from "../flows/rerun-kept.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
 import { checkRerunnable } from "../runs/rerun.ts";
 import type { TaskService } from "../scripts/task-service.ts";
@@ -56,8 +57,10 @@ export async function rerunRoutes(fastify: FastifyInstance, deps: Deps): Promise
               old.id,
               "only a flow run resumes; re-run a script task",
             ]);
+          await checkStillKept(deps.store, old, kind);
           return rerunTask(deps, ctx, reply);
         }
+        await checkStillKept(deps.store, old, kind);
         return rerunFlow(deps, ctx, reply);
       },
     );

@@ -93,17 +93,23 @@ async function importOne(
   if ("message" in env) return { filePath, status: 2, message: env.message };
   try {
     const el = { scope, folderId: folder.id, name, kind, content: file.bytes, userId };
+    const keepVersions = config.limits.versionsPerScript;
     const outcome = await deps.store.putScript(
-      { ...el, now: deps.clock.now(), env: env.env },
+      { ...el, now: deps.clock.now(), env: env.env, keepVersions },
       overwrite,
     );
     if (outcome === "exists")
       return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
+    // docs/script-service.md, "How many versions are kept".
+    if (outcome === "full") return { filePath, status: 3, message: fullMessage(keepVersions) };
     return { filePath, status: 0, message: outcome };
   } finally {
     env.release();
   }
 }
+
+const fullMessage = (keep: number) =>
+  `the element keeps ${keep} versions (LIMIT_VERSIONS_PER_SCRIPT) and none of them may be removed: each older one is pinned by a kept flow revision or run by an unfinished task; activate those flows again (they then pin the newest) or wait for the tasks to end`;
 
 /** The environment of the item's declared dependencies (docs/script-dependencies.md). */
 async function installDependencies(

@@ -1,5 +1,6 @@
 import { type Kysely, sql, type Transaction } from "kysely";
 import { ensureFolderAt } from "./folders.ts";
+import { writePins } from "./kysely-keep.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";
 import { addVersion } from "./kysely-scripts.ts";
 import type { FlowRevision } from "./revision-types.ts";
@@ -140,7 +141,8 @@ async function writeFlow(
       )
       .execute();
   }
-  if (f.releaseVersion !== null) await moveRelease(tx, id, f, now);
+  if (f.releaseVersion !== null)
+    await moveRelease(tx, id, { ...f, releaseVersion: f.releaseVersion }, now);
   return String(id);
 }
 
@@ -149,7 +151,12 @@ async function writeFlow(
  * "Script versions and releases"): an `IMPORT` event in the history, the revision's `released_at`.
  * It pins nothing: its script nodes run the newest version, which is the imported content.
  */
-async function moveRelease(tx: Transaction<Database>, id: number, f: ImportFlow, now: number) {
+async function moveRelease(
+  tx: Transaction<Database>,
+  id: number,
+  f: ImportFlow & { releaseVersion: number },
+  now: number,
+) {
   const userId = typeof f.user?.userId === "string" ? f.user.userId : null;
   await tx
     .updateTable("elements")
@@ -167,6 +174,7 @@ async function moveRelease(tx: Transaction<Database>, id: number, f: ImportFlow,
     .where("element_id", "=", id)
     .where("version", "=", f.releaseVersion)
     .execute();
+  await writePins(tx, id, f.releaseVersion, null);
   const el = await tx
     .selectFrom("elements")
     .select("status")

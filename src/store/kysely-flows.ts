@@ -1,4 +1,6 @@
 import type { Kysely, Transaction } from "kysely";
+import { ErrorCode, SluiceError } from "../errors.ts";
+import { pruneRevisions, writePins } from "./kysely-keep.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";
 import type { FlowRevision, ReleaseChange, ScriptPin } from "./revision-types.ts";
 import type { Database } from "./schema.ts";
@@ -30,7 +32,10 @@ export function flowMethods(
   };
 }
 
-/** One transaction: the element (found or created), its next revision, and the release if any. */
+/**
+ * One transaction: the element (found or created), its next revision, the release if any, and
+ * the removal of revisions past the bound (docs/dataflow-service.md, "How many revisions are kept").
+ */
 async function deployFlow(
   db: Kysely<Database>,
   elementById: (id: number) => Promise<Element>,
@@ -51,6 +56,11 @@ async function deployFlow(
         user: d.user,
         now: d.now,
       });
+    const keep = d.keepRevisions ?? 0;
+    const pruned = await pruneRevisions(tx, d.scope, elementId, keep);
+    // Nothing may go: refused, and the transaction (the new revision with it) rolls back.
+    if (pruned.held > keep && pruned.removed === 0)
+      throw new SluiceError(ErrorCode.REVISION_LIMIT, [d.name, String(pruned.held - 1)]);
     return { id: elementId, version: next };
   });
   return { element: await elementById(id), version };
@@ -82,6 +92,7 @@ async function insertRevision(
       script_pins: d.release && d.pins ? JSON.stringify(d.pins) : null,
     })
     .execute();
+  if (d.release && d.pins) await writePins(tx, elementId, next, d.pins);
   return next;
 }
 
@@ -120,6 +131,7 @@ async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<bo
         .where("version", "=", c.version)
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) === 0) return false;
+      await writePins(tx, id, c.version, c.pins);
     }
     await tx
       .updateTable("elements")

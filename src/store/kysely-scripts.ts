@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Kysely, Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
+import { pruneScriptVersions } from "./kysely-keep.ts";
 import type { ScriptEnv, ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
 import { numericId } from "./rows.ts";
 import type { Database } from "./schema.ts";
@@ -53,49 +54,12 @@ export function scriptMethods(db: Kysely<Database>): ScriptMethods {
   return {
     newestScriptVersion: newestVersionLookup(db),
     async putScript(el: NewScriptElement, overwrite: boolean) {
-      return db.transaction().execute(async (tx) => {
-        const existing = await tx
-          .selectFrom("elements")
-          .select("id")
-          .where("app", "=", el.scope.app)
-          .where("space", "=", el.scope.space)
-          .where("folder_id", "=", el.folderId)
-          .where("type", "=", "PY")
-          .where("name", "=", el.name)
-          .executeTakeFirst();
-        if (existing && !overwrite) return "exists" as const;
-        if (existing) {
-          await tx
-            .updateTable("elements")
-            .set({ kind: el.kind, content: el.content, updated_at: el.now })
-            .where("id", "=", existing.id)
-            .execute();
-          await addVersion(tx, Number(existing.id), el);
-          return "overwritten" as const;
-        }
-        const inserted = await tx
-          .insertInto("elements")
-          .values({
-            app: el.scope.app,
-            space: el.scope.space,
-            folder_id: el.folderId,
-            type: "PY",
-            name: el.name,
-            kind: el.kind,
-            content: el.content,
-            description: null,
-            status: null,
-            release_version: null,
-            release_user: null,
-            release_time: null,
-            created_at: el.now,
-            updated_at: el.now,
-          })
-          .returning("id")
-          .executeTakeFirstOrThrow();
-        await addVersion(tx, Number(inserted.id), el);
-        return "created" as const;
-      });
+      try {
+        return await db.transaction().execute((tx) => putScript(tx, el, overwrite));
+      } catch (err) {
+        if (err === FULL) return "full" as const;
+        throw err;
+      }
     },
 
     async scriptVersions(elementId, limit, offset) {
@@ -131,22 +95,79 @@ export function scriptMethods(db: Kysely<Database>): ScriptMethods {
   };
 }
 
+/** Thrown inside an upload's transaction to roll it back: no version may go (answered "full"). */
+const FULL = new Error("the script keeps as many versions as it may, and none may go");
+
+async function putScript(
+  tx: Transaction<Database>,
+  el: NewScriptElement,
+  overwrite: boolean,
+): Promise<"created" | "overwritten" | "exists"> {
+  const existing = await tx
+    .selectFrom("elements")
+    .select("id")
+    .where("app", "=", el.scope.app)
+    .where("space", "=", el.scope.space)
+    .where("folder_id", "=", el.folderId)
+    .where("type", "=", "PY")
+    .where("name", "=", el.name)
+    .executeTakeFirst();
+  if (existing && !overwrite) return "exists";
+  if (existing) {
+    const id = Number(existing.id);
+    await tx
+      .updateTable("elements")
+      .set({ kind: el.kind, content: el.content, updated_at: el.now })
+      .where("id", "=", id)
+      .execute();
+    const newest = await addVersion(tx, id, el);
+    // Past the bound, the oldest versions nothing needs go (docs/script-service.md).
+    const keep = el.keepVersions ?? 0;
+    const pruned = await pruneScriptVersions(tx, el.scope, id, newest, keep);
+    if (pruned.held > keep && pruned.removed === 0) throw FULL;
+    return "overwritten";
+  }
+  const inserted = await tx
+    .insertInto("elements")
+    .values({
+      app: el.scope.app,
+      space: el.scope.space,
+      folder_id: el.folderId,
+      type: "PY",
+      name: el.name,
+      kind: el.kind,
+      content: el.content,
+      description: null,
+      status: null,
+      release_version: null,
+      release_user: null,
+      release_time: null,
+      created_at: el.now,
+      updated_at: el.now,
+    })
+    .returning("id")
+    .executeTakeFirstOrThrow();
+  await addVersion(tx, Number(inserted.id), el);
+  return "created";
+}
+
 /** The next version of a script, inside the caller's transaction (an upload, an import). */
 export async function addVersion(
   tx: Transaction<Database>,
   elementId: number,
   el: Pick<NewScriptElement, "kind" | "content" | "now" | "userId" | "env">,
-): Promise<void> {
+): Promise<number> {
   const last = await tx
     .selectFrom("script_versions")
     .select((eb) => eb.fn.max("version").as("v"))
     .where("element_id", "=", elementId)
     .executeTakeFirst();
+  const version = Number(last?.v ?? 0) + 1;
   await tx
     .insertInto("script_versions")
     .values({
       element_id: elementId,
-      version: Number(last?.v ?? 0) + 1,
+      version,
       kind: el.kind,
       content: el.content,
       sha256: createHash("sha256").update(el.content).digest("hex"),
@@ -157,6 +178,7 @@ export async function addVersion(
       env: el.env ? JSON.stringify(el.env) : null,
     })
     .execute();
+  return version;
 }
 
 /**

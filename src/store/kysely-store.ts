@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import { bundleMethods } from "./kysely-bundles.ts";
 import { elementByNumber, elementMethods } from "./kysely-elements.ts";
 import { flowMethods } from "./kysely-flows.ts";
+import { keptMethods } from "./kysely-keep.ts";
 import { monitorMethods } from "./kysely-monitor.ts";
 import { revisionReads } from "./kysely-revisions.ts";
 import { runLimitMethods } from "./kysely-run-limits.ts";
@@ -27,6 +28,7 @@ export function createKyselyStore(
     ...flowMethods(hot, (id) => elementByNumber(hot, id)),
     ...bundleMethods(hot),
     ...revisionReads(hot),
+    ...keptMethods(hot),
     ...scriptMethods(hot),
     ...monitorMethods(db, dialect),
     ...scheduleMethods(hot),

@@ -7,6 +7,7 @@ export interface Database {
   flow_revisions: FlowRevisionTable;
   flow_releases: FlowReleaseTable;
   script_versions: ScriptVersionTable;
+  revision_pins: RevisionPinTable;
   runs: RunTable;
   nodes: NodeTable;
   schedule_state: ScheduleStateTable;
@@ -111,6 +112,17 @@ export interface FlowReleaseTable {
   user_id: string | null;
   at: number;
   script_pins: string | null;
+}
+
+/**
+ * Migration 020: one row per script version a flow revision pins (its `script_pins`), removed
+ * with the revision (docs/script-service.md, "How many versions are kept").
+ */
+export interface RevisionPinTable {
+  element_id: number;
+  version: number;
+  script_id: number;
+  script_version: number;
 }
 
 /** Every upload of a PY element (docs/script-service.md, "Script versions"). */

@@ -25,9 +25,11 @@ function versionLru(maxEntries: number): LRUCache<string, ScriptVersion> {
 
 /**
  * Any mode: numbered script versions answered from memory. A version, once written, never changes
- * and is never deleted (docs/script-service.md, "Script versions"), so this needs no invalidation
- * even when other processes write: a worker loads each task's pinned source once instead of once
- * per task. The newest version is not cached here (another node's upload changes it).
+ * (docs/script-service.md, "Script versions"), so this needs no invalidation when other processes
+ * write: a worker loads each task's pinned source once instead of once per task. An upload may
+ * remove old versions ("How many versions are kept"), so this process forgets what it holds after
+ * each of its own uploads; another process may still run a removed version it already held. The
+ * newest version is not cached here (another node's upload changes it).
  */
 export function withVersionCache<S extends Store>(store: S, maxEntries = 256): S {
   const versions = versionLru(maxEntries);
@@ -46,6 +48,13 @@ export function withVersionCache<S extends Store>(store: S, maxEntries = 256): S
       const found = await store.scriptVersion(elementId, version);
       if (found) versions.set(key, Object.freeze(found));
       return found;
+    },
+    async putScript(el, overwrite) {
+      try {
+        return await store.putScript(el, overwrite);
+      } finally {
+        versions.clear();
+      }
     },
   };
 }

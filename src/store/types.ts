@@ -95,6 +95,11 @@ export interface NewScriptElement {
   userId?: string | null;
   /** The environment its dependencies resolved to at upload (docs/script-dependencies.md). */
   env?: ScriptEnv | null;
+  /**
+   * Versions the script keeps at most (LIMIT_VERSIONS_PER_SCRIPT); absent or 0: every one
+   * (docs/script-service.md, "How many versions are kept").
+   */
+  keepVersions?: number;
 }
 
 export interface NewFlowDeploy {
@@ -111,6 +116,11 @@ export interface NewFlowDeploy {
   release?: boolean;
   /** The script versions the revision pins when it is released. */
   pins?: ScriptPin[] | null;
+  /**
+   * Revisions the flow keeps at most (LIMIT_REVISIONS_PER_FLOW); absent or 0: every one
+   * (docs/dataflow-service.md, "How many revisions are kept").
+   */
+  keepRevisions?: number;
 }
 
 /** A flow's current release, as the cron wiring registers it. */
@@ -148,19 +158,30 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   findElements(scope: Scope, query: ElementQuery): Promise<Element[]>;
   elementById(scope: Scope, id: string): Promise<Element | undefined>;
   scriptById(scope: Scope, id: string): Promise<ScriptElement | undefined>;
-  /** Insert or (when `overwrite`) replace a script; returns "created" | "overwritten" | "exists". */
+  /**
+   * Insert or (when `overwrite`) replace a script; returns "created" | "overwritten" | "exists",
+   * or "full": past `keepVersions` with no version that may go, nothing was written.
+   */
   putScript(
     el: NewScriptElement,
     overwrite: boolean,
-  ): Promise<"created" | "overwritten" | "exists">;
+  ): Promise<"created" | "overwritten" | "exists" | "full">;
 
   /**
    * Stores a new revision (creating the element as DRAFT if new); with `release`, makes it the
-   * release and records the DEPLOY in the release history, in one transaction.
+   * release and records the DEPLOY in the release history, in one transaction. Past
+   * `keepRevisions` it removes the oldest revisions nothing needs there, or throws 28010005 and
+   * writes nothing when none may go.
    */
   deployFlow(deploy: NewFlowDeploy): Promise<{ element: Element; version: number }>;
   /** A release change with its history event, in one transaction; false: no such revision. */
   changeRelease(change: ReleaseChange): Promise<boolean>;
+  /** Which of `versions` an element (a flow's revisions, a script's versions) still keeps. */
+  keptVersions(
+    type: ElementType,
+    elementId: string,
+    versions: readonly number[],
+  ): Promise<Set<number>>;
   /** One page of an element's revisions, newest first. */
   flowRevisions(elementId: string, limit: number, offset: number): Promise<Page<FlowRevisionInfo>>;
   /** One page of an element's release history, newest first. */

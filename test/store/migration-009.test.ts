@@ -35,6 +35,7 @@ const ALL = [
   "017-artifacts",
   "018-search-finished-runs",
   "019-partial-parent-index",
+  "020-revision-pins",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {
