@@ -105,7 +105,9 @@ async function policyOf(w: Sweeper, run: Run): Promise<FileCleanup> {
   let p = w.policies.get(key);
   if (!p) {
     const rev = await w.store.flowRevision(run.elementId, Number(run.version));
-    p = rev ? normalizeConfigure(rev.configure).fileCleanup : { type: "default" };
+    // A revision LIMIT_REVISIONS_PER_FLOW removed leaves the policy unknown: kept until the run
+    // is deleted, never sooner than its flow said (docs/error-handlers.md, "fileCleanup").
+    p = rev ? normalizeConfigure(rev.configure).fileCleanup : { type: "keep" };
     w.policies.set(key, p);
   }
   return p;
