@@ -60,7 +60,9 @@ export async function activateRelease(
   const action: ReleaseAction =
     el.releaseVersion !== null && target < el.releaseVersion ? "ROLLBACK" : "ACTIVATE";
   const pins = await scriptPins(store, scope, rev.flow);
-  await store.changeRelease({
+  // Removed since it was read, by a deploy past LIMIT_REVISIONS_PER_FLOW (docs/dataflow-service.md,
+  // "How many revisions are kept"): nothing changed, and the answer says so.
+  const changed = await store.changeRelease({
     elementId: el.id,
     action,
     status: "APPROVED",
@@ -69,6 +71,7 @@ export async function activateRelease(
     user,
     now: clock.now(),
   });
+  if (!changed) throw new SluiceError(ErrorCode.REVISION_NOT_FOUND, [el.name, String(target)]);
   return "APPROVED";
 }
 

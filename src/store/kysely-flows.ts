@@ -123,6 +123,11 @@ async function updateDeployed(
 async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
     const id = Number(c.elementId);
+    // The element's row first, as a deploy takes it before removing revisions: on PostgreSQL a
+    // release change that locked its revision first deadlocked with a deploy removing that
+    // revision (docs/dataflow-service.md, "How many revisions are kept"); now it waits for the
+    // deploy and finds the revision gone.
+    await tx.updateTable("elements").set({ updated_at: c.now }).where("id", "=", id).execute();
     if (c.version !== null) {
       const updated = await tx
         .updateTable("flow_revisions")
