@@ -43,7 +43,7 @@ describe("an import and the revisions the bound removed", () => {
       { ...env, LIMIT_REVISIONS_PER_FLOW: "3" },
       { dataDir, keepData: true },
     );
-    let runId: string;
+    let runId = "";
     try {
       const df = (p: string, body: unknown) => first.call("POST", DF + p, { headers: h, body });
       for (let n = 1; n <= 4; n++) {
@@ -103,7 +103,7 @@ describe("an import and the revisions the bound removed", () => {
     assert.deepEqual(await versions(), [4, 3, 2]);
 
     // The run of the removed version 1 is still refused a re-run, not given graph 999.
-    const rerun = await second.call("POST", `${DF}/run/${runId!}/rerun`, { headers: h, body: {} });
+    const rerun = await second.call("POST", `${DF}/run/${runId}/rerun`, { headers: h, body: {} });
     assert.equal(rerun.body.code, 28020007, rerun.text);
   });
 });
