@@ -227,6 +227,17 @@ async function planFlow(
     else if (text !== JSON.stringify({ flow: r.flow, configure: r.configure }))
       return { conflict: `revision ${r.version} differs from this space's revision ${r.version}` };
   }
+  // A number the bound freed is never given to another graph: the runs that used it would read
+  // and re-run that one (docs/export-import.md).
+  const removed = await store.removedRevisions(
+    el.id,
+    missing.map((r) => r.version),
+  );
+  const reused = missing.find((r) => removed.has(r.version));
+  if (reused)
+    return {
+      conflict: `revision ${reused.version} was removed here (LIMIT_REVISIONS_PER_FLOW keeps the newest); its number is not used again`,
+    };
   const releaseMoves = f.releaseVersion > (el.releaseVersion ?? 0);
   if (missing.length === 0 && !releaseMoves) return "skipped";
   const over = missing.length > 0 && overBound(deps.keepRevisions, held.size + missing.length);

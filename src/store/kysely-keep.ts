@@ -167,9 +167,43 @@ export async function writePins(
       .execute();
 }
 
+/** Versions per statement of `removedRevisions`: far below either database's parameter limit. */
+const VERSIONS_PER_READ = 500;
+
 /** Which of these versions an element still keeps (a re-run checks what it would repeat). */
-export function keptMethods(db: Kysely<Database>): Pick<Store, "keptVersions"> {
+export function keptMethods(
+  db: Kysely<Database>,
+): Pick<Store, "keptVersions" | "removedRevisions"> {
   return {
+    // Only past revisions are removed, and each was released once: its release history names
+    // it (migration 008 recorded a DEPLOY for every revision stored before it).
+    async removedRevisions(elementId, versions) {
+      const id = Number(elementId);
+      const wanted = [...new Set(versions)].filter(Number.isSafeInteger);
+      const removed = new Set<number>();
+      if (!Number.isSafeInteger(id)) return removed;
+      for (let i = 0; i < wanted.length; i += VERSIONS_PER_READ) {
+        const rows = await db
+          .selectFrom("flow_releases as h")
+          .select("h.version")
+          .distinct()
+          .where("h.element_id", "=", id)
+          .where("h.version", "in", wanted.slice(i, i + VERSIONS_PER_READ))
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom("flow_revisions as r")
+                  .select(sql.lit(1).as("one"))
+                  .whereRef("r.element_id", "=", "h.element_id")
+                  .whereRef("r.version", "=", "h.version"),
+              ),
+            ),
+          )
+          .execute();
+        for (const r of rows) if (r.version !== null) removed.add(r.version);
+      }
+      return removed;
+    },
     async keptVersions(type, elementId, versions) {
       const id = Number(elementId);
       const wanted = [...new Set(versions)].filter(Number.isSafeInteger);

@@ -182,6 +182,11 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
     elementId: string,
     versions: readonly number[],
   ): Promise<Set<number>>;
+  /**
+   * Which of `versions` a flow once released and no longer keeps: its release history names them,
+   * LIMIT_REVISIONS_PER_FLOW removed them (docs/dataflow-service.md, "How many revisions are kept").
+   */
+  removedRevisions(elementId: string, versions: readonly number[]): Promise<Set<number>>;
   /** One page of an element's revisions, newest first. */
   flowRevisions(elementId: string, limit: number, offset: number): Promise<Page<FlowRevisionInfo>>;
   /** One page of an element's release history, newest first. */
