@@ -60,7 +60,7 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     "zh-cn": "版本不存在：{0} 版本 {1}",
   },
   28010005: {
-    en: "revision limit reached: flow {0} holds {1} revisions, as many as LIMIT_REVISIONS_PER_FLOW keeps, and none of them may be removed (the release, staged revisions and those of unfinished runs are kept); activate a staged revision and deploy with release, or wait for runs to end",
+    en: "revision limit reached: flow {0} holds {1} revisions, at least as many as LIMIT_REVISIONS_PER_FLOW keeps, and none of them may be removed (the release, staged revisions and those of unfinished runs are kept); activate a staged revision and deploy with release, or wait for runs to end",
     "zh-cn":
       "已达版本数上限：流程 {0} 已有 {1} 个版本（LIMIT_REVISIONS_PER_FLOW），且没有可删除的版本（发布版本、暂存版本和未结束运行所用的版本均保留）；请启用一个暂存版本并以发布方式部署，或等待运行结束",
   },

@@ -57,8 +57,11 @@ export async function openStore(opts: {
       db,
       "postgres",
       async () => {
-        await reads.close();
-        await db.destroy();
+        try {
+          await reads.close();
+        } finally {
+          await db.destroy();
+        }
       },
       hot,
     );
