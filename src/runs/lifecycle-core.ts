@@ -3,6 +3,7 @@ import { errorText, SluiceError } from "../errors.ts";
 import { type NewRun, type Run, type RunEnd, type Store, TERMINAL } from "../store/types.ts";
 import type { ExecRun, LifecycleDeps, RunExecutor, RunRequest } from "./lifecycle-types.ts";
 import { type Execution, limitMessage, RunStop, toEnd } from "./outcome.ts";
+import type { QueuedHere } from "./queued-here.ts";
 import type { RunEvents } from "./run-events.ts";
 import { type PendingRecord, recordEnd } from "./write-behind.ts";
 
@@ -20,7 +21,7 @@ export interface Lifecycle<Req extends RunRequest> {
   /** Runs executing here, to stop them (terminate, timeout, limit). */
   active: Map<string, AbortController>;
   /** Runs this process queued and has not yet started: their record and parameter, in memory. */
-  queuedHere: Map<string, { rec: NewRun; parameter: unknown }>;
+  queuedHere: QueuedHere;
   /** Runs whose end was heard while none executed here (lifecycle.ts): stopped once they do. */
   endedEarly: { has(runId: string): boolean };
 }
@@ -101,7 +102,7 @@ export async function commitQueued<Req extends RunRequest>(
 ): Promise<void> {
   const { deps, queuedHere, events, executor } = c;
   // Only a queue that runs its jobs here guarantees this process takes the job (else the map would leak).
-  if (deps.queueIsLocal) queuedHere.set(rec.id, { rec, parameter });
+  if (deps.queueIsLocal) queuedHere.keep(rec, parameter);
   try {
     await deps.commitQueued(rec, { runId: rec.id, kind: executor.kind, scope: rec.scope });
   } catch (err) {

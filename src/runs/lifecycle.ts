@@ -10,6 +10,7 @@ import {
 import { runSync } from "./lifecycle-sync.ts";
 import type { LifecycleDeps, RunExecutor, RunLifecycle, RunRequest } from "./lifecycle-types.ts";
 import { RunStop } from "./outcome.ts";
+import { createQueuedHere } from "./queued-here.ts";
 import { waitForRunEnd } from "./wait.ts";
 
 // The contract is named from here by its users; it is written in lifecycle-types.ts.
@@ -30,7 +31,7 @@ export function createRunLifecycle<Req extends RunRequest>(
     limits,
     executor,
     active: new Map(),
-    queuedHere: new Map(),
+    queuedHere: createQueuedHere(),
     endedEarly,
   };
   // A run that ended elsewhere (terminated through another node) while it executes here; or
