@@ -40,6 +40,9 @@ export interface Config {
     flowRunsAtOnce: number;
     /** Open event streams per app and space (docs/live-progress.md). */
     liveStreams: number;
+    /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
+    heldRequests: number;
+    heldRequestsPerApp: number;
   };
   python: {
     executable: string;
@@ -369,6 +372,7 @@ function limitsConfig(env: Env): Config["limits"] {
     queuedRuns,
     Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
   );
+  const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
   return {
     bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
     discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
@@ -391,6 +395,11 @@ function limitsConfig(env: Env): Config["limits"] {
     ),
     flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
     liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
+    heldRequests,
+    heldRequestsPerApp: Math.min(
+      heldRequests,
+      Math.max(1, int(env, "LIMIT_HELD_REQUESTS_PER_APP", Math.ceil(heldRequests / 4))),
+    ),
   };
 }
 

@@ -161,7 +161,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "runs",
     summary: "Live progress of a run (Server-Sent Events)",
     description:
-      "text/event-stream: `state` (status and node states now), the events still kept, live `node`, `output` and `gap` events, then `end` with the recorded status; a comment line every 15 s. Past LIMIT_LIVE_STREAMS open streams of the space, the envelope 429 instead. See docs/live-progress.md.",
+      "text/event-stream: `state` (status and node states now), the events still kept, live `node`, `output` and `gap` events, then `end` with the recorded status; a comment line every 15 s. Past LIMIT_LIVE_STREAMS open streams of the space, or LIMIT_HELD_REQUESTS_PER_APP / LIMIT_HELD_REQUESTS waiting requests of the app / node, the envelope 429 instead. See docs/live-progress.md.",
   },
   "GET /run/{runId}/progress": {
     tag: "runs",
@@ -275,7 +275,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   403: "a valid caller without the right to this action",
   404: "no such endpoint",
   413: "body or upload larger than the configured limit",
-  429: "too many requests: the queue bound, a stopping service, or the space's open event streams (LIMIT_LIVE_STREAMS)",
+  429: "too many requests: the queue bound, a stopping service, the space's open event streams (LIMIT_LIVE_STREAMS), or the waiting requests of the app or node (LIMIT_HELD_REQUESTS_PER_APP, LIMIT_HELD_REQUESTS)",
   999999: "generic business failure; the message names the cause",
   28010001: "element does not exist",
   28010002: "element name not unique: supply path or folderId",
