@@ -13,6 +13,7 @@ import { browserGuard } from "./http/browser-guard.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
+import { createDownloadBudget } from "./http/download-budget.ts";
 import { fail } from "./http/envelope.ts";
 import { answerClientError, installErrorHandler } from "./http/error-handler.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
@@ -212,6 +213,7 @@ async function registerServiceRoutes(
         await dataflow.register(artifactRoutes, {
           store: deps.store,
           artifacts: deps.artifacts.store,
+          budget: createDownloadBudget(config.artifacts),
         });
       if (deps.retention)
         await dataflow.register(retentionRoutes, {

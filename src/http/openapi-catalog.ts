@@ -41,7 +41,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "runs",
     summary: "Download one file the run kept (an attachment, never an envelope on success)",
     description:
-      "The body is the file's bytes with its content type (guessed from the extension), `content-length`, `content-disposition: attachment` and `x-content-type-options: nosniff`. Failures are envelopes: 28020002 (no such run in this scope), 28090001 (no such file), code 400 (a name with `..`, an absolute path, …).",
+      "The body is the file's bytes with its content type (guessed from the extension), `content-length`, `content-disposition: attachment` and `x-content-type-options: nosniff`. Failures are envelopes: 28020002 (no such run in this scope), 28090001 (no such file), code 400 (a name with `..`, an absolute path, …), code 429 (ARTIFACT_DOWNLOAD_BYTES_PER_APP or ARTIFACT_DOWNLOAD_BYTES of downloads in flight).",
   },
   "GET /monitor/flows": {
     tag: "monitor",
@@ -275,7 +275,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   403: "a valid caller without the right to this action",
   404: "no such endpoint",
   413: "body or upload larger than the configured limit",
-  429: "too many requests: the queue bound, a stopping service, the space's open event streams (LIMIT_LIVE_STREAMS), or the waiting requests of the app or node (LIMIT_HELD_REQUESTS_PER_APP, LIMIT_HELD_REQUESTS)",
+  429: "too many requests: the queue bound, a stopping service, the space's open event streams (LIMIT_LIVE_STREAMS), the waiting requests of the app or node (LIMIT_HELD_REQUESTS_PER_APP, LIMIT_HELD_REQUESTS), or the bytes of artifact downloads in flight (ARTIFACT_DOWNLOAD_BYTES_PER_APP, ARTIFACT_DOWNLOAD_BYTES)",
   999999: "generic business failure; the message names the cause",
   28010001: "element does not exist",
   28010002: "element name not unique: supply path or folderId",
