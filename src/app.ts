@@ -13,11 +13,13 @@ import { browserGuard } from "./http/browser-guard.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
+import { createDownloadBudget } from "./http/download-budget.ts";
 import { fail } from "./http/envelope.ts";
 import { answerClientError, installErrorHandler } from "./http/error-handler.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
 import { healthRoutes } from "./http/health-routes.ts";
+import { createHeldQuota, type HeldQuota } from "./http/held-quota.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { monitorRoutes } from "./http/monitor-routes.ts";
 import { installNulCheck } from "./http/no-nul.ts";
@@ -31,7 +33,6 @@ import { revisionRoutes, scriptVersionRoutes } from "./http/revision-routes.ts";
 import { runRoutes } from "./http/run-routes.ts";
 import { scriptRoutes } from "./http/script-routes.ts";
 import { secretRoutes } from "./http/secret-routes.ts";
-import { createStreamQuota, type StreamQuota } from "./http/stream-quota.ts";
 import { uploadRoutes } from "./http/upload-routes.ts";
 import { webhookRoutes } from "./http/webhook-routes.ts";
 import type { ProgressHub } from "./progress/hub.ts";
@@ -147,8 +148,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   // Before every route: swagger collects routes as they register; ops hooks must see them all.
   await registerOpenApi(app, config);
+  const metrics = deps.metrics ?? createMetrics();
+  // Event streams and long polls of both groups (docs/live-progress.md#bounds).
+  const held = createHeldQuota(config.limits);
+  metrics.watchHeld(held);
   await app.register(opsPlugin, {
-    metrics: deps.metrics ?? createMetrics(),
+    metrics,
     store: deps.store,
     runner: deps.runner,
   });
@@ -160,15 +165,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // A worker process answers only the root endpoints (health for orchestration).
   if (!deps.topology.servesApi) return app;
-  await registerServiceRoutes(app, deps);
+  await registerServiceRoutes(app, deps, held);
   await app.register(consoleRoutes, { store: deps.store, dataflowPrefix: config.dataflowPrefix });
   return app;
 }
 
 /** The data-flow and script endpoint groups, each under its prefix. */
-async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+async function registerServiceRoutes(
+  app: FastifyInstance,
+  deps: AppDeps,
+  quota: HeldQuota,
+): Promise<void> {
   const { config } = deps;
-  const quota = createStreamQuota(config.limits.liveStreams);
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, {
@@ -176,6 +184,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         tasks: deps.tasks,
         store: deps.store,
         idempotency: deps.idempotency,
+        held: quota,
       });
       await dataflow.register(rerunRoutes, {
         flows: deps.flows,
@@ -204,6 +213,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         await dataflow.register(artifactRoutes, {
           store: deps.store,
           artifacts: deps.artifacts.store,
+          budget: createDownloadBudget(config.artifacts),
         });
       if (deps.retention)
         await dataflow.register(retentionRoutes, {
@@ -220,6 +230,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
         config,
         tasks: deps.tasks,
         idempotency: deps.idempotency,
+        held: quota,
       });
       await script.register(scriptVersionRoutes, { store: deps.store });
       if (deps.progress) await script.register(progressRoutes, progressOpts(deps, quota, "script"));
@@ -238,7 +249,7 @@ async function registerServiceRoutes(app: FastifyInstance, deps: AppDeps): Promi
 /** An idle event stream gets a comment line this often (proxies close silent connections). */
 const SSE_HEARTBEAT_MS = 15_000;
 
-function progressOpts(deps: AppDeps, quota: StreamQuota, group: "flow" | "script") {
+function progressOpts(deps: AppDeps, quota: HeldQuota, group: "flow" | "script") {
   const hub = deps.progress as ProgressHub;
   return { store: deps.store, hub, clock: deps.clock, heartbeatMs: SSE_HEARTBEAT_MS, quota, group };
 }

@@ -47,6 +47,9 @@ export interface Config {
     revisionsPerFlow: number;
     /** LIMIT_VERSIONS_PER_SCRIPT; 0: no bound (docs/script-service.md, "How many versions are kept"). */
     versionsPerScript: number;
+    /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
+    heldRequests: number;
+    heldRequestsPerApp: number;
   };
   python: {
     executable: string;
@@ -132,7 +135,14 @@ export interface Config {
   /** The audit trail (docs/audit.md): AUDIT_RETENTION_DAYS (0: kept for good), AUDIT_PURGE_MS. */
   audit: { retentionDays: number; purgeMs: number };
   /** Limits of the files a run keeps as artifacts (docs/artifacts.md). */
-  artifacts: { maxFileBytes: number; maxRunBytes: number; maxFiles: number };
+  artifacts: {
+    maxFileBytes: number;
+    maxRunBytes: number;
+    maxFiles: number;
+    /** Bytes of downloads in flight on a node, and per app (docs/artifacts.md, "Downloads"). */
+    downloadBytes: number;
+    downloadBytesPerApp: number;
+  };
   /** Run retention (docs/retention.md). */
   retention: RetentionConfig;
 }
@@ -383,6 +393,7 @@ function limitsConfig(env: Env): Config["limits"] {
     queuedRuns,
     Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
   );
+  const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
   return {
     bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
     discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
@@ -407,6 +418,11 @@ function limitsConfig(env: Env): Config["limits"] {
     liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
     revisionsPerFlow: keptCount(env, "LIMIT_REVISIONS_PER_FLOW"),
     versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
+    heldRequests,
+    heldRequestsPerApp: Math.min(
+      heldRequests,
+      Math.max(1, int(env, "LIMIT_HELD_REQUESTS_PER_APP", Math.ceil(heldRequests / 4))),
+    ),
   };
 }
 
@@ -459,7 +475,7 @@ function auditConfigOf(env: Env): Config["audit"] {
   return { retentionDays, purgeMs: int(env, "AUDIT_PURGE_MS", 3_600_000) };
 }
 
-/** ARTIFACT_MAX_FILE_BYTES, ARTIFACT_MAX_RUN_BYTES, ARTIFACT_MAX_FILES (docs/artifacts.md). */
+/** ARTIFACT_MAX_FILE_BYTES, …_RUN_BYTES, …_FILES, …_DOWNLOAD_BYTES[_PER_APP] (docs/artifacts.md). */
 function artifactsConfigOf(env: Env): Config["artifacts"] {
   const whole = (key: string, fallback: number) => {
     const n = int(env, key, fallback);
@@ -467,9 +483,15 @@ function artifactsConfigOf(env: Env): Config["artifacts"] {
       throw new Error(`config: ${key} must be a whole number, 0 or more, got "${env[key]}"`);
     return n;
   };
+  const maxFileBytes = whole("ARTIFACT_MAX_FILE_BYTES", 16 * MiB);
+  // A file kept is always downloadable: a share holds at least one file of the largest size.
+  const downloadBytes = Math.max(maxFileBytes, whole("ARTIFACT_DOWNLOAD_BYTES", 256 * MiB));
+  const perApp = whole("ARTIFACT_DOWNLOAD_BYTES_PER_APP", Math.ceil(downloadBytes / 4));
   return {
-    maxFileBytes: whole("ARTIFACT_MAX_FILE_BYTES", 16 * MiB),
+    maxFileBytes,
     maxRunBytes: whole("ARTIFACT_MAX_RUN_BYTES", 64 * MiB),
     maxFiles: whole("ARTIFACT_MAX_FILES", 1000),
+    downloadBytes,
+    downloadBytesPerApp: Math.min(downloadBytes, Math.max(maxFileBytes, perApp)),
   };
 }

@@ -10,12 +10,15 @@ import {
   ArtifactListQuery,
   ArtifactParams,
 } from "./artifact-schemas.ts";
+import type { DownloadBudget } from "./download-budget.ts";
 import { Envelope, ok } from "./envelope.ts";
 import type { TypedApp } from "./typed-app.ts";
 
 interface ArtifactDeps {
   store: Store;
   artifacts: ArtifactStore;
+  /** Bytes of downloads in flight per app and node (docs/artifacts.md, "Downloads"). */
+  budget: DownloadBudget;
 }
 
 /** The files a run kept (docs/artifacts.md): listed and downloaded, scoped like the run. */
@@ -67,7 +70,7 @@ function registerList(app: TypedApp, { store, artifacts }: ArtifactDeps): void {
   );
 }
 
-function registerDownload(app: TypedApp, { store, artifacts }: ArtifactDeps): void {
+function registerDownload(app: TypedApp, { store, artifacts, budget }: ArtifactDeps): void {
   app.get(
     "/run/:runId/artifacts/:name",
     { config: { access: "contextEnv" }, schema: { params: ArtifactParams } },
@@ -76,8 +79,27 @@ function registerDownload(app: TypedApp, { store, artifacts }: ArtifactDeps): vo
       const problem = nameProblem(name);
       if (problem) throw badRequest(`params.name ${problem}`);
       const runId = await runOf(store, req.ctx.scope, req.params.runId);
-      const found = await artifacts.get(runId, name);
-      if (!found) throw new SluiceError(ErrorCode.ARTIFACT_NOT_FOUND, [name]);
+      const size = (await artifacts.info(runId, name))?.size;
+      if (size === undefined) throw new SluiceError(ErrorCode.ARTIFACT_NOT_FOUND, [name]);
+      // Its bytes are held until the client has read them (or went): reserved before the read.
+      const free = budget.take(req.ctx.scope, size);
+      reply.raw.once("close", free);
+      // A client gone before the listener was there: its close was already heard by nobody.
+      if (reply.raw.destroyed || req.raw.socket.destroyed) {
+        free();
+        throw new SluiceError(ErrorCode.ARTIFACT_NOT_FOUND, [name]);
+      }
+      let found: Awaited<ReturnType<ArtifactStore["get"]>>;
+      try {
+        found = await artifacts.get(runId, name);
+      } catch (err) {
+        free();
+        throw err;
+      }
+      if (!found) {
+        free();
+        throw new SluiceError(ErrorCode.ARTIFACT_NOT_FOUND, [name]);
+      }
       const { info, bytes } = found;
       // Always a download, never shown in the API's origin: an HTML or SVG file a script wrote
       // must not run as a page of the service.

@@ -3,6 +3,7 @@ import { badRequest, type ErrorCodeValue, SluiceError } from "../errors.ts";
 import { fingerprint, type Idempotency, type Settled } from "../runs/idempotency.ts";
 import type { Run, ScopeFilter } from "../store/types.ts";
 import { scopeOf } from "./context.ts";
+import { type HeldQuota, heldWait } from "./held-quota.ts";
 
 /**
  * The `Idempotency-Key` header of the start endpoints (docs/idempotency.md): how it is read, and
@@ -72,16 +73,25 @@ export function startedId(settled: Settled<string>): string {
  * A run-sync retried with its key: the earlier call's run, awaited as the first call awaits it,
  * up to this call's own `timeout` (absent or 0: until the end, bounded by MAX_WAIT_S). A run
  * deleted since answers `notFound` (28020002 or 28030003) naming it in the message and `header`.
+ * The wait is one of the caller's waiting requests (`held`, docs/live-progress.md#bounds).
  */
 export async function awaitRetried(
   settled: Extract<Settled<unknown>, { first: false }>,
-  waitForEnd: (scope: ScopeFilter, runId: string, timeoutS: number) => Promise<Run | undefined>,
-  scope: ScopeFilter,
+  waitForEnd: (
+    scope: ScopeFilter,
+    runId: string,
+    timeoutS: number,
+    gone: AbortSignal,
+  ) => Promise<Run | undefined>,
+  held: { quota: HeldQuota; req: FastifyRequest },
   timeoutS: number | undefined,
   notFound: { code: ErrorCodeValue; header: "x-run-id" | "x-task-id" },
 ): Promise<Run> {
   const waitS = timeoutS && timeoutS > 0 ? timeoutS : Number.POSITIVE_INFINITY;
-  const run = settled.run && (await waitForEnd(scope, settled.runId, waitS));
+  const scope = held.req.ctx.scope;
+  const run =
+    settled.run &&
+    (await heldWait(held.quota, held.req, (gone) => waitForEnd(scope, settled.runId, waitS, gone)));
   if (!run)
     throw new SluiceError(notFound.code, [settled.runId], { [notFound.header]: settled.runId });
   return run;

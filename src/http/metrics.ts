@@ -3,6 +3,7 @@ import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents, RunFacts } from "../runs/run-events.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
 import type { RunEnd, Store } from "../store/types.ts";
+import type { HeldQuota } from "./held-quota.ts";
 
 /**
  * Prometheus metrics of one service instance. Each instance has its own registry, so several
@@ -17,6 +18,8 @@ export interface Metrics {
   timeScript(outcome: Pick<TaskOutcome, "status" | "durationMs">): void;
   /** Gauges read at scrape time (queue depth, pool sizes). */
   watch(queue: RunQueue, runner: ScriptRunner): void;
+  /** The waiting requests of one HTTP application (docs/live-progress.md#bounds). */
+  watchHeld(quota: Pick<HeldQuota, "held">): void;
 }
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600];
@@ -135,6 +138,21 @@ export function createMetrics(): Metrics {
           this.set({ state: "running" }, s.running);
           this.set({ state: "idle" }, s.idle);
           this.set({ state: "queued" }, s.queued);
+        },
+      });
+    },
+    watchHeld(quota) {
+      // The application's latest quota: an app built again on the same services replaces it.
+      registry.removeSingleMetric("sluice_held_requests");
+      new Gauge({
+        name: "sluice_held_requests",
+        help: "Requests waiting on this node: open event streams and long polls",
+        labelNames: ["kind"] as const,
+        registers: [registry],
+        collect() {
+          const h = quota.held();
+          this.set({ kind: "stream" }, h.stream);
+          this.set({ kind: "wait" }, h.wait);
         },
       });
     },

@@ -41,7 +41,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "runs",
     summary: "Download one file the run kept (an attachment, never an envelope on success)",
     description:
-      "The body is the file's bytes with its content type (guessed from the extension), `content-length`, `content-disposition: attachment` and `x-content-type-options: nosniff`. Failures are envelopes: 28020002 (no such run in this scope), 28090001 (no such file), code 400 (a name with `..`, an absolute path, …).",
+      "The body is the file's bytes with its content type (guessed from the extension), `content-length`, `content-disposition: attachment` and `x-content-type-options: nosniff`. Failures are envelopes: 28020002 (no such run in this scope), 28090001 (no such file), code 400 (a name with `..`, an absolute path, …), code 429 (ARTIFACT_DOWNLOAD_BYTES_PER_APP or ARTIFACT_DOWNLOAD_BYTES of downloads in flight).",
   },
   "GET /monitor/flows": {
     tag: "monitor",
@@ -161,7 +161,7 @@ export const OPERATIONS: Record<string, OperationDoc> = {
     tag: "runs",
     summary: "Live progress of a run (Server-Sent Events)",
     description:
-      "text/event-stream: `state` (status and node states now), the events still kept, live `node`, `output` and `gap` events, then `end` with the recorded status; a comment line every 15 s. Past LIMIT_LIVE_STREAMS open streams of the space, the envelope 429 instead. See docs/live-progress.md.",
+      "text/event-stream: `state` (status and node states now), the events still kept, live `node`, `output` and `gap` events, then `end` with the recorded status; a comment line every 15 s. Past LIMIT_LIVE_STREAMS open streams of the space, or LIMIT_HELD_REQUESTS_PER_APP / LIMIT_HELD_REQUESTS waiting requests of the app / node, the envelope 429 instead. See docs/live-progress.md.",
   },
   "GET /run/{runId}/progress": {
     tag: "runs",
@@ -275,7 +275,7 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   403: "a valid caller without the right to this action",
   404: "no such endpoint",
   413: "body or upload larger than the configured limit",
-  429: "too many requests: the queue bound, a stopping service, or the space's open event streams (LIMIT_LIVE_STREAMS)",
+  429: "too many requests: the queue bound, a stopping service, the space's open event streams (LIMIT_LIVE_STREAMS), the waiting requests of the app or node (LIMIT_HELD_REQUESTS_PER_APP, LIMIT_HELD_REQUESTS), or the bytes of artifact downloads in flight (ARTIFACT_DOWNLOAD_BYTES_PER_APP, ARTIFACT_DOWNLOAD_BYTES)",
   999999: "generic business failure; the message names the cause",
   28010001: "element does not exist",
   28010002: "element name not unique: supply path or folderId",

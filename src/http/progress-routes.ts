@@ -8,8 +8,8 @@ import type { NodeState, ProgressEvent } from "../progress/types.ts";
 import { TERMINAL } from "../store/model.ts";
 import type { Run, ScopeFilter, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
+import type { HeldQuota } from "./held-quota.ts";
 import { openSse, type SseStream } from "./sse.ts";
-import type { StreamQuota } from "./stream-quota.ts";
 
 export interface ProgressRouteOptions {
   store: Store;
@@ -17,8 +17,8 @@ export interface ProgressRouteOptions {
   clock: Clock;
   /** How often an idle event stream gets a comment line. */
   heartbeatMs: number;
-  /** Open streams per tenant, shared by both groups. */
-  quota: StreamQuota;
+  /** Open streams per tenant and waiting requests per app and node, shared by both groups. */
+  quota: HeldQuota;
   /** `flow`: the data-flow group (flow runs and tasks); `script`: script tasks only. */
   group: "flow" | "script";
 }
@@ -84,7 +84,7 @@ export async function progressRoutes(
   };
   const events = async (scope: ScopeFilter, id: string, reply: FastifyReply) => {
     const run = await find(scope, id);
-    const free = opts.quota.take(scope);
+    const free = opts.quota.take(scope, "stream");
     try {
       await stream(opts, run, () => find(scope, id), reply, open, free);
     } catch (err) {

@@ -17,6 +17,7 @@ import {
   RunSyncBody,
   WaitQuery,
 } from "./flow-schemas.ts";
+import { type HeldQuota, heldWait } from "./held-quota.ts";
 import { awaitRetried, startedId, startOnce } from "./idempotency.ts";
 import type { TypedApp } from "./typed-app.ts";
 import { callbackOf } from "./webhook-schemas.ts";
@@ -27,6 +28,8 @@ interface RunDeps {
   tasks: TaskService;
   store: Store;
   idempotency: Idempotency;
+  /** Waiting requests per app and node (docs/live-progress.md#bounds). */
+  held: HeldQuota;
 }
 
 /** Endpoints 1–5: start, result, run-sync, terminate, delete. */
@@ -73,7 +76,7 @@ function registerStart(app: TypedApp, { flows, store, idempotency }: RunDeps): v
   );
 }
 
-function registerResult(app: TypedApp, { flows }: RunDeps): void {
+function registerResult(app: TypedApp, { flows, held }: RunDeps): void {
   app.get(
     "/run/:runId/result",
     {
@@ -81,7 +84,15 @@ function registerResult(app: TypedApp, { flows }: RunDeps): void {
       schema: { params: RunIdParams, querystring: WaitQuery, response: { 200: AnyEnvelope } },
     },
     async (req, reply) => {
-      const run = await flows.waitForEnd(req.ctx.scope, req.params.runId, req.query.timeout ?? 0);
+      const { scope } = req.ctx;
+      const timeoutS = req.query.timeout ?? 0;
+      // A poll that waits is one of the caller's waiting requests; one that does not is not.
+      const run =
+        timeoutS > 0
+          ? await heldWait(held, req, (gone) =>
+              flows.waitForEnd(scope, req.params.runId, timeoutS, gone),
+            )
+          : await flows.waitForEnd(scope, req.params.runId, 0);
       if (run?.elementType !== "DPL")
         throw new SluiceError(ErrorCode.RUN_NOT_FOUND, [req.params.runId]);
       reply.header("x-run-id", run.id);
@@ -96,7 +107,7 @@ function registerResult(app: TypedApp, { flows }: RunDeps): void {
 }
 
 /** POST /run-sync; a retry with the same `Idempotency-Key` awaits the first call's run. */
-function registerRunSync(app: TypedApp, { flows, store, idempotency }: RunDeps): void {
+function registerRunSync(app: TypedApp, { flows, store, idempotency, held }: RunDeps): void {
   app.post(
     "/run-sync",
     {
@@ -118,7 +129,7 @@ function registerRunSync(app: TypedApp, { flows, store, idempotency }: RunDeps):
       );
       const run = settled.first
         ? settled.value
-        : await awaitRetried(settled, flows.waitForEnd, req.ctx.scope, b.timeout, {
+        : await awaitRetried(settled, flows.waitForEnd, { quota: held, req }, b.timeout, {
             code: ErrorCode.RUN_NOT_FOUND,
             header: "x-run-id",
           });

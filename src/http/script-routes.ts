@@ -8,6 +8,7 @@ import type { SyncWait } from "../runs/lifecycle-types.ts";
 import type { SyncTask, TaskRequest, TaskService } from "../scripts/task-service.ts";
 import type { Run } from "../store/types.ts";
 import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
+import { type HeldQuota, heldWait } from "./held-quota.ts";
 import { awaitRetried, startedId, startOnce } from "./idempotency.ts";
 import { externalRequest, internalRequest } from "./script-requests.ts";
 import {
@@ -28,6 +29,8 @@ interface ScriptDeps {
   config: Config;
   tasks: TaskService;
   idempotency: Idempotency;
+  /** Waiting requests per app and node (docs/live-progress.md#bounds). */
+  held: HeldQuota;
 }
 
 /** Script service endpoints 15–20: external and internal runs, result and lifespan lookups. */
@@ -146,7 +149,7 @@ function registerInternalRun(app: TypedApp, { tasks, idempotency }: ScriptDeps):
  * call's task up to its own `timeout` and never kills it (only the call that started it does).
  */
 async function runSyncOnce(
-  { tasks, idempotency }: ScriptDeps,
+  { tasks, idempotency, held }: ScriptDeps,
   req: FastifyRequest,
   endpoint: string,
   request: TaskRequest,
@@ -156,14 +159,14 @@ async function runSyncOnce(
     tasks.runSync({ ...request, runId }, wait),
   );
   if (settled.first) return settled.value;
-  const run = await awaitRetried(settled, tasks.waitForEnd, req.ctx.scope, wait.timeoutS, {
+  const run = await awaitRetried(settled, tasks.waitForEnd, { quota: held, req }, wait.timeoutS, {
     code: ErrorCode.TASK_NOT_FOUND,
     header: "x-task-id",
   });
   return { run, killedOnTimeout: false };
 }
 
-function registerResult(app: TypedApp, { tasks }: ScriptDeps): void {
+function registerResult(app: TypedApp, deps: ScriptDeps): void {
   app.get(
     "/script/result/:taskId",
     {
@@ -171,7 +174,7 @@ function registerResult(app: TypedApp, { tasks }: ScriptDeps): void {
       schema: { params: TaskParams, querystring: WaitQuery, response: { 200: AnyEnvelope } },
     },
     async (req, reply) => {
-      const run = await lookup(tasks, req.ctx.scope, req.params.taskId, req.query.timeout ?? 0);
+      const run = await lookup(deps, req, req.params.taskId, req.query.timeout ?? 0);
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
       if (run.status === "FAILURE")
         throw new SluiceError(ErrorCode.SCRIPT_FAILED, [run.error ?? "script failed"]);
@@ -183,7 +186,7 @@ function registerResult(app: TypedApp, { tasks }: ScriptDeps): void {
   );
 }
 
-function registerLifespan(app: TypedApp, { tasks }: ScriptDeps): void {
+function registerLifespan(app: TypedApp, deps: ScriptDeps): void {
   app.get(
     "/script/lifespan/:taskId",
     {
@@ -191,7 +194,7 @@ function registerLifespan(app: TypedApp, { tasks }: ScriptDeps): void {
       schema: { params: TaskParams, querystring: WaitQuery, response: { 200: Envelope(Lifespan) } },
     },
     async (req, reply) => {
-      const run = await lookup(tasks, req.ctx.scope, req.params.taskId, req.query.timeout ?? 0);
+      const run = await lookup(deps, req, req.params.taskId, req.query.timeout ?? 0);
       reply.header("x-task-id", run.id).header("x-task-status", run.status);
       if (run.status === "QUEUED" || run.status === "STARTED") {
         throw new SluiceError(ErrorCode.TASK_NOT_FINISHED, [run.id, run.status]);
@@ -214,12 +217,17 @@ function stderrWithError(run: Run): string {
 }
 
 async function lookup(
-  tasks: TaskService,
-  scope: Run["scope"] | null,
+  { tasks, held }: ScriptDeps,
+  req: FastifyRequest,
   taskId: string,
   timeoutS: number,
 ): Promise<Run> {
-  const run = await tasks.waitForEnd(scope, taskId, timeoutS);
+  const { scope } = req.ctx;
+  // A lookup that waits is one of the caller's waiting requests; one that does not is not.
+  const run =
+    timeoutS > 0
+      ? await heldWait(held, req, (gone) => tasks.waitForEnd(scope, taskId, timeoutS, gone))
+      : await tasks.waitForEnd(scope, taskId, 0);
   if (!run) throw new SluiceError(ErrorCode.TASK_NOT_FOUND, [taskId]);
   return run;
 }

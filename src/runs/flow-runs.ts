@@ -36,7 +36,12 @@ export interface FlowRuns {
     timeoutS: number | undefined,
   ): Promise<Run>;
   execute(runId: string): Promise<void>;
-  waitForEnd(scope: ScopeFilter, runId: string, timeoutS: number): Promise<Run | undefined>;
+  waitForEnd(
+    scope: ScopeFilter,
+    runId: string,
+    timeoutS: number,
+    gone?: AbortSignal,
+  ): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
   /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
   forget(): void;

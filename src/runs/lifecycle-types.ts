@@ -76,7 +76,15 @@ export interface RunLifecycle<Req extends RunRequest> {
   runSync(req: Req, wait: SyncWait): Promise<SyncRun>;
   /** The queue's worker side: executes a QUEUED run unless it was ended meanwhile. */
   execute(runId: string): Promise<void>;
-  /** The run once it ended, or as it stands after `timeoutS` (bounded by MAX_WAIT_S). */
-  waitForEnd(scope: ScopeFilter, runId: string, timeoutS: number): Promise<Run | undefined>;
+  /**
+   * The run once it ended, or as it stands after `timeoutS` (bounded by MAX_WAIT_S), or at once
+   * when `gone` aborts (the caller's client went).
+   */
+  waitForEnd(
+    scope: ScopeFilter,
+    runId: string,
+    timeoutS: number,
+    gone?: AbortSignal,
+  ): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
 }

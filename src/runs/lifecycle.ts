@@ -45,12 +45,13 @@ export function createRunLifecycle<Req extends RunRequest>(
     start: (req, opts) => create(c, req, opts?.inProcess ?? false),
     runSync: (req, wait) => runSync(c, req, wait),
     execute: (runId) => execute(c, runId),
-    waitForEnd: (scope, runId, timeoutS) =>
+    waitForEnd: (scope, runId, timeoutS, gone) =>
       waitForRunEnd(
         { store, events, clock },
         scope,
         runId,
         Math.min(timeoutS, limits.maxWaitS) * 1000,
+        gone,
       ),
     terminate: (run) => terminate(c, run),
   };

@@ -11,32 +11,43 @@ const NEEDLESS = "needless";
  * made after it (in a cluster the worker's NOTIFY can arrive while the read is on its way back)
  * would be missed, and the request would sit out its whole timeout. A subscription the read makes
  * needless is dropped at once. So a run that ends while waited for costs two reads, not three.
+ * `gone`: the caller's client went (docs/live-progress.md, "Bounds"): the wait ends at once with
+ * the run as last read, so nothing of the request stays behind for the rest of its timeout.
  */
 export async function waitForRunEnd(
   deps: { store: Store; events: RunEvents; clock: Clock },
   scope: ScopeFilter,
   runId: string,
   ms: number,
+  gone?: AbortSignal,
 ): Promise<Run | undefined> {
-  if (ms <= 0) return deps.store.getRun(scope, runId);
+  if (ms <= 0 || gone?.aborted) return deps.store.getRun(scope, runId);
   const deadline = deps.clock.now() + ms;
   for (;;) {
     const remaining = deadline - deps.clock.now();
     const listening = new AbortController();
     const wake =
       remaining > 0 ? deps.events.waitFor(runId, remaining, listening.signal) : undefined;
+    const leave = () => listening.abort(NEEDLESS);
+    gone?.addEventListener("abort", leave);
     let run: Run | undefined;
+    let woken: boolean;
     try {
       run = await deps.store.getRun(scope, runId);
+      if (!wake || !run || TERMINAL.has(run.status)) {
+        leave();
+        return run;
+      }
+      woken = await wake;
     } catch (err) {
-      listening.abort(NEEDLESS);
+      leave();
       throw err;
+    } finally {
+      gone?.removeEventListener("abort", leave);
     }
-    if (!wake || !run || TERMINAL.has(run.status)) {
-      listening.abort(NEEDLESS);
-      return run;
-    }
+    // The client went: nobody reads the answer, so nothing more is read for it.
+    if (gone?.aborted) return run;
     // Not woken: the time is up, and this read is the answer.
-    if (!(await wake)) return deps.store.getRun(scope, runId);
+    if (!woken) return deps.store.getRun(scope, runId);
   }
 }

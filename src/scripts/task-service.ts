@@ -49,8 +49,16 @@ export interface TaskService {
   submit(req: TaskRequest): Promise<string>;
   /** Executes a queued task (the queue's worker side). */
   execute(runId: string): Promise<void>;
-  /** The task once it ended, or as it stands when `timeoutS` elapsed. Undefined: no such task. */
-  waitForEnd(scope: ScopeFilter, taskId: string, timeoutS: number): Promise<Run | undefined>;
+  /**
+   * The task once it ended, or as it stands when `timeoutS` elapsed or `gone` aborted (the
+   * caller's client went). Undefined: no such task.
+   */
+  waitForEnd(
+    scope: ScopeFilter,
+    taskId: string,
+    timeoutS: number,
+    gone?: AbortSignal,
+  ): Promise<Run | undefined>;
   terminate(run: Run): Promise<boolean>;
 }
 
@@ -84,8 +92,8 @@ export function createTaskService(deps: TaskServiceDeps): TaskService {
     runSync: lifecycle.runSync,
     submit: (req) => lifecycle.start(req),
     execute: lifecycle.execute,
-    async waitForEnd(scope, taskId, timeoutS) {
-      const run = await lifecycle.waitForEnd(scope, taskId, timeoutS);
+    async waitForEnd(scope, taskId, timeoutS, gone) {
+      const run = await lifecycle.waitForEnd(scope, taskId, timeoutS, gone);
       return run?.elementType === "PY" ? run : undefined;
     },
     terminate: lifecycle.terminate,

@@ -60,6 +60,8 @@ export interface ArtifactStore {
   /** The run's files in name order, and its set (undefined: not collected, or nothing kept). */
   list(runId: string): Promise<{ files: ArtifactInfo[]; set: ArtifactSet | undefined }>;
   get(runId: string, name: string): Promise<{ info: ArtifactInfo; bytes: Buffer } | undefined>;
+  /** One file's description, without reading its bytes. */
+  info(runId: string, name: string): Promise<ArtifactInfo | undefined>;
   /** Deletes every artifact of the runs (a run deleted, or gone while its files were saved). */
   deleteOf(runIds: readonly string[]): Promise<void>;
 }
@@ -116,6 +118,15 @@ export function createArtifactStore(base: Kysely<Database>): ArtifactStore {
       if (!row) return undefined;
       const c = row.content;
       return { info: toInfo(row), bytes: Buffer.from(c.buffer, c.byteOffset, c.byteLength) };
+    },
+    async info(runId, name) {
+      const row = await db
+        .selectFrom("artifacts")
+        .select(INFO)
+        .where("run_id", "=", runId)
+        .where("name", "=", name)
+        .executeTakeFirst();
+      return row && toInfo(row);
     },
     deleteOf: (runIds) => deleteArtifactsOf(base, runIds),
   };

@@ -24,6 +24,9 @@ function memoryStore(failAfter = Number.POSITIVE_INFINITY) {
       const mine = [...files.values()].filter((f) => f.runId === runId);
       return { files: mine, set: sets.get(runId) };
     },
+    async info(runId, name) {
+      return files.get(`${runId}/${name}`);
+    },
     async get() {
       return undefined;
     },
