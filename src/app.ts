@@ -9,8 +9,10 @@ import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { artifactRoutes } from "./http/artifact-routes.ts";
 import { auditHook } from "./http/audit-hook.ts";
 import { auditRoutes } from "./http/audit-routes.ts";
+import { installBodyBudget } from "./http/body-budget.ts";
 import { browserGuard } from "./http/browser-guard.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
+import { createByteBudget } from "./http/byte-budget.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { createDownloadBudget } from "./http/download-budget.ts";
@@ -137,6 +139,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Before the context: a cross-site request with the session cookie is refused unread.
   await app.register(browserGuard);
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
+  // After the context, which names the app a body is counted against.
+  installBodyBudget(
+    app,
+    createByteBudget({
+      total: config.limits.bodyBytesInFlight,
+      perApp: config.limits.bodyBytesInFlightPerApp,
+      what: "request bodies",
+      totalSetting: "LIMIT_BODY_BYTES_IN_FLIGHT",
+      perAppSetting: "LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP",
+    }),
+    config.limits.bodyBytes,
+  );
   // Before every route, so that every change is recorded in this one place.
   if (deps.audit && deps.topology.servesApi) {
     await app.register(auditHook, {

@@ -25,6 +25,9 @@ export interface Config {
   smtpUrl: string | undefined;
   limits: {
     bodyBytes: number;
+    /** Request bodies held at once on a node, and per app (docs/errors.md, "Bad input"). */
+    bodyBytesInFlight: number;
+    bodyBytesInFlightPerApp: number;
     /** After an early error answer: unread body bytes dropped at most, and the longest silence. */
     discardBytes: number;
     discardIdleMs: number;
@@ -394,8 +397,19 @@ function limitsConfig(env: Env): Config["limits"] {
     Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
   );
   const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
+  const bodyBytes = int(env, "LIMIT_BODY_BYTES", 10 * MiB);
+  // Both at least one whole body, so that any body the limit allows is taken when none other is.
+  const bodyBytesInFlight = Math.max(bodyBytes, int(env, "LIMIT_BODY_BYTES_IN_FLIGHT", 256 * MiB));
   return {
-    bodyBytes: int(env, "LIMIT_BODY_BYTES", 10 * MiB),
+    bodyBytes,
+    bodyBytesInFlight,
+    bodyBytesInFlightPerApp: Math.min(
+      bodyBytesInFlight,
+      Math.max(
+        bodyBytes,
+        int(env, "LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP", Math.ceil(bodyBytesInFlight / 2)),
+      ),
+    ),
     discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
     discardIdleMs: int(env, "LIMIT_DISCARD_IDLE_MS", 5000),
     uploadFileBytes: int(env, "LIMIT_UPLOAD_FILE_BYTES", 50 * MiB),

@@ -1,5 +1,4 @@
-import { ErrorCode, SluiceError } from "../errors.ts";
-import type { ScopeFilter } from "../store/model.ts";
+import { type ByteBudget, createByteBudget } from "./byte-budget.ts";
 
 /**
  * Bytes of artifact downloads in flight on a node (docs/artifacts.md, "Downloads"): a download
@@ -7,41 +6,17 @@ import type { ScopeFilter } from "../store/model.ts";
  * are bounded per app (ARTIFACT_DOWNLOAD_BYTES_PER_APP, all its spaces together) and per node
  * (ARTIFACT_DOWNLOAD_BYTES). A file is reserved before it is read.
  */
-export interface DownloadBudget {
-  /** Reserves `bytes` for one download of `scope`, or a 429; the function given back frees them. */
-  take(scope: ScopeFilter, bytes: number): () => void;
-}
+export type DownloadBudget = ByteBudget;
 
 export function createDownloadBudget(limits: {
   downloadBytes: number;
   downloadBytesPerApp: number;
 }): DownloadBudget {
-  const perApp = new Map<string, number>();
-  let total = 0;
-  return {
-    take(scope, bytes) {
-      // Unscoped callers (auth off, no headers) share one count.
-      const app = scope ? scope.app : "";
-      const mine = perApp.get(app) ?? 0;
-      if (mine + bytes > limits.downloadBytesPerApp)
-        throw new SluiceError(ErrorCode.TOO_MANY, [
-          `artifact downloads of this app hold ${mine} bytes on this node; ${bytes} more would pass ARTIFACT_DOWNLOAD_BYTES_PER_APP (${limits.downloadBytesPerApp})`,
-        ]);
-      if (total + bytes > limits.downloadBytes)
-        throw new SluiceError(ErrorCode.TOO_MANY, [
-          `artifact downloads hold ${total} bytes on this node; ${bytes} more would pass ARTIFACT_DOWNLOAD_BYTES (${limits.downloadBytes})`,
-        ]);
-      perApp.set(app, mine + bytes);
-      total += bytes;
-      let freed = false;
-      return () => {
-        if (freed) return;
-        freed = true;
-        const left = (perApp.get(app) ?? bytes) - bytes;
-        if (left > 0) perApp.set(app, left);
-        else perApp.delete(app);
-        total -= bytes;
-      };
-    },
-  };
+  return createByteBudget({
+    total: limits.downloadBytes,
+    perApp: limits.downloadBytesPerApp,
+    what: "artifact downloads",
+    totalSetting: "ARTIFACT_DOWNLOAD_BYTES",
+    perAppSetting: "ARTIFACT_DOWNLOAD_BYTES_PER_APP",
+  });
 }
