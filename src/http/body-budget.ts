@@ -65,6 +65,10 @@ export function installBodyBudget(
       },
     });
     payload.on("error", (err) => counted.destroy(err));
+    // The parser stops listening once it has answered (a 413, a decoding error); an error that
+    // comes later (the inflater's at the end of a truncated body) must still have a listener, or
+    // it ends the process (docs/errors.md, "Bad input"; the fuzz suite found it).
+    counted.on("error", (err) => req.log.debug({ err }, "request body counting ended"));
     return payload.pipe(counted);
   });
 }
