@@ -53,6 +53,9 @@ export interface Config {
     /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
     heldRequests: number;
     heldRequestsPerApp: number;
+    /** Values executing runs hold on a node, and per app (docs/run-limits.md, "Values in memory"). */
+    runBytesInFlight: number;
+    runBytesInFlightPerApp: number;
   };
   python: {
     executable: string;
@@ -398,6 +401,7 @@ function limitsConfig(env: Env): Config["limits"] {
   );
   const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
   const bodyBytes = int(env, "LIMIT_BODY_BYTES", 10 * MiB);
+  const resultBytes = int(env, "LIMIT_RESULT_BYTES", 16 * MiB);
   // Both at least one whole body, so that any body the limit allows is taken when none other is.
   const bodyBytesInFlight = Math.max(bodyBytes, int(env, "LIMIT_BODY_BYTES_IN_FLIGHT", 256 * MiB));
   return {
@@ -416,7 +420,7 @@ function limitsConfig(env: Env): Config["limits"] {
     zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
     zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
     outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
-    resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
+    resultBytes,
     nodeLogBytes: int(env, "LIMIT_NODE_LOG_BYTES", MiB),
     maxWaitS: int(env, "MAX_WAIT_S", 3600),
     maxRunS: int(env, "MAX_RUN_S", 3600),
@@ -437,6 +441,20 @@ function limitsConfig(env: Env): Config["limits"] {
       heldRequests,
       Math.max(1, int(env, "LIMIT_HELD_REQUESTS_PER_APP", Math.ceil(heldRequests / 4))),
     ),
+    ...runBytesConfig(env, Math.max(bodyBytes, resultBytes)),
+  };
+}
+
+/**
+ * LIMIT_RUN_BYTES_IN_FLIGHT and its per-app share (half by default), each at least `one`: the
+ * largest parameter or value one run may hold, so any run fits when nothing else executes.
+ */
+function runBytesConfig(env: Env, one: number) {
+  const runBytesInFlight = Math.max(one, int(env, "LIMIT_RUN_BYTES_IN_FLIGHT", 256 * MiB));
+  const perApp = int(env, "LIMIT_RUN_BYTES_IN_FLIGHT_PER_APP", Math.ceil(runBytesInFlight / 2));
+  return {
+    runBytesInFlight,
+    runBytesInFlightPerApp: Math.min(runBytesInFlight, Math.max(one, perApp)),
   };
 }
 

@@ -7,7 +7,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { DF } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
-import { modeEnv } from "../helpers/server.ts";
+import { modeEnv, scopeHeaders, startServer, TEST_MODE } from "../helpers/server.ts";
 import { pollUntil } from "../helpers/wait.ts";
 
 /**
@@ -166,5 +166,90 @@ describe("values of runs executing at once (LIMIT_RUN_BYTES_IN_FLIGHT)", () => {
 
   it("forty runs whose http node fetches 12 MiB before the next waits: the process lives", async () => {
     await attack({ fetchBig: true, parameter: {}, runs: 40 });
+  });
+});
+
+describe("what a run holds comes back when it ends", () => {
+  it("an app past its share is refused, another app is not, and the app runs again once its run ended", async () => {
+    const hostile = hostileServer();
+    const base = await hostile.url();
+    const server = await startServer({
+      LIMIT_BODY_BYTES: String(64 * 1024),
+      LIMIT_RESULT_BYTES: String(64 * 1024),
+      LIMIT_RUN_BYTES_IN_FLIGHT: String(128 * 1024),
+      ...(await modeEnv()),
+    });
+    const start = async (scope: typeof ATTACKER, parameter: unknown) => {
+      const r = await server.call("POST", `${DF}/run`, {
+        headers: scopeHeaders(scope),
+        body: { elementName: "hold", parameter },
+      });
+      return r.body as Answer;
+    };
+    const ended = (scope: typeof ATTACKER, id: string) =>
+      pollUntil(
+        async () =>
+          (await server.call("GET", `${DF}/run/${id}/result`, { headers: scopeHeaders(scope) }))
+            .body as Answer,
+        (r) => r.code !== 28020003,
+        `the end of run ${id}`,
+      );
+    try {
+      const flow = {
+        vertexes: [
+          { id: "in", type: "input" },
+          { id: "wait", type: "http", config: { url: `${base}/hang` } },
+        ],
+        edges: [{ source: "in", target: "wait" }],
+      };
+      for (const scope of [ATTACKER, VICTIM]) {
+        const h = scopeHeaders(scope);
+        const body = { elementName: "hold", revisionName: "r", path: "/", flow, configure: {} };
+        const d = await server.call("POST", `${DF}/flow/deploy`, { headers: h, body });
+        assert.equal(d.body.status, true, d.text);
+        await server.call("POST", `${DF}/flow/activate`, {
+          headers: h,
+          body: { elementName: "hold" },
+        });
+      }
+      const parameter = { note: "x".repeat(40_000) };
+      const first = await start(ATTACKER, parameter);
+      assert.equal(first.status, true, JSON.stringify(first));
+      await pollUntil(
+        () => hostile.held.length,
+        (n) => n === 1,
+        "the first run waits",
+      );
+      // Its app's share (64 KiB) holds one such parameter: the next is refused, before anything
+      // is stored where the run would start here (embedded), or ends at its start (cluster).
+      const second = await start(ATTACKER, parameter);
+      const refusal =
+        TEST_MODE === "cluster"
+          ? (await ended(ATTACKER, second.data as string)).message
+          : second.message;
+      if (TEST_MODE !== "cluster") assert.equal(second.code, 429, JSON.stringify(second));
+      assert.match(refusal ?? "", /LIMIT_RUN_BYTES_IN_FLIGHT_PER_APP \(65536\)/);
+      // Another app has its own share.
+      const other = await start(VICTIM, parameter);
+      assert.equal(other.status, true, JSON.stringify(other));
+      await pollUntil(
+        () => hostile.held.length,
+        (n) => n === 2,
+        "the other app's run waits",
+      );
+      // The first run ends (its http node fails): what it held is given back.
+      hostile.held[0]?.destroy();
+      await ended(ATTACKER, first.data as string);
+      const third = await start(ATTACKER, parameter);
+      assert.equal(third.status, true, JSON.stringify(third));
+      await pollUntil(
+        () => hostile.held.length,
+        (n) => n === 3,
+        "the app's next run waits",
+      );
+    } finally {
+      hostile.close();
+      await server.close();
+    }
   });
 });
