@@ -56,6 +56,9 @@ export interface Config {
     /** Values executing runs hold on a node, and per app (docs/run-limits.md, "Values in memory"). */
     runBytesInFlight: number;
     runBytesInFlightPerApp: number;
+    /** JSON answers written and not yet read on a node, and per app (docs/errors.md, "Bad input"). */
+    answerBytesInFlight: number;
+    answerBytesInFlightPerApp: number;
   };
   python: {
     executable: string;
@@ -442,6 +445,18 @@ function limitsConfig(env: Env): Config["limits"] {
       Math.max(1, int(env, "LIMIT_HELD_REQUESTS_PER_APP", Math.ceil(heldRequests / 4))),
     ),
     ...runBytesConfig(env, Math.max(bodyBytes, resultBytes)),
+    // The largest answer: a run's detail (its parameter, result and node logs).
+    ...answerBytesConfig(env, bodyBytes + 2 * resultBytes),
+  };
+}
+
+/** LIMIT_ANSWER_BYTES_IN_FLIGHT and its per-app share (half by default), each at least `one`. */
+function answerBytesConfig(env: Env, one: number) {
+  const total = Math.max(one, int(env, "LIMIT_ANSWER_BYTES_IN_FLIGHT", 256 * MiB));
+  const perApp = int(env, "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP", Math.ceil(total / 2));
+  return {
+    answerBytesInFlight: total,
+    answerBytesInFlightPerApp: Math.min(total, Math.max(one, perApp)),
   };
 }
 

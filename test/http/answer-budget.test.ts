@@ -9,6 +9,7 @@ import { describe, it } from "node:test";
 import { DF } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { modeEnv, SCOPE } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
 /**
  * Answers whose client reads nothing: a run's stored result (up to LIMIT_RESULT_BYTES) is written
@@ -96,6 +97,18 @@ describe("answers held for clients that read nothing", () => {
       assert.ok(rss < 700, `resident memory ${Math.round(rss)} MiB`);
       assert.equal(body.code, 429, JSON.stringify(body).slice(0, 200));
       assert.match(body.message ?? "", /LIMIT_ANSWER_BYTES_IN_FLIGHT/);
+      // The clients go: what their answers held comes back, and the answer is given again.
+      for (const s of sockets.splice(0)) s.destroy();
+      await pollUntil(
+        async () =>
+          (
+            (await (await fetch(`${server.url}${DF}/run/${runId}/result`, { headers })).json()) as {
+              status: boolean;
+            }
+          ).status,
+        (ok) => ok,
+        "the answer given once the unread ones are gone",
+      );
     } finally {
       for (const s of sockets) s.destroy();
       await killHard(server.child);
