@@ -6,6 +6,7 @@ import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
+import { installAnswerBudget } from "./http/answer-budget.ts";
 import { artifactRoutes } from "./http/artifact-routes.ts";
 import { auditHook } from "./http/audit-hook.ts";
 import { auditRoutes } from "./http/audit-routes.ts";
@@ -150,6 +151,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       perAppSetting: "LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP",
     }),
     config.limits.bodyBytes,
+  );
+  installAnswerBudget(
+    app,
+    createByteBudget({
+      total: config.limits.answerBytesInFlight,
+      perApp: config.limits.answerBytesInFlightPerApp,
+      what: "answers not yet read",
+      totalSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT",
+      perAppSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP",
+    }),
   );
   // Before every route, so that every change is recorded in this one place.
   if (deps.audit && deps.topology.servesApi) {

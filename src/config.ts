@@ -53,6 +53,12 @@ export interface Config {
     /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
     heldRequests: number;
     heldRequestsPerApp: number;
+    /** Values executing runs hold on a node, and per app (docs/run-limits.md, "Values in memory"). */
+    runBytesInFlight: number;
+    runBytesInFlightPerApp: number;
+    /** JSON answers written and not yet read on a node, and per app (docs/errors.md, "Bad input"). */
+    answerBytesInFlight: number;
+    answerBytesInFlightPerApp: number;
   };
   python: {
     executable: string;
@@ -398,6 +404,7 @@ function limitsConfig(env: Env): Config["limits"] {
   );
   const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
   const bodyBytes = int(env, "LIMIT_BODY_BYTES", 10 * MiB);
+  const resultBytes = int(env, "LIMIT_RESULT_BYTES", 16 * MiB);
   // Both at least one whole body, so that any body the limit allows is taken when none other is.
   const bodyBytesInFlight = Math.max(bodyBytes, int(env, "LIMIT_BODY_BYTES_IN_FLIGHT", 256 * MiB));
   return {
@@ -416,7 +423,7 @@ function limitsConfig(env: Env): Config["limits"] {
     zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
     zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
     outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
-    resultBytes: int(env, "LIMIT_RESULT_BYTES", 16 * MiB),
+    resultBytes,
     nodeLogBytes: int(env, "LIMIT_NODE_LOG_BYTES", MiB),
     maxWaitS: int(env, "MAX_WAIT_S", 3600),
     maxRunS: int(env, "MAX_RUN_S", 3600),
@@ -437,6 +444,32 @@ function limitsConfig(env: Env): Config["limits"] {
       heldRequests,
       Math.max(1, int(env, "LIMIT_HELD_REQUESTS_PER_APP", Math.ceil(heldRequests / 4))),
     ),
+    ...runBytesConfig(env, Math.max(bodyBytes, resultBytes)),
+    // The largest answer: a run's detail (its parameter, result and node logs).
+    ...answerBytesConfig(env, bodyBytes + 2 * resultBytes),
+  };
+}
+
+/** LIMIT_ANSWER_BYTES_IN_FLIGHT and its per-app share (half by default), each at least `one`. */
+function answerBytesConfig(env: Env, one: number) {
+  const total = Math.max(one, int(env, "LIMIT_ANSWER_BYTES_IN_FLIGHT", 256 * MiB));
+  const perApp = int(env, "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP", Math.ceil(total / 2));
+  return {
+    answerBytesInFlight: total,
+    answerBytesInFlightPerApp: Math.min(total, Math.max(one, perApp)),
+  };
+}
+
+/**
+ * LIMIT_RUN_BYTES_IN_FLIGHT and its per-app share (half by default), each at least `one`: the
+ * largest parameter or value one run may hold, so any run fits when nothing else executes.
+ */
+function runBytesConfig(env: Env, one: number) {
+  const runBytesInFlight = Math.max(one, int(env, "LIMIT_RUN_BYTES_IN_FLIGHT", 256 * MiB));
+  const perApp = int(env, "LIMIT_RUN_BYTES_IN_FLIGHT_PER_APP", Math.ceil(runBytesInFlight / 2));
+  return {
+    runBytesInFlight,
+    runBytesInFlightPerApp: Math.min(runBytesInFlight, Math.max(one, perApp)),
   };
 }
 

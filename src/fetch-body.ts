@@ -8,7 +8,8 @@ export class BodyTooLarge extends Error {}
 export async function readBody(
   res: Response,
   max: number,
-  opts: { truncate?: boolean } = {},
+  /** `hold`: told each chunk's size before it is kept; a throw stops the read with that error. */
+  opts: { truncate?: boolean; hold?: (bytes: number) => void } = {},
 ): Promise<string> {
   if (!res.body) return "";
   const reader = res.body.getReader();
@@ -22,6 +23,12 @@ export async function readBody(
       await reader.cancel().catch(() => {});
       if (opts.truncate) break;
       throw new BodyTooLarge(`response body is larger than ${max} bytes`);
+    }
+    try {
+      opts.hold?.(value.byteLength);
+    } catch (err) {
+      await reader.cancel().catch(() => {});
+      throw err;
     }
     size += value.byteLength;
     chunks.push(value);

@@ -14,6 +14,7 @@ import { createQueuedShare } from "./runs/queued-share.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import type { RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
+import { createRunMemory } from "./runs/run-memory.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
@@ -91,6 +92,7 @@ export function createRuns(deps: {
     limits: config.limits,
     queueIsLocal: topology.queueIsLocal,
     queued: createQueuedShare({ store, clock: deps.clock, limits: config.limits }),
+    memory: createRunMemory(config.limits),
     onScript: deps.metrics.timeScript,
     // The run's record and its queue job commit together (docs/cluster.md).
     commitQueued: (run: NewRun, job: RunJob) => queue.submit(run, job, store),

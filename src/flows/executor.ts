@@ -7,7 +7,7 @@ import { errorText } from "../errors.ts";
 
 import { type Clock, systemClock, type TimerHandle } from "../clock.ts";
 import type { FinishedStatus } from "../store/types.ts";
-import { jsonWithin, tooLarge } from "./expr-size.ts";
+import { jsonSizer, tooLarge } from "./expr-size.ts";
 import type { Configure, Edge, Graph, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import type { FlowDeps, NodeContext } from "./nodes/types.ts";
@@ -122,8 +122,10 @@ interface Execution {
   settled: number;
   running: number;
   finish: () => void;
-  /** Whether a node's output is within the value limit, about as JSON (expr-size.ts). */
-  fits: (value: unknown) => boolean;
+  /** A node's output's size, about as JSON, given up just past the value limit (expr-size.ts). */
+  sizeOf: (value: unknown) => number;
+  /** The objects the run already reserved in memory (the parameter, earlier nodes' outputs). */
+  held: WeakSet<object>;
   /** Keeps a node's input or output in its log, within the run's budget (node-log.ts). */
   keep: LogKeeper | null;
 }
@@ -217,7 +219,9 @@ async function runNode(x: Execution, i: number): Promise<void> {
     );
     // Nodes without expressions build values too (a merge that holds one input twice, a join):
     // one past the limit stops here, before anything walks or writes it out in full.
-    if (!x.fits(value)) throw tooLarge("the node's output is", opts.deps.valueBytes);
+    const size = x.sizeOf(value);
+    if (size > opts.deps.valueBytes) throw tooLarge("the node's output is", opts.deps.valueBytes);
+    holdValue(x, value, size);
     await takeEdges(
       opts.deps.expressions,
       x.plan.outgoing[i] ?? [],
@@ -247,6 +251,19 @@ async function runNode(x: Execution, i: number): Promise<void> {
     // Source lines and names, not data: kept whatever logContent says.
     if (nodeLog.traceback && log.status === "FAILURE") log.traceback = nodeLog.traceback;
   }
+}
+
+/**
+ * Reserves a node's output in what runs may hold (docs/run-limits.md, "Values in memory") until
+ * the run ends; an object the run already holds (a node passing its input on) counts once.
+ */
+function holdValue(x: Execution, value: unknown, size: number): void {
+  const { hold } = x.opts.deps;
+  if (!hold) return;
+  const object = typeof value === "object" && value !== null;
+  if (object && x.held.has(value)) return;
+  hold(size);
+  if (object) x.held.add(value);
 }
 
 /** Up to 1 + retries attempts, each bounded by timeoutSeconds; the run's abort ends them all. */
@@ -326,7 +343,10 @@ export async function executeFlow(opts: ExecuteFlowOptions): Promise<FlowRunResu
       attempts: 0,
     })),
     failure: undefined,
-    fits: jsonWithin(opts.deps.valueBytes),
+    sizeOf: jsonSizer(opts.deps.valueBytes),
+    held: new WeakSet(
+      typeof opts.parameter === "object" && opts.parameter !== null ? [opts.parameter] : [],
+    ),
     // The logs of a run share the budget of one value (LIMIT_RESULT_BYTES).
     keep:
       opts.configure.logContent === "DETAILED"

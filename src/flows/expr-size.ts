@@ -11,18 +11,23 @@ export function tooLarge(what: string, limit: number): Error {
 }
 
 export function jsonWithin(budget: number): (value: unknown) => boolean {
+  const size = jsonSizer(budget);
+  return (value) => size(value) <= budget;
+}
+
+/** About the size of a value as JSON, as sizeOf, with large walks remembered per object. */
+export function jsonSizer(budget: number): (value: unknown) => number {
   // A run's parameter is every job's: each root is walked once.
-  const known = new WeakMap<object, boolean>();
+  const known = new WeakMap<object, number>();
   return (value) => {
-    if (typeof value !== "object" || value === null) return leaf(value, budget) <= budget;
-    let yes = known.get(value);
-    if (yes === undefined) {
-      const size = sizeOf(value, budget);
-      yes = size <= budget;
+    if (typeof value !== "object" || value === null) return leaf(value, budget);
+    let size = known.get(value);
+    if (size === undefined) {
+      size = sizeOf(value, budget);
       // Only a walk that cost something is kept: small values come and go with every run.
-      if (size > REMEMBERED) known.set(value, yes);
+      if (size > REMEMBERED) known.set(value, size);
     }
-    return yes;
+    return size;
   };
 }
 

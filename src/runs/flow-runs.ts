@@ -90,6 +90,8 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     const used: ScriptUse[] = [];
     // The run's secret values: resolved by its nodes as they execute, masked in all it records.
     const secrets = deps.secrets?.resolver(r.scope);
+    // What its nodes' values hold in memory until it ends (docs/run-limits.md, "Values in memory").
+    const values = deps.memory.hold(r.scope);
     // Without a release no script ran; otherwise the flow's fileCleanup decides (sweeper:
     // file-cleanup.ts). After the end is recorded, once the runner handed the directory back, and
     // off the answer's path: the directory syscalls wait on the file system.
@@ -130,7 +132,10 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         configure,
         parameter,
         signal,
-        deps: flowDeps(deps, lifecycle, r, { pins, used, secrets, nodeFiles }),
+        deps: {
+          ...flowDeps(deps, lifecycle, r, { pins, used, secrets, nodeFiles }),
+          hold: values.take,
+        },
         clock,
         reuse: resumed(r, original),
         // Live node states (docs/live-progress.md), masked as the record will be.
@@ -151,6 +156,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
       const error = maskText(errorText(err), maskOrder(secrets?.handedOut() ?? []));
       return { outcome: { status: "FAILURE", error }, afterEnd };
     } finally {
+      values.free();
       if (sentinel) clock.clearTimeout(sentinel);
     }
   }

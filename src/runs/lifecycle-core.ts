@@ -5,6 +5,7 @@ import type { ExecRun, LifecycleDeps, RunExecutor, RunRequest } from "./lifecycl
 import { type Execution, limitMessage, RunStop, toEnd } from "./outcome.ts";
 import type { QueuedHere } from "./queued-here.ts";
 import type { RunEvents } from "./run-events.ts";
+import type { RunHold } from "./run-memory.ts";
 import { type PendingRecord, recordEnd } from "./write-behind.ts";
 
 // The parts of the run lifecycle (lifecycle.ts) that starting, run-sync (lifecycle-sync.ts) and
@@ -24,6 +25,24 @@ export interface Lifecycle<Req extends RunRequest> {
   queuedHere: QueuedHere;
   /** Runs whose end was heard while none executed here (lifecycle.ts): stopped once they do. */
   endedEarly: { has(runId: string): boolean };
+  /** What runs starting or executing here hold in memory (run-memory.ts), until they end. */
+  holds: Map<string, RunHold>;
+}
+
+/**
+ * Reserves a run's parameter (its JSON size) before it executes, or throws the 429 naming
+ * LIMIT_RUN_BYTES_IN_FLIGHT[_PER_APP] (docs/run-limits.md, "Values in memory").
+ */
+export function holdParameter<Req extends RunRequest>(c: Lifecycle<Req>, rec: ExecRun): void {
+  if (c.holds.has(rec.id)) return;
+  const hold = c.deps.memory.hold(rec.scope);
+  hold.take(rec.runParam?.length ?? 0);
+  c.holds.set(rec.id, hold);
+}
+
+function dropHold<Req extends RunRequest>(c: Lifecycle<Req>, runId: string): void {
+  c.holds.get(runId)?.free();
+  c.holds.delete(runId);
 }
 
 /** Executes under the system limit; never throws. */
@@ -31,6 +50,7 @@ async function executeLimited<Req extends RunRequest>(
   c: Lifecycle<Req>,
   rec: ExecRun,
   parameter: unknown,
+  refused: unknown,
 ): Promise<Execution & { end: RunEnd }> {
   const { clock, limits, executor, active } = c;
   const ctl = new AbortController();
@@ -44,6 +64,8 @@ async function executeLimited<Req extends RunRequest>(
   }, limits.maxRunS * 1000);
   let ex: Execution;
   try {
+    // A run whose parameter did not fit what runs may hold executes nothing (holdParameter).
+    if (refused !== undefined) throw refused;
     ex = await executor.execute(rec, parameter, ctl.signal);
   } catch (err) {
     ex = {
@@ -52,6 +74,7 @@ async function executeLimited<Req extends RunRequest>(
   } finally {
     clock.clearTimeout(limit);
     active.delete(rec.id);
+    dropHold(c, rec.id);
   }
   let end = toEnd(ex.outcome, clock.now(), limits.resultBytes);
   // The system limit ends the run FAILURE whatever the executor made of its stop.
@@ -62,16 +85,18 @@ async function executeLimited<Req extends RunRequest>(
 
 /**
  * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
- * in the store yet (run-sync within its write-behind grace), see write-behind.ts.
+ * in the store yet (run-sync within its write-behind grace), see write-behind.ts. With `refused`,
+ * the run ends FAILURE with that error and executes nothing.
  */
 export async function run<Req extends RunRequest>(
   c: Lifecycle<Req>,
   rec: ExecRun,
   parameter: unknown,
-  pending?: PendingRecord,
+  opts: { pending?: PendingRecord; refused?: unknown } = {},
 ) {
   const { store, events, deps } = c;
-  const { end, configure, afterEnd } = await executeLimited(c, rec, parameter);
+  const { pending } = opts;
+  const { end, configure, afterEnd } = await executeLimited(c, rec, parameter, opts.refused);
   let recorded = false;
   try {
     recorded = await recordEnd(store, pending, rec.id, end);

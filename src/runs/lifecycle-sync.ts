@@ -4,6 +4,7 @@ import {
   asQueued,
   checkBound,
   commitQueued,
+  holdParameter,
   type Lifecycle,
   readBack,
   run,
@@ -38,6 +39,7 @@ export async function runSync<Req extends RunRequest>(
   executor.admit?.();
   const rec = await executor.prepare(req, "STARTED", true);
   if (rec.runLimit != null) return runSyncLimited(c, asQueued(rec), req.parameter, wait);
+  holdParameter(c, rec);
   const pending: PendingRecord = { rec, inserted: null, wroteEnded: false };
   const grace = clock.setTimeout(() => {
     insertStarted(store, pending);
@@ -46,7 +48,7 @@ export async function runSync<Req extends RunRequest>(
       () => {},
     );
   }, SYNC_WRITE_BEHIND_MS);
-  const done = run(c, rec, req.parameter, pending);
+  const done = run(c, rec, req.parameter, { pending });
   const waitS = waitSeconds(wait, limits);
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const elapsed = new Promise<null>((resolve) => {

@@ -6,6 +6,7 @@ import type { NewRun, Run, ScopeFilter, Store } from "../store/types.ts";
 import type { Execution } from "./outcome.ts";
 import type { QueuedShare } from "./queued-share.ts";
 import type { RunEvents } from "./run-events.ts";
+import type { RunMemory } from "./run-memory.ts";
 
 /**
  * The lifecycle's contract (docs/architecture.md, "One lifecycle"): what an executor provides,
@@ -48,6 +49,8 @@ export interface LifecycleDeps {
   queue: Pick<RunQueue, "reserve">;
   /** The places for QUEUED runs, shared by every lifecycle of the process (queued-share.ts). */
   queued: QueuedShare;
+  /** What executing runs hold in memory, shared by every lifecycle of the process. */
+  memory: RunMemory;
   /** Commits a QUEUED run and hands its job to the queue: one call, so it can be one transaction. */
   commitQueued(run: NewRun, job: RunJob): Promise<void>;
   /** The queue delivers this process's jobs back to it (embedded), so queued records can be kept. */

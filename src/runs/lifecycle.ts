@@ -3,6 +3,7 @@ import {
   asQueued,
   checkBound,
   commitQueued,
+  holdParameter,
   type Lifecycle,
   run,
   terminate,
@@ -33,6 +34,7 @@ export function createRunLifecycle<Req extends RunRequest>(
     active: new Map(),
     queuedHere: createQueuedHere(),
     endedEarly,
+    holds: new Map(),
   };
   // A run that ended elsewhere (terminated through another node) while it executes here; or
   // before it does: terminated while its start was being committed, it stops as soon as it runs.
@@ -79,7 +81,13 @@ async function create<Req extends RunRequest>(
     const { parameter } = req;
     if (!started) await checkBound(c, rec);
     if (started) {
-      await store.insertRun(rec);
+      // Refused (429) before anything is stored when its parameter does not fit (run-memory.ts).
+      holdParameter(c, rec);
+      await store.insertRun(rec).catch((err: unknown) => {
+        c.holds.get(rec.id)?.free();
+        c.holds.delete(rec.id);
+        throw err;
+      });
       events.publish({ type: "created", run: rec });
       if (slot) slot.run(() => run(c, rec, parameter));
       else void run(c, rec, parameter);
@@ -109,5 +117,12 @@ async function execute<Req extends RunRequest>(c: Lifecycle<Req>, runId: string)
   queuedHere.delete(runId);
   events.publish({ type: "started", runId, startTime });
   const rec = { ...(mine?.rec ?? r), startTime, nodeId: deps.nodeId };
+  // A parameter that does not fit what runs may hold is not parsed: the run ends FAILURE.
+  try {
+    holdParameter(c, rec);
+  } catch (refused) {
+    await run(c, rec, null, { refused });
+    return;
+  }
   await run(c, rec, mine ? mine.parameter : JSON.parse(r.runParam ?? "null"));
 }

@@ -14,6 +14,7 @@ import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src
 import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { createLimitWakeups } from "../../src/runs/run-limits.ts";
+import { UNBOUNDED_RUN_MEMORY } from "../../src/runs/run-memory.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { StartableRun } from "../../src/store/types.ts";
 import { newRun } from "../helpers/runs.ts";
@@ -109,6 +110,7 @@ describe("a terminated waiting run (embedded)", () => {
         nodeId: "n",
         limits: { maxRunS: 60, maxWaitS: 5, resultBytes: 1 << 20 },
         queue,
+        memory: UNBOUNDED_RUN_MEMORY,
         queued: createQueuedShare({
           store,
           clock: systemClock,

@@ -10,6 +10,7 @@ import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
 import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
+import { UNBOUNDED_RUN_MEMORY } from "../../src/runs/run-memory.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { Store } from "../../src/store/types.ts";
 import { newRun } from "../helpers/runs.ts";
@@ -63,6 +64,7 @@ describe("a run terminated while its start commits", () => {
         nodeId: "n",
         limits: { maxRunS: 60, maxWaitS: 5, resultBytes: 1 << 20 },
         queue: { reserve: () => null },
+        memory: UNBOUNDED_RUN_MEMORY,
         queued: createQueuedShare({
           store,
           clock: systemClock,

@@ -167,17 +167,23 @@ export const httpNode: NodeDef = {
         throw unreachable(err, method, url);
       },
     );
-    let text: string;
+    // The response is held as it is read (docs/run-limits.md, "Values in memory"), until the
+    // output the executor reserves takes its place.
+    const frees: (() => void)[] = [];
+    const hold = ctx.deps.hold;
     try {
-      text = await readBody(res, ctx.deps.valueBytes);
-    } catch (err) {
-      if (err instanceof BodyTooLarge) throw new Error(`${method} ${url}: ${err.message}`);
-      throw err;
+      const text = await readBody(res, ctx.deps.valueBytes, {
+        ...(hold ? { hold: (bytes: number) => frees.push(hold(bytes)) } : {}),
+      }).catch((err: unknown) => {
+        throw err instanceof BodyTooLarge ? new Error(`${method} ${url}: ${err.message}`) : err;
+      });
+      const parsed = parseBody(text);
+      if (!res.ok) {
+        throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
+      }
+      return parsed;
+    } finally {
+      for (const free of frees) free();
     }
-    const parsed = parseBody(text);
-    if (!res.ok) {
-      throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
-    }
-    return parsed;
   },
 };

@@ -38,6 +38,12 @@ export interface FlowDeps {
   valueBytes: number;
   /** The largest node input or output a run's log keeps (LIMIT_NODE_LOG_BYTES, node-log.ts). */
   logValueBytes: number;
+  /**
+   * Reserves bytes of a value the run holds in memory (src/runs/run-memory.ts), or throws the 429
+   * naming LIMIT_RUN_BYTES_IN_FLIGHT[_PER_APP]; the function given back frees them early, and the
+   * run's end frees what is left. Absent: no bound.
+   */
+  hold?: ((bytes: number) => () => void) | undefined;
   now(): number;
   /** `${secret.NAME}` values, resolved when a node executes (docs/secrets.md); absent: none. */
   secrets?: SecretValues | undefined;
