@@ -45,8 +45,9 @@ export function installBodyBudget(
   app.addHook("preParsing", async (req, _reply, payload) => {
     const state = held.get(req);
     if (!state || isMultipart(req)) return payload;
-    // The body decoder (gzip-body.ts) drops the length of a body it inflates.
-    if (state.reserved > 0 && req.headers["content-length"] !== undefined) return payload;
+    // A stated length bounds the body (Node's parser frames it): reserved already, or small. The
+    // body decoder (gzip-body.ts) drops the length of a body it inflates, which is counted.
+    if (req.headers["content-length"] !== undefined) return payload;
     let received = 0;
     const counted = new Transform({
       transform(chunk: Buffer, _encoding, done) {
