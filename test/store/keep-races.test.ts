@@ -91,53 +91,58 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal(after?.releaseVersion, 4, "the deploy's release stays");
     });
 
-    it("a deploy removing the revision an activate is releasing: no deadlock, the activate finds it gone", async (t) => {
-      if (dialect !== "postgres" || !url) return t.skip("PostgreSQL's row locks");
-      for (let i = 0; i < KEEP; i++) await deploy(store, "locked");
-      const [el] = await store.findElements(SCOPE, {
-        type: "DPL",
-        name: "locked",
-        folderId: folder,
-      });
-      assert.ok(el);
-      const lock = new pg.Client({ connectionString: url });
-      await lock.connect();
-      const waiting = async () =>
-        (
-          await lock.query<{ n: number }>(
-            "select count(*)::int as n from pg_locks where not granted",
-          )
-        ).rows[0]?.n ?? 0;
-      try {
-        // The deploy stops at its removal (which reads runs) holding the element's row.
-        await lock.query("begin; lock table runs in access exclusive mode");
-        const deployed = deploy(store, "locked").then(
-          (d) => d.version,
-          (e: unknown) => e,
-        );
-        await pollUntil(waiting, (n) => n >= 1, "the deploy waits at its removal");
-        // The rollback to version 1, the revision that removal takes, comes meanwhile.
-        const changed = store
-          .changeRelease({
-            elementId: el.id,
-            action: "ROLLBACK",
-            status: "APPROVED",
-            version: 1,
-            pins: null,
-            user: null,
-            now: T0,
-          })
-          .catch((e: unknown) => e);
-        await pollUntil(waiting, (n) => n >= 2, "the rollback waits for the deploy");
-        await lock.query("rollback");
-        const [d, c] = await Promise.all([deployed, changed]);
-        assert.equal(d, 4, `the deploy: ${String(d)}`);
-        assert.equal(c, false, `the rollback finds version 1 gone: ${String(c)}`);
-        assert.deepEqual(await revisions(el.id), [4, 3, 2]);
-        assert.equal((await store.elementById(SCOPE, el.id))?.releaseVersion, 4);
-      } finally {
-        await lock.end();
-      }
-    });
+    // PostgreSQL's row locks: SQLite has one writer, so its transactions cannot wait crosswise.
+    const pgOnly = dialect === "postgres" ? it : () => {};
+    pgOnly(
+      "a deploy removing the revision an activate is releasing: no deadlock, the activate finds it gone",
+      async () => {
+        if (!url) throw new Error("no PostgreSQL URL");
+        for (let i = 0; i < KEEP; i++) await deploy(store, "locked");
+        const [el] = await store.findElements(SCOPE, {
+          type: "DPL",
+          name: "locked",
+          folderId: folder,
+        });
+        assert.ok(el);
+        const lock = new pg.Client({ connectionString: url });
+        await lock.connect();
+        const waiting = async () =>
+          (
+            await lock.query<{ n: number }>(
+              "select count(*)::int as n from pg_locks where not granted",
+            )
+          ).rows[0]?.n ?? 0;
+        try {
+          // The deploy stops at its removal (which reads runs) holding the element's row.
+          await lock.query("begin; lock table runs in access exclusive mode");
+          const deployed = deploy(store, "locked").then(
+            (d) => d.version,
+            (e: unknown) => e,
+          );
+          await pollUntil(waiting, (n) => n >= 1, "the deploy waits at its removal");
+          // The rollback to version 1, the revision that removal takes, comes meanwhile.
+          const changed = store
+            .changeRelease({
+              elementId: el.id,
+              action: "ROLLBACK",
+              status: "APPROVED",
+              version: 1,
+              pins: null,
+              user: null,
+              now: T0,
+            })
+            .catch((e: unknown) => e);
+          await pollUntil(waiting, (n) => n >= 2, "the rollback waits for the deploy");
+          await lock.query("rollback");
+          const [d, c] = await Promise.all([deployed, changed]);
+          assert.equal(d, 4, `the deploy: ${String(d)}`);
+          assert.equal(c, false, `the rollback finds version 1 gone: ${String(c)}`);
+          assert.deepEqual(await revisions(el.id), [4, 3, 2]);
+          assert.equal((await store.elementById(SCOPE, el.id))?.releaseVersion, 4);
+        } finally {
+          await lock.end();
+        }
+      },
+    );
   });
 }
