@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { Logger } from "pino";
 import { MAX_NAME_BYTES } from "./artifacts/names.ts";
 import type { AuditTrail } from "./audit/audit-trail.ts";
+import { createByteBudget } from "./byte-budget.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { badRequest, ErrorCode, formatMessage, languageOf } from "./errors.ts";
@@ -13,7 +14,6 @@ import { auditRoutes } from "./http/audit-routes.ts";
 import { installBodyBudget } from "./http/body-budget.ts";
 import { browserGuard } from "./http/browser-guard.ts";
 import { bundleRoutes } from "./http/bundle-routes.ts";
-import { createByteBudget } from "./http/byte-budget.ts";
 import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { createDownloadBudget } from "./http/download-budget.ts";

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
+import type { ByteBudget } from "../byte-budget.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
-import type { ByteBudget } from "./byte-budget.ts";
 import { fail } from "./envelope.ts";
 
 /** An answer of at most this many characters takes nothing from the budget. */

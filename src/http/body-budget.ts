@@ -1,6 +1,6 @@
 import { Transform } from "node:stream";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { ByteBudget } from "./byte-budget.ts";
+import type { ByteBudget } from "../byte-budget.ts";
 
 /** A body of at most this many bytes, with its length stated, takes nothing from the budget. */
 const SMALL_BODY = 64 * 1024;

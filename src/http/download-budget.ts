@@ -1,4 +1,4 @@
-import { type ByteBudget, createByteBudget } from "./byte-budget.ts";
+import { type ByteBudget, createByteBudget } from "../byte-budget.ts";
 
 /**
  * Bytes of artifact downloads in flight on a node (docs/artifacts.md, "Downloads"): a download

@@ -1,4 +1,4 @@
-import { createByteBudget } from "../http/byte-budget.ts";
+import { createByteBudget } from "../byte-budget.ts";
 import type { ScopeFilter } from "../store/model.ts";
 
 /**

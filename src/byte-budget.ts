@@ -1,5 +1,5 @@
-import { ErrorCode, SluiceError } from "../errors.ts";
-import type { ScopeFilter } from "../store/model.ts";
+import { ErrorCode, SluiceError } from "./errors.ts";
+import type { ScopeFilter } from "./store/model.ts";
 
 /**
  * Bytes a node holds in memory for requests under way, bounded per app (all its spaces together)
