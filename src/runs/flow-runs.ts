@@ -10,7 +10,7 @@ import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
 import { maskDeep, maskOrder, maskText } from "../secrets/mask.ts";
 import type { SecretResolver, Secrets } from "../secrets/secrets.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
-import type { Run, ScopeFilter } from "../store/types.ts";
+import type { Run } from "../store/types.ts";
 import { cleanupAtRunEnd, workDirOf } from "./file-cleanup.ts";
 import { createRunPreparer, type Release, type StartRequest } from "./flow-run-prepare.ts";
 import {
@@ -36,12 +36,7 @@ export interface FlowRuns {
     timeoutS: number | undefined,
   ): Promise<Run>;
   execute(runId: string): Promise<void>;
-  waitForEnd(
-    scope: ScopeFilter,
-    runId: string,
-    timeoutS: number,
-    gone?: AbortSignal,
-  ): Promise<Run | undefined>;
+  waitForEnd: RunLifecycle<StartRequest>["waitForEnd"];
   terminate(run: Run): Promise<boolean>;
   /** A flow element changed (deploy, activate, deactivate): drop resolved locators. */
   forget(): void;

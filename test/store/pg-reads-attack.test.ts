@@ -3,11 +3,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
-import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { DF } from "../helpers/flows.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { seedFinishedRunsPg, user1Counts } from "../helpers/seed-runs.ts";
 import { OTHER_SCOPE, scopeHeaders } from "../helpers/server.ts";
+import { tenantCalls } from "../helpers/tenant-calls.ts";
 import { within } from "../helpers/wait.ts";
 
 /**
@@ -32,28 +33,7 @@ describe("a tenant's monitoring searches against the PostgreSQL store", () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-pg-reads-attack-"));
     dirs.push(dataDir);
     const server = await startProcess({ DATA_DIR: dataDir, DATABASE_URL: databaseUrl });
-    const call = async (headers: Record<string, string>, p: string, body?: unknown) => {
-      const r = await fetch(server.url + p, {
-        method: body === undefined ? "GET" : "POST",
-        headers,
-        signal: AbortSignal.timeout(120_000),
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      return (await r.json()) as { status: boolean; code: number; data: unknown };
-    };
-    const deploy = async (headers: Record<string, string>, name: string) => {
-      await call(headers, `${DF}/flow/deploy`, {
-        elementName: name,
-        revisionName: "r",
-        path: "/",
-        flow: NO_SCRIPT_FLOW,
-        configure: {},
-      });
-      assert.equal(
-        (await call(headers, `${DF}/flow/activate`, { elementName: name })).data,
-        "APPROVED",
-      );
-    };
+    const { call, deploy } = tenantCalls(server.url);
     try {
       await deploy(victim, "plain");
       await deploy(attacker, "hot");

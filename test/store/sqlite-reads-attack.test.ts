@@ -3,10 +3,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
+import { DF } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { seedFinishedRuns, user1Counts } from "../helpers/seed-runs.ts";
 import { OTHER_SCOPE, scopeHeaders } from "../helpers/server.ts";
+import { tenantCalls } from "../helpers/tenant-calls.ts";
 import { within } from "../helpers/wait.ts";
 
 /**
@@ -24,28 +25,7 @@ describe("a tenant's monitoring search against the embedded store", () => {
   it("another tenant's requests are answered while a search over a large flow reads its runs", async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-reads-attack-"));
     const server = await startProcess({ DATA_DIR: dataDir });
-    const call = async (headers: Record<string, string>, p: string, body?: unknown) => {
-      const r = await fetch(server.url + p, {
-        method: body === undefined ? "GET" : "POST",
-        headers,
-        signal: AbortSignal.timeout(60_000),
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      return (await r.json()) as { status: boolean; code: number; data: unknown };
-    };
-    const deploy = async (headers: Record<string, string>, name: string) => {
-      await call(headers, `${DF}/flow/deploy`, {
-        elementName: name,
-        revisionName: "r",
-        path: "/",
-        flow: NO_SCRIPT_FLOW,
-        configure: {},
-      });
-      assert.equal(
-        (await call(headers, `${DF}/flow/activate`, { elementName: name })).data,
-        "APPROVED",
-      );
-    };
+    const { call, deploy } = tenantCalls(server.url);
     try {
       await deploy(victim, "plain");
       await deploy(attacker, "hot");
