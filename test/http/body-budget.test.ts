@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import { DF } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
 import { rawRequest } from "../helpers/raw-http.ts";
-import { SCOPE, startServer, type TestServer } from "../helpers/server.ts";
+import { modeEnv, SCOPE, startServer, type TestServer } from "../helpers/server.ts";
 import { pollUntil } from "../helpers/wait.ts";
 
 /**
@@ -111,6 +111,7 @@ describe("bodies sent together by one app against a small heap", () => {
       DATA_DIR: dataDir,
       NODE_OPTIONS: "--max-old-space-size=256",
       LIMIT_BODY_BYTES_IN_FLIGHT: String(48 * 2 ** 20),
+      ...(await modeEnv()),
     });
     try {
       const body = JSON.stringify({
