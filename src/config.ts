@@ -40,6 +40,8 @@ export interface Config {
     maxRunS: number;
     queuedRuns: number;
     queuedRunsPerApp: number;
+    /** LIMIT_QUEUED_RUNS_RESERVE: the last places, for apps with few queued runs (docs/run-limits.md). */
+    queuedRunsReserve: number;
     /** LIMIT_SCHEDULED_STARTS_PER_APP: an app's cron ticks on their way at once (docs/scheduler.md). */
     scheduledStartsPerApp: number;
     nodeLogBytes: number;
@@ -430,6 +432,10 @@ function limitsConfig(env: Env): Config["limits"] {
     queuedRuns,
     // Half the whole by default: one app alone can never take every place (docs/run-limits.md).
     queuedRunsPerApp,
+    queuedRunsReserve: Math.min(
+      queuedRuns - 1,
+      Math.max(0, int(env, "LIMIT_QUEUED_RUNS_RESERVE", Math.floor(queuedRuns / 10))),
+    ),
     // More ticks on their way than the app's queue share could only be refused by it.
     scheduledStartsPerApp: Math.max(
       1,

@@ -29,9 +29,13 @@ export interface QueuedShare {
 export function createQueuedShare(deps: {
   store: Pick<RunLimitStore, "queuedRunsByApp">;
   clock: Clock;
-  limits: { queuedRuns: number; queuedRunsPerApp: number };
+  limits: { queuedRuns: number; queuedRunsPerApp: number; queuedRunsReserve: number };
 }): QueuedShare {
   const { store, clock, limits } = deps;
+  // The last places are for apps holding fewer than a tenth of them (docs/run-limits.md): full
+  // shares of two apps (half each, by default) would otherwise leave no place for a third.
+  const open = limits.queuedRuns - limits.queuedRunsReserve;
+  const small = Math.max(1, Math.ceil(limits.queuedRunsReserve / 10));
   /** The store's counts at the last read, and the runs admitted here since. */
   let read = new Map<string, number>();
   let readTotal = 0;
@@ -65,13 +69,17 @@ export function createQueuedShare(deps: {
     admitted * SPREAD >= limit - atRead;
   const stale = (app: string) =>
     !known ||
-    spent(sinceTotal, readTotal, limits.queuedRuns) ||
+    spent(sinceTotal, readTotal, open) ||
     spent(sinceOf(app), readOf(app), limits.queuedRunsPerApp);
+  const inReserve = (total: number, own: number) =>
+    limits.queuedRunsReserve > 0 && total >= open && own >= small;
   // Only other nodes' runs or runs starting change a count found full: other apps' admissions
   // here do not, so they do not make a refused app's read stale.
   const standing = (app: string) =>
     known &&
-    (readTotal >= limits.queuedRuns || readOf(app) >= limits.queuedRunsPerApp) &&
+    (readTotal >= limits.queuedRuns ||
+      readOf(app) >= limits.queuedRunsPerApp ||
+      inReserve(readTotal, readOf(app))) &&
     clock.now() - lastRecount < RECOUNT_MS;
   return {
     async admit(app) {
@@ -81,6 +89,10 @@ export function createQueuedShare(deps: {
       if (readOf(app) + sinceOf(app) >= limits.queuedRunsPerApp)
         throw new SluiceError(ErrorCode.TOO_MANY, [
           `app ${app} holds ${limits.queuedRunsPerApp} queued runs (LIMIT_QUEUED_RUNS_PER_APP)`,
+        ]);
+      if (inReserve(readTotal + sinceTotal, readOf(app) + sinceOf(app)))
+        throw new SluiceError(ErrorCode.TOO_MANY, [
+          `queue holds ${readTotal + sinceTotal} runs; its last ${limits.queuedRunsReserve} places are kept for apps with fewer than ${small} queued runs (LIMIT_QUEUED_RUNS_RESERVE)`,
         ]);
       since.set(app, sinceOf(app) + 1);
       sinceTotal += 1;

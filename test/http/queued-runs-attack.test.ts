@@ -61,8 +61,13 @@ const slowFlow = (url: string) => ({
 });
 
 /** Sends runs of the flow until one is refused; answers how many were accepted and the refusal. */
-async function flood(server: TestServer, name: string, most: number) {
-  const headers = scopeHeaders(ATTACKER);
+async function flood(
+  server: TestServer,
+  name: string,
+  most: number,
+  as: { app: string; space: string; user: string } = ATTACKER,
+) {
+  const headers = scopeHeaders(as);
   for (let accepted = 0; accepted < most; accepted++) {
     const r: Reply = await server.call("POST", `${DF}/run`, {
       headers,
@@ -106,6 +111,25 @@ describe("one app's waiting runs against the shared run queue", () => {
       });
       assert.equal(r.body.status, true, r.text);
     }
+  });
+
+  it("two apps that fill their shares leave the last places to a third app's runs", async () => {
+    sink = await startSink();
+    server = await startServer({ LIMIT_QUEUED_RUNS: String(BOUND), FLOW_CONCURRENCY: "2" });
+    const second = { app: "evil2", space: "s1", user: "trudy" };
+    await deployAndActivate(server, "slow", slowFlow(sink.url), {}, scopeHeaders(ATTACKER));
+    await deployAndActivate(server, "slow", slowFlow(sink.url), {}, scopeHeaders(second));
+    await deployAndActivate(server, "plain", NO_SCRIPT_FLOW);
+    assert.equal((await flood(server, "slow", 2)).accepted, 2);
+    await sink.until(2);
+    assert.equal((await flood(server, "slow", 5 * BOUND)).accepted, BOUND / 2);
+    // The second app's share is as large, but the last tenth of the places (the default
+    // LIMIT_QUEUED_RUNS_RESERVE) is kept for apps with few runs waiting.
+    const { accepted, refusal } = await flood(server, "slow", 5 * BOUND, second);
+    assert.equal(refusal?.code, 429);
+    assert.match(refusal?.message ?? "", /LIMIT_QUEUED_RUNS_RESERVE/);
+    assert.equal(accepted, BOUND / 2 - BOUND / 10, `${accepted} runs of the second app waiting`);
+    await otherAppWaits(server);
   });
 
   it("the runs of a limited flow waiting for its slot count against the app's share", async () => {

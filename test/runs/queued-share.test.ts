@@ -16,11 +16,20 @@ function fakeStore(initial: Record<string, number> = {}) {
   return s;
 }
 
-function share(store: ReturnType<typeof fakeStore>, queuedRuns: number, queuedRunsPerApp: number) {
+function share(
+  store: ReturnType<typeof fakeStore>,
+  queuedRuns: number,
+  queuedRunsPerApp: number,
+  queuedRunsReserve = 0,
+) {
   const clock = createFakeClock();
   return {
     clock,
-    share: createQueuedShare({ store, clock, limits: { queuedRuns, queuedRunsPerApp } }),
+    share: createQueuedShare({
+      store,
+      clock,
+      limits: { queuedRuns, queuedRunsPerApp, queuedRunsReserve },
+    }),
   };
 }
 
@@ -150,5 +159,27 @@ describe("the places for queued runs, attacked (docs/run-limits.md, Queued runs)
       await refused(s.admit("evil"), /LIMIT_QUEUED_RUNS_PER_APP/);
     }
     assert.ok(store.reads - before <= 1, `${store.reads - before} reads for 20 refusals`);
+  });
+
+  it("keeps the last places for apps with few queued runs: two full shares leave a third app room", async () => {
+    // 100 places, 50 per app, the last 20 for apps holding fewer than 2 (a tenth of the reserve).
+    const store = fakeStore({ a: 40, b: 40 });
+    const { share: s, clock } = share(store, 100, 50, 20);
+    await refused(
+      s.admit("a"),
+      /^too many requests: queue holds 80 runs; its last 20 places are kept for apps with fewer than 2 queued runs \(LIMIT_QUEUED_RUNS_RESERVE\)$/,
+    );
+    await refused(s.admit("b"), /LIMIT_QUEUED_RUNS_RESERVE/);
+    // A small app takes places of the reserve, up to the floor; so does every other small app.
+    await s.admit("c");
+    await s.admit("c");
+    store.queued.set("c", 2); // both committed and waiting
+    await refused(s.admit("c"), /LIMIT_QUEUED_RUNS_RESERVE/);
+    await s.admit("d");
+    // Below the reserve every app is admitted as before (once the read that refused is stale).
+    store.queued.set("a", 10);
+    store.queued.set("b", 10);
+    clock.advance(250);
+    await s.admit("a");
   });
 });

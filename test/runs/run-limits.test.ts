@@ -114,7 +114,7 @@ describe("a terminated waiting run (embedded)", () => {
         queued: createQueuedShare({
           store,
           clock: systemClock,
-          limits: { queuedRuns: 100, queuedRunsPerApp: 100 },
+          limits: { queuedRuns: 100, queuedRunsPerApp: 100, queuedRunsReserve: 0 },
         }),
         commitQueued: (run, job) => queue.submit(run, job, store),
         queueIsLocal: true,

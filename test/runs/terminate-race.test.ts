@@ -68,7 +68,7 @@ describe("a run terminated while its start commits", () => {
         queued: createQueuedShare({
           store,
           clock: systemClock,
-          limits: { queuedRuns: 100, queuedRunsPerApp: 100 },
+          limits: { queuedRuns: 100, queuedRunsPerApp: 100, queuedRunsReserve: 0 },
         }),
         commitQueued: (run, job) => queue.submit(run, job, store),
         queueIsLocal: true,
