@@ -152,6 +152,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }),
     config.limits.bodyBytes,
   );
+  // Before every route, so that every change is recorded in this one place.
+  if (deps.audit && deps.topology.servesApi) {
+    await app.register(auditHook, {
+      audit: deps.audit,
+      config,
+      clock: deps.clock,
+      schedules: deps.schedules && { store: deps.store, schedules: deps.schedules },
+    });
+  }
+  // After the audit trail's onSend: a change whose answer is refused is recorded as it happened.
   installAnswerBudget(
     app,
     createByteBudget({
@@ -162,15 +172,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       perAppSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP",
     }),
   );
-  // Before every route, so that every change is recorded in this one place.
-  if (deps.audit && deps.topology.servesApi) {
-    await app.register(auditHook, {
-      audit: deps.audit,
-      config,
-      clock: deps.clock,
-      schedules: deps.schedules && { store: deps.store, schedules: deps.schedules },
-    });
-  }
   // Before every route: swagger collects routes as they register; ops hooks must see them all.
   await registerOpenApi(app, config);
   const metrics = deps.metrics ?? createMetrics();

@@ -10,6 +10,8 @@ const STEP = 64 * 1024;
 interface Held {
   free: (() => void)[];
   reserved: number;
+  /** The answer was sent or the connection closed: what was reserved is given back. */
+  closed: boolean;
 }
 
 /**
@@ -28,9 +30,10 @@ export function installBodyBudget(
 ): void {
   const held = new WeakMap<FastifyRequest, Held>();
   app.addHook("onRequest", async (req, reply) => {
-    const state: Held = { free: [], reserved: 0 };
+    const state: Held = { free: [], reserved: 0, closed: false };
     held.set(req, state);
     const freeAll = () => {
+      state.closed = true;
       for (const free of state.free.splice(0)) free();
     };
     reply.raw.once("close", freeAll);
@@ -51,9 +54,20 @@ export function installBodyBudget(
     let received = 0;
     const counted = new Transform({
       transform(chunk: Buffer, _encoding, done) {
+        // Read after its answer (an inflater still emptying what it buffered once the parser
+        // refused the body, or its client went): nothing is reserved that nobody would give back,
+        // and the rest is not read.
+        if (state.closed) {
+          done(new Error("request body read after its answer"));
+          return;
+        }
         received += chunk.length;
-        if (received > Math.max(state.reserved, SMALL_BODY)) {
-          const step = Math.max(STEP, received - state.reserved);
+        // Past the body limit the parser refuses the body (413): a request never reserves more
+        // than an allowed body, so one alone always fits (docs/errors.md, "Bad input").
+        const needed = Math.min(received, bodyLimit);
+        if (needed > Math.max(state.reserved, SMALL_BODY)) {
+          const step =
+            Math.min(bodyLimit, Math.max(state.reserved + STEP, needed)) - state.reserved;
           try {
             state.free.push(budget.take(req.ctx.scope, step));
           } catch (err) {
