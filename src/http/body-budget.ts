@@ -18,8 +18,9 @@ interface Held {
  * Request bodies a node receives and handles at once, bounded per app and per node
  * (LIMIT_BODY_BYTES_IN_FLIGHT, docs/errors.md, "Bad input"): each is read whole and parsed, and
  * holds about four times its size until its answer; two hundred 8 MiB run parameters sent at
- * once took the process to 6.5 GB. A stated length is reserved before anything is read; a body
- * without one (chunked, or inflated from gzip) as it arrives. What was reserved comes back when
+ * once took the process to 6.5 GB. A body past 64 KiB is reserved as it arrives, in steps (a
+ * stated length only bounds it), so a client that sends slowly holds only what it sent. What was
+ * reserved comes back when
  * the answer is sent or the connection closes. Multipart uploads (internal callers, their own
  * limits: docs/script-service.md) are read by their route and not counted.
  */
@@ -32,25 +33,20 @@ export function installBodyBudget(
   app.addHook("onRequest", async (req, reply) => {
     const state: Held = { free: [], reserved: 0, closed: false };
     held.set(req, state);
-    const freeAll = () => {
+    reply.raw.once("close", () => {
       state.closed = true;
       for (const free of state.free.splice(0)) free();
-    };
-    reply.raw.once("close", freeAll);
-    const length = Number(req.headers["content-length"]);
-    // Past the body limit the parser refuses it (413) without reading: nothing to reserve.
-    if (!(length > SMALL_BODY) || length > bodyLimit || isMultipart(req)) return;
-    state.free.push(budget.take(req.ctx.scope, length));
-    state.reserved = length;
-    // A client gone before the listener was there: its close was heard by nobody.
-    if (reply.raw.destroyed || req.raw.socket?.destroyed) freeAll();
+    });
   });
   app.addHook("preParsing", async (req, _reply, payload) => {
     const state = held.get(req);
     if (!state || isMultipart(req)) return payload;
-    // A stated length bounds the body (Node's parser frames it): reserved already, or small. The
-    // body decoder (gzip-body.ts) drops the length of a body it inflates, which is counted.
-    if (req.headers["content-length"] !== undefined) return payload;
+    // A small stated length bounds the body (Node's parser frames it). Any other body is reserved
+    // as it arrives, not by what it states: a client that states 10 MiB and sends nothing would
+    // otherwise hold 10 MiB of the budget, using none, until Node's request timeout. The body
+    // decoder (gzip-body.ts) drops the length of a body it inflates, which is counted.
+    const length = Number(req.headers["content-length"]);
+    if (length <= SMALL_BODY) return payload;
     let received = 0;
     const counted = new Transform({
       transform(chunk: Buffer, _encoding, done) {

@@ -39,6 +39,9 @@ export function createRunLifecycle<Req extends RunRequest>(
   // A run that ended elsewhere (terminated through another node) while it executes here; or
   // before it does: terminated while its start was being committed, it stops as soon as it runs.
   events.onEnd((runId) => {
+    // A queued run that ended before it started (terminated, through this lifecycle or another)
+    // gives back its place among the runs kept in memory.
+    c.queuedHere.delete(runId);
     const ctl = c.active.get(runId);
     if (ctl) ctl.abort(new RunStop("terminate", "terminated"));
     else endedEarly.set(runId, true);
