@@ -140,18 +140,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Before the context: a cross-site request with the session cookie is refused unread.
   await app.register(browserGuard);
   await app.register(contextPlugin, { config, nowS: () => Math.floor(deps.clock.now() / 1000) });
+  const metrics = deps.metrics ?? createMetrics();
   // After the context, which names the app a body is counted against.
-  installBodyBudget(
-    app,
-    createByteBudget({
-      total: config.limits.bodyBytesInFlight,
-      perApp: config.limits.bodyBytesInFlightPerApp,
-      what: "request bodies",
-      totalSetting: "LIMIT_BODY_BYTES_IN_FLIGHT",
-      perAppSetting: "LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP",
-    }),
-    config.limits.bodyBytes,
-  );
+  const bodies = createByteBudget({
+    total: config.limits.bodyBytesInFlight,
+    perApp: config.limits.bodyBytesInFlightPerApp,
+    what: "request bodies",
+    totalSetting: "LIMIT_BODY_BYTES_IN_FLIGHT",
+    perAppSetting: "LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP",
+  });
+  metrics.watchBudget("body", bodies);
+  installBodyBudget(app, bodies, config.limits.bodyBytes);
   // Before every route, so that every change is recorded in this one place.
   if (deps.audit && deps.topology.servesApi) {
     await app.register(auditHook, {
@@ -162,19 +161,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     });
   }
   // After the audit trail's onSend: a change whose answer is refused is recorded as it happened.
-  installAnswerBudget(
-    app,
-    createByteBudget({
-      total: config.limits.answerBytesInFlight,
-      perApp: config.limits.answerBytesInFlightPerApp,
-      what: "answers not yet read",
-      totalSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT",
-      perAppSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP",
-    }),
-  );
+  const answers = createByteBudget({
+    total: config.limits.answerBytesInFlight,
+    perApp: config.limits.answerBytesInFlightPerApp,
+    what: "answers not yet read",
+    totalSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT",
+    perAppSetting: "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP",
+  });
+  metrics.watchBudget("answer", answers);
+  installAnswerBudget(app, answers);
   // Before every route: swagger collects routes as they register; ops hooks must see them all.
   await registerOpenApi(app, config);
-  const metrics = deps.metrics ?? createMetrics();
   // Event streams and long polls of both groups (docs/live-progress.md#bounds).
   const held = createHeldQuota(config.limits);
   metrics.watchHeld(held);
@@ -191,7 +188,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // A worker process answers only the root endpoints (health for orchestration).
   if (!deps.topology.servesApi) return app;
-  await registerServiceRoutes(app, deps, held);
+  await registerServiceRoutes(app, deps, held, metrics);
   await app.register(consoleRoutes, { store: deps.store, dataflowPrefix: config.dataflowPrefix });
   return app;
 }
@@ -201,8 +198,11 @@ async function registerServiceRoutes(
   app: FastifyInstance,
   deps: AppDeps,
   quota: HeldQuota,
+  metrics: Metrics,
 ): Promise<void> {
   const { config } = deps;
+  const downloads = createDownloadBudget(config.artifacts);
+  metrics.watchBudget("download", downloads);
   await app.register(
     async (dataflow) => {
       await dataflow.register(runRoutes, {
@@ -239,7 +239,7 @@ async function registerServiceRoutes(
         await dataflow.register(artifactRoutes, {
           store: deps.store,
           artifacts: deps.artifacts.store,
-          budget: createDownloadBudget(config.artifacts),
+          budget: downloads,
         });
       if (deps.retention)
         await dataflow.register(retentionRoutes, {

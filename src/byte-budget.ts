@@ -9,6 +9,13 @@ import type { ScopeFilter } from "./store/model.ts";
 export interface ByteBudget {
   /** Reserves `bytes` for `scope`, or a 429; the function given back frees them (once). */
   take(scope: ScopeFilter, bytes: number): () => void;
+  /** Bytes held now, and the reservations refused so far (the `sluice_budget_*` metrics). */
+  stats(): BudgetStats;
+}
+
+export interface BudgetStats {
+  held: number;
+  refused: number;
 }
 
 export interface ByteBudgetLimits {
@@ -23,19 +30,25 @@ export interface ByteBudgetLimits {
 export function createByteBudget(limits: ByteBudgetLimits): ByteBudget {
   const perApp = new Map<string, number>();
   let total = 0;
+  let refused = 0;
+  const refuse = (text: string) => {
+    refused += 1;
+    return new SluiceError(ErrorCode.TOO_MANY, [text]);
+  };
   return {
+    stats: () => ({ held: total, refused }),
     take(scope, bytes) {
       // Unscoped callers (auth off, no headers) share one count.
       const app = scope ? scope.app : "";
       const mine = perApp.get(app) ?? 0;
       if (mine + bytes > limits.perApp)
-        throw new SluiceError(ErrorCode.TOO_MANY, [
+        throw refuse(
           `${limits.what} of this app hold ${mine} bytes on this node; ${bytes} more would pass ${limits.perAppSetting} (${limits.perApp})`,
-        ]);
+        );
       if (total + bytes > limits.total)
-        throw new SluiceError(ErrorCode.TOO_MANY, [
+        throw refuse(
           `${limits.what} hold ${total} bytes on this node; ${bytes} more would pass ${limits.totalSetting} (${limits.total})`,
-        ]);
+        );
       perApp.set(app, mine + bytes);
       total += bytes;
       let freed = false;

@@ -85,6 +85,8 @@ export function createRuns(deps: {
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;
+  const memory = createRunMemory(config.limits);
+  deps.metrics.watchBudget("run", memory);
   const runDeps = {
     ...deps,
     store,
@@ -92,7 +94,7 @@ export function createRuns(deps: {
     limits: config.limits,
     queueIsLocal: topology.queueIsLocal,
     queued: createQueuedShare({ store, clock: deps.clock, limits: config.limits }),
-    memory: createRunMemory(config.limits),
+    memory,
     onScript: deps.metrics.timeScript,
     // The run's record and its queue job commit together (docs/cluster.md).
     commitQueued: (run: NewRun, job: RunJob) => queue.submit(run, job, store),

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { BudgetStats } from "../byte-budget.ts";
 import type { RunQueue } from "../queue/types.ts";
 import type { RunEvents, RunFacts } from "../runs/run-events.ts";
 import type { ScriptRunner, TaskOutcome } from "../scripts/runner-types.ts";
@@ -20,7 +21,11 @@ export interface Metrics {
   watch(queue: RunQueue, runner: ScriptRunner): void;
   /** The waiting requests of one HTTP application (docs/live-progress.md#bounds). */
   watchHeld(quota: Pick<HeldQuota, "held">): void;
+  /** A budget of bytes held in memory (docs/operations.md, "Metrics"); the latest per name. */
+  watchBudget(name: BudgetName, budget: { stats(): BudgetStats }): void;
 }
+
+export type BudgetName = "body" | "answer" | "download" | "run";
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600];
 
@@ -90,9 +95,12 @@ export function createMetrics(): Metrics {
     );
   }
 
+  const budgets = budgetSeries(registry);
+
   return {
     registry,
     httpDuration,
+    watchBudget: (name, budget) => budgets.set(name, budget),
     observe(events, store) {
       events.subscribe((e) => {
         if (e.type === "created") {
@@ -157,4 +165,38 @@ export function createMetrics(): Metrics {
       });
     },
   };
+}
+
+/**
+ * `sluice_budget_bytes` and `sluice_budget_refusals_total`, per budget, read at scrape time; a
+ * budget not built (a worker answers no bodies) shows 0.
+ */
+function budgetSeries(registry: Registry): Map<BudgetName, { stats(): BudgetStats }> {
+  const budgets = new Map<BudgetName, { stats(): BudgetStats }>();
+  const names: BudgetName[] = ["body", "answer", "download", "run"];
+  const counted = new Map<BudgetName, number>();
+  new Gauge({
+    name: "sluice_budget_bytes",
+    help: "Bytes held in memory under each budget on this node (bodies, answers, downloads, runs)",
+    labelNames: ["budget"] as const,
+    registers: [registry],
+    collect() {
+      for (const n of names) this.set({ budget: n }, budgets.get(n)?.stats().held ?? 0);
+    },
+  });
+  new Counter({
+    name: "sluice_budget_refusals_total",
+    help: "Requests, runs or nodes refused with 429 because a budget of bytes was full",
+    labelNames: ["budget"] as const,
+    registers: [registry],
+    collect() {
+      for (const n of names) {
+        // A counter only grows: what the budget refused since the last scrape.
+        const now = budgets.get(n)?.stats().refused ?? 0;
+        this.inc({ budget: n }, Math.max(0, now - (counted.get(n) ?? 0)));
+        counted.set(n, now);
+      }
+    },
+  });
+  return budgets;
 }

@@ -1,4 +1,4 @@
-import { createByteBudget } from "../byte-budget.ts";
+import { type BudgetStats, createByteBudget } from "../byte-budget.ts";
 import type { ScopeFilter } from "../store/model.ts";
 
 /**
@@ -12,6 +12,7 @@ import type { ScopeFilter } from "../store/model.ts";
 export interface RunMemory {
   /** The reservations of one run; `free` gives back every one of them (once). */
   hold(scope: ScopeFilter): RunHold;
+  stats(): BudgetStats;
 }
 
 export interface RunHold {
@@ -32,6 +33,7 @@ export function createRunMemory(limits: {
     perAppSetting: "LIMIT_RUN_BYTES_IN_FLIGHT_PER_APP",
   });
   return {
+    stats: () => budget.stats(),
     hold(scope) {
       const frees = new Set<() => void>();
       return {
@@ -56,4 +58,5 @@ export function createRunMemory(limits: {
 /** No bound: every reservation is granted (a lifecycle built without one). */
 export const UNBOUNDED_RUN_MEMORY: RunMemory = {
   hold: () => ({ take: () => () => {}, free: () => {} }),
+  stats: () => ({ held: 0, refused: 0 }),
 };

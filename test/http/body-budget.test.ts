@@ -94,6 +94,14 @@ describe("request bodies in flight, per app and per node", () => {
       "app a's next body refused while its first is read",
     );
     assert.match(refusal.message, /LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP/);
+    // An operator sees the bytes held and the refusals, per budget.
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const value = (name: string, budget: string) =>
+      Number(new RegExp(`^${name}\\{budget="${budget}"\\} (\\S+)$`, "m").exec(metrics)?.[1] ?? NaN);
+    assert.ok(value("sluice_budget_bytes", "body") >= 0.9 * MB, metrics);
+    assert.ok(value("sluice_budget_refusals_total", "body") >= 1, metrics);
+    for (const budget of ["answer", "download", "run"])
+      assert.equal(value("sluice_budget_refusals_total", budget), 0, budget);
     assert.notEqual(await codeOf(server, "b", 0.9 * MB), 429, "another app's body is read");
     first.destroy();
     // Once the first request's connection is gone its bytes come back.
