@@ -1,5 +1,6 @@
 import { buildApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
+import { heldRequestsWarning, openFilesLimit } from "./http/open-files.ts";
 import { createLogger } from "./logger.ts";
 import { waitForRunEnd } from "./runs/wait.ts";
 import { createServices, type Services } from "./services.ts";
@@ -25,6 +26,8 @@ export async function serve(role?: Config["role"]): Promise<void> {
       "auth is off and the service listens beyond loopback: anyone who can reach it acts as any app",
     );
   }
+  const openFiles = heldRequestsWarning(config.limits.heldRequests, openFilesLimit());
+  if (openFiles) logger.warn(openFiles);
   if (config.auth.mode === "signature" && Object.keys(config.auth.appSecrets).length === 0) {
     logger.warn("AUTH_MODE=signature but AUTH_APP_SECRETS is empty: no app token can be valid");
   }
