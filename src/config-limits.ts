@@ -1,0 +1,153 @@
+/**
+ * The request, output, run and memory limits of the configuration (src/config.ts), read from the
+ * environment (README, "Configuration"; docs/operations.md), and the readers the rest of the
+ * configuration shares.
+ */
+
+export type Env = Record<string, string | undefined>;
+
+export const MiB = 1024 * 1024;
+
+export function int(env: Env, key: string, fallback: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) throw new Error(`config: ${key} must be a number, got "${raw}"`);
+  return n;
+}
+
+export interface LimitsConfig {
+  bodyBytes: number;
+  /** Request bodies held at once on a node, and per app (docs/errors.md, "Bad input"). */
+  bodyBytesInFlight: number;
+  bodyBytesInFlightPerApp: number;
+  /** After an early error answer: unread body bytes dropped at most, and the longest silence. */
+  discardBytes: number;
+  discardIdleMs: number;
+  uploadFileBytes: number;
+  zipEntries: number;
+  zipUncompressedBytes: number;
+  outputBytes: number;
+  resultBytes: number;
+  maxWaitS: number;
+  maxRunS: number;
+  queuedRuns: number;
+  queuedRunsPerApp: number;
+  /** LIMIT_QUEUED_RUNS_RESERVE: the last places, for apps with few queued runs (docs/run-limits.md). */
+  queuedRunsReserve: number;
+  /** LIMIT_SCHEDULED_STARTS_PER_APP: an app's cron ticks on their way at once (docs/scheduler.md). */
+  scheduledStartsPerApp: number;
+  nodeLogBytes: number;
+  flowRunsAtOnce: number;
+  /** Open event streams per app and space (docs/live-progress.md). */
+  liveStreams: number;
+  /** LIMIT_REVISIONS_PER_FLOW; 0: no bound (docs/dataflow-service.md, "How many revisions are kept"). */
+  revisionsPerFlow: number;
+  /** LIMIT_VERSIONS_PER_SCRIPT; 0: no bound (docs/script-service.md, "How many versions are kept"). */
+  versionsPerScript: number;
+  /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
+  heldRequests: number;
+  heldRequestsPerApp: number;
+  /** Values executing runs hold on a node, and per app (docs/run-limits.md, "Values in memory"). */
+  runBytesInFlight: number;
+  runBytesInFlightPerApp: number;
+  /** JSON answers written and not yet read on a node, and per app (docs/errors.md, "Bad input"). */
+  answerBytesInFlight: number;
+  answerBytesInFlightPerApp: number;
+}
+
+/** Request, output and run limits (docs/operations.md). */
+export function limitsConfig(env: Env): LimitsConfig {
+  const queuedRuns = int(env, "LIMIT_QUEUED_RUNS", 10000);
+  const queuedRunsPerApp = Math.min(
+    queuedRuns,
+    Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
+  );
+  const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
+  const bodyBytes = int(env, "LIMIT_BODY_BYTES", 10 * MiB);
+  const resultBytes = int(env, "LIMIT_RESULT_BYTES", 16 * MiB);
+  // Both at least one whole body, so that any body the limit allows is taken when none other is.
+  const bodyBytesInFlight = Math.max(bodyBytes, int(env, "LIMIT_BODY_BYTES_IN_FLIGHT", 256 * MiB));
+  return {
+    bodyBytes,
+    bodyBytesInFlight,
+    bodyBytesInFlightPerApp: Math.min(
+      bodyBytesInFlight,
+      Math.max(
+        bodyBytes,
+        int(env, "LIMIT_BODY_BYTES_IN_FLIGHT_PER_APP", Math.ceil(bodyBytesInFlight / 2)),
+      ),
+    ),
+    discardBytes: int(env, "LIMIT_DISCARD_BYTES", 256 * MiB),
+    discardIdleMs: int(env, "LIMIT_DISCARD_IDLE_MS", 5000),
+    uploadFileBytes: int(env, "LIMIT_UPLOAD_FILE_BYTES", 50 * MiB),
+    zipEntries: int(env, "LIMIT_ZIP_ENTRIES", 1000),
+    zipUncompressedBytes: int(env, "LIMIT_ZIP_UNCOMPRESSED_BYTES", 100 * MiB),
+    outputBytes: int(env, "LIMIT_OUTPUT_BYTES", MiB),
+    resultBytes,
+    nodeLogBytes: int(env, "LIMIT_NODE_LOG_BYTES", MiB),
+    maxWaitS: int(env, "MAX_WAIT_S", 3600),
+    maxRunS: int(env, "MAX_RUN_S", 3600),
+    queuedRuns,
+    // Half the whole by default: one app alone can never take every place (docs/run-limits.md).
+    queuedRunsPerApp,
+    queuedRunsReserve: Math.min(
+      queuedRuns - 1,
+      Math.max(0, int(env, "LIMIT_QUEUED_RUNS_RESERVE", Math.floor(queuedRuns / 10))),
+    ),
+    // More ticks on their way than the app's queue share could only be refused by it.
+    scheduledStartsPerApp: Math.max(
+      1,
+      int(env, "LIMIT_SCHEDULED_STARTS_PER_APP", queuedRunsPerApp),
+    ),
+    flowRunsAtOnce: int(env, "FLOW_CONCURRENCY", 1024),
+    liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
+    revisionsPerFlow: keptCount(env, "LIMIT_REVISIONS_PER_FLOW"),
+    versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
+    heldRequests,
+    heldRequestsPerApp: Math.min(
+      heldRequests,
+      Math.max(1, int(env, "LIMIT_HELD_REQUESTS_PER_APP", Math.ceil(heldRequests / 4))),
+    ),
+    ...runBytesConfig(env, Math.max(bodyBytes, resultBytes)),
+    // The largest answer: a run's detail (its parameter, result and node logs).
+    ...answerBytesConfig(env, bodyBytes + 2 * resultBytes),
+  };
+}
+
+/** LIMIT_ANSWER_BYTES_IN_FLIGHT and its per-app share (half by default), each at least `one`. */
+function answerBytesConfig(env: Env, one: number) {
+  const total = Math.max(one, int(env, "LIMIT_ANSWER_BYTES_IN_FLIGHT", 256 * MiB));
+  const perApp = int(env, "LIMIT_ANSWER_BYTES_IN_FLIGHT_PER_APP", Math.ceil(total / 2));
+  return {
+    answerBytesInFlight: total,
+    answerBytesInFlightPerApp: Math.min(total, Math.max(one, perApp)),
+  };
+}
+
+/**
+ * LIMIT_RUN_BYTES_IN_FLIGHT and its per-app share (half by default), each at least `one`: the
+ * largest parameter or value one run may hold, so any run fits when nothing else executes.
+ */
+function runBytesConfig(env: Env, one: number) {
+  const runBytesInFlight = Math.max(one, int(env, "LIMIT_RUN_BYTES_IN_FLIGHT", 256 * MiB));
+  const perApp = int(env, "LIMIT_RUN_BYTES_IN_FLIGHT_PER_APP", Math.ceil(runBytesInFlight / 2));
+  return {
+    runBytesInFlight,
+    runBytesInFlightPerApp: Math.min(runBytesInFlight, Math.max(one, perApp)),
+  };
+}
+
+/**
+ * Revisions or versions one element keeps (default 100; 0: no bound). A version number is a
+ * 32-bit integer, so a bound above 10^9 bounds nothing; anything else stops the service at start.
+ */
+function keptCount(env: Env, key: string): number {
+  const raw = env[key];
+  const n = raw === undefined || raw === "" ? 100 : Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0 || n > 1_000_000_000)
+    throw new Error(
+      `config: ${key} must be a whole number from 0 (no bound) to 1000000000, got "${env[key]}"`,
+    );
+  return n;
+}
