@@ -20,7 +20,10 @@ interface Logger {
   warn(obj: unknown, msg?: string): void;
 }
 
-type Message = { w: string } | { r: string; s: ProgressSnapshot | null; e: ProgressEvent[] };
+export type RelayMessage =
+  | { w: string }
+  | { r: string; s: ProgressSnapshot | null; e: ProgressEvent[] };
+type Message = RelayMessage;
 
 export interface PgProgressRelay {
   close(): Promise<void>;
@@ -45,7 +48,7 @@ export async function startPgProgressRelay(opts: {
   let retry: TimerHandle | undefined;
 
   const flush = () => {
-    const batch = pending.flatMap(split).map((m) => `${tag}:${JSON.stringify(m)}`);
+    const batch = relayPayloads(tag, pending);
     pending = [];
     if (closed || batch.length === 0) return;
     // Not retried: live progress is best effort; the record is the truth at the end.
@@ -113,6 +116,11 @@ export async function startPgProgressRelay(opts: {
       await pub.end().catch(() => {});
     },
   };
+}
+
+/** The payloads that carry `messages`, each tagged `<tag>:` (one message may take several). */
+export function relayPayloads(tag: string, messages: readonly Message[]): string[] {
+  return messages.flatMap(split).map((m) => `${tag}:${JSON.stringify(m)}`);
 }
 
 const size = (m: Message) => Buffer.byteLength(JSON.stringify(m)) + 20;
