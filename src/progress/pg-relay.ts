@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { ProgressHub, ProgressRelay } from "./hub.ts";
-import type { ProgressEvent, ProgressSnapshot } from "./types.ts";
+import type { NodeState, ProgressEvent, ProgressSnapshot } from "./types.ts";
 
 /**
  * Live progress between nodes over PostgreSQL NOTIFY (docs/live-progress.md, "In a cluster"). An
@@ -139,7 +139,9 @@ function split(m: Message): Message[] {
     out.push(cur);
     cur = { r: m.r, s: m.s && { seq: m.s.seq, nodes: [] }, e: [] };
   };
-  for (const n of nodes) {
+  for (const raw of nodes) {
+    const n = fittedNode(raw);
+    if (!n) continue; // its ID alone is too long to cross: watchers elsewhere go without it
     cur.s?.nodes.push(n);
     if (size(cur) > MAX_PAYLOAD) {
       cur.s?.nodes.pop();
@@ -150,7 +152,8 @@ function split(m: Message): Message[] {
   for (const e of m.e) {
     const fit = fitted(e);
     cur.e.push(fit);
-    if (size(cur) > MAX_PAYLOAD && cur.e.length > 1) {
+    // Alone in a payload it fits (fitted): move it to a fresh one, also past the snapshot's nodes.
+    if (size(cur) > MAX_PAYLOAD && (cur.e.length > 1 || (cur.s?.nodes.length ?? 0) > 0)) {
       cur.e.pop();
       next();
       cur.e.push(fit);
@@ -160,11 +163,42 @@ function split(m: Message): Message[] {
   return out;
 }
 
-/** An output event whose text alone would not fit a payload keeps its start. */
+/** Most one event or node state may take, leaving room for the message around it. */
+const MAX_ONE = MAX_PAYLOAD - 400;
+/** A node state fits in less: an event carries it with its kind and number around it. */
+const fits = (x: unknown, room = MAX_ONE) => Buffer.byteLength(JSON.stringify(x)) <= room;
+const CUT_NOTE = "\n[cut for the cluster relay]\n";
+
+/** `text` halved until `ok` holds for it with the note (or nothing is left), noted when cut. */
+function cut(text: string, ok: (t: string) => boolean): string {
+  if (ok(text)) return text;
+  let t = text;
+  while (t.length > 0 && !ok(`${t}${CUT_NOTE}`)) t = t.slice(0, Math.floor(t.length / 2));
+  return `${t}${CUT_NOTE}`;
+}
+
+/**
+ * An event too large for one payload: an output's text or a node's error keeps its start; one
+ * still too large (a node ID that long) crosses as a gap of one event.
+ */
 function fitted(e: ProgressEvent): ProgressEvent {
-  if (e.kind !== "output") return e;
-  let text = e.text;
-  while (Buffer.byteLength(JSON.stringify({ ...e, text })) > MAX_PAYLOAD - 400)
-    text = text.slice(0, Math.floor(text.length / 2));
-  return text === e.text ? e : { ...e, text: `${text}\n[cut for the cluster relay]\n` };
+  if (fits(e)) return e;
+  if (e.kind === "output") {
+    const out = { ...e, text: cut(e.text, (text) => fits({ ...e, text })) };
+    if (fits(out)) return out;
+  }
+  if (e.kind === "node") {
+    const node = fittedNode(e.node);
+    if (node && fits({ ...e, node })) return { ...e, node };
+  }
+  return { kind: "gap", seq: e.seq, dropped: 1 };
+}
+
+/** A node state with its error cut to fit a payload; undefined when even that does not fit. */
+function fittedNode(n: NodeState): NodeState | undefined {
+  const room = MAX_ONE - 200;
+  if (fits(n, room)) return n;
+  if (n.error === undefined) return undefined;
+  const out = { ...n, error: cut(n.error, (error) => fits({ ...n, error }, room)) };
+  return fits(out, room) ? out : undefined;
 }
