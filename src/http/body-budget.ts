@@ -29,24 +29,24 @@ export function installBodyBudget(
   budget: ByteBudget,
   bodyLimit: number,
 ): void {
-  const held = new WeakMap<FastifyRequest, Held>();
-  app.addHook("onRequest", async (req, reply) => {
-    const state: Held = { free: [], reserved: 0, closed: false };
-    held.set(req, state);
+  app.addHook("preParsing", async (req, reply, payload) => {
+    if (isMultipart(req)) return payload;
+    // A small stated length bounds the body (Node's parser frames it), and a request that states
+    // none and is not chunked has none. Any other body is reserved as it arrives, not by what it
+    // states: a client that states 10 MiB and sends nothing would otherwise hold 10 MiB of the
+    // budget, using none, until Node's request timeout. The body decoder (gzip-body.ts) drops the
+    // length of a body it inflates, which is counted.
+    const length = Number(req.headers["content-length"]);
+    const unstated =
+      req.headers["transfer-encoding"] !== undefined ||
+      req.headers["content-encoding"] !== undefined;
+    if (!(length > SMALL_BODY) && !unstated) return payload;
+    // A client gone before the listener was there: its close was heard by nobody.
+    const state: Held = { free: [], reserved: 0, closed: reply.raw.destroyed };
     reply.raw.once("close", () => {
       state.closed = true;
       for (const free of state.free.splice(0)) free();
     });
-  });
-  app.addHook("preParsing", async (req, _reply, payload) => {
-    const state = held.get(req);
-    if (!state || isMultipart(req)) return payload;
-    // A small stated length bounds the body (Node's parser frames it). Any other body is reserved
-    // as it arrives, not by what it states: a client that states 10 MiB and sends nothing would
-    // otherwise hold 10 MiB of the budget, using none, until Node's request timeout. The body
-    // decoder (gzip-body.ts) drops the length of a body it inflates, which is counted.
-    const length = Number(req.headers["content-length"]);
-    if (length <= SMALL_BODY) return payload;
     let received = 0;
     const counted = new Transform({
       transform(chunk: Buffer, _encoding, done) {
