@@ -12,8 +12,8 @@ import pg from "pg";
 export interface TestPostgres {
   /** Connection URL of a database in this cluster. */
   url(dbName: string): string;
-  /** Creates a fresh, empty database and returns its URL. */
-  createDatabase(): Promise<string>;
+  /** Creates a fresh database, empty or a copy of `template`, and returns its URL. */
+  createDatabase(opts?: { template?: string }): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -237,12 +237,13 @@ function handle(child: ChildProcess, port: number, dir: string): TestPostgres {
 
   return {
     url,
-    async createDatabase() {
+    async createDatabase(opts = {}) {
       const name = `t${process.pid}_${++counter}_${Date.now().toString(36)}`;
       const client = new pg.Client({ connectionString: url("postgres") });
       await client.connect();
       try {
-        await client.query(`CREATE DATABASE "${name}"`);
+        const template = opts.template ? ` TEMPLATE "${opts.template}"` : "";
+        await client.query(`CREATE DATABASE "${name}"${template}`);
       } finally {
         await client.end();
       }

@@ -3,12 +3,14 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
+import { PgBoss } from "pg-boss";
 import pino from "pino";
 import { buildApp } from "../../src/app.ts";
 import type { Clock } from "../../src/clock.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import { createServices, type Services } from "../../src/services.ts";
-import { startPostgres } from "./pg.ts";
+import { openStore } from "../../src/store/open-store.ts";
+import { startPostgres, type TestPostgres } from "./pg.ts";
 
 /**
  * `SLUICE_TEST_MODE=cluster` runs the same HTTP suites against PostgreSQL (pg-boss queue, NOTIFY
@@ -21,7 +23,32 @@ export const TEST_MODE: "embedded" | "cluster" =
 export async function modeEnv(): Promise<Record<string, string>> {
   if (TEST_MODE !== "cluster") return {};
   const pg = await startPostgres();
-  return { DATABASE_URL: await pg.createDatabase() };
+  return { DATABASE_URL: await pg.createDatabase({ template: await migratedTemplate(pg) }) };
+}
+
+const templates = new WeakMap<TestPostgres, Promise<string>>();
+
+/**
+ * A database of this test process's cluster with the store's migrations and the queue's schema
+ * applied once, which each server's database copies: the copy takes a tenth of the 0.3–0.4 s
+ * that applying them took per server. The service still runs its own start-up checks on the copy.
+ */
+function migratedTemplate(pg: TestPostgres): Promise<string> {
+  let made = templates.get(pg);
+  if (!made) {
+    made = (async () => {
+      const url = await pg.createDatabase();
+      const store = await openStore({ databaseUrl: url, dataDir: os.tmpdir() });
+      await store.close();
+      const boss = new PgBoss({ connectionString: url, schedule: false });
+      boss.on("error", () => {});
+      await boss.start();
+      await boss.stop({ graceful: false, close: true });
+      return new URL(url).pathname.slice(1);
+    })();
+    templates.set(pg, made);
+  }
+  return made;
 }
 
 export interface TestServer {
