@@ -237,7 +237,7 @@ async function assemble(deps: {
     config: errorHandlerConfig(config),
   });
   // What a dead process owed (docs/error-handlers.md, "Durable"): every other holder's when this
-  // process owns the database, else those of nodes that stopped beating.
+  // process owns the database (at start), else those of nodes that stopped beating (and on a timer).
   const owed = createOwedSweep({
     notices,
     handlers: errorHandlers,
@@ -248,7 +248,8 @@ async function assemble(deps: {
       takeAll: topology.ownsDatabase,
       heartbeatTimeoutMs: config.heartbeatTimeoutMs,
       windowMs: config.flowConfig.handlerRecoverMs,
-      everyMs: config.heartbeatMs,
+      // Owning the database, no other holder appears after the start's sweep: no timer.
+      everyMs: topology.ownsDatabase ? 0 : config.heartbeatMs,
     },
   });
   const webhooks = createWebhooks({
