@@ -78,6 +78,8 @@ export interface Config {
     handlerBackoffMs: number;
     /** Bot and mail notifications under way at once on a node (docs/error-handlers.md). */
     handlerConcurrency: number;
+    /** Owed notifications of runs ended longer ago are not sent (docs/error-handlers.md). */
+    handlerRecoverMs: number;
     webhookTimeoutMs: number;
     customHandlerWaitS: number;
     fileRetentionDays: number;
@@ -358,6 +360,7 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
     handlerAttempts: Math.max(1, int(env, "ERROR_HANDLER_ATTEMPTS", 3)),
     handlerBackoffMs: int(env, "ERROR_HANDLER_BACKOFF_MS", 2000),
     handlerConcurrency: Math.max(1, int(env, "ERROR_HANDLER_CONCURRENCY", 32)),
+    handlerRecoverMs: int(env, "ERROR_HANDLER_RECOVER_HOURS", 24) * 3_600_000,
     webhookTimeoutMs: int(env, "WEBHOOK_TIMEOUT_MS", 10000),
     customHandlerWaitS: int(env, "CUSTOM_HANDLER_WAIT_S", 300),
     fileRetentionDays: int(env, "FILE_RETENTION_DAYS", 7),

@@ -96,9 +96,9 @@ async function drain(services: Services, graceMs: number): Promise<void> {
 }
 
 /**
- * Error-handler notifications are kept in memory only (docs/error-handlers.md): those under way,
- * a retry's backoff included, are given what is left of the grace period before the process
- * exits, and any still unsent then are logged with their count.
+ * Error-handler notifications under way (docs/error-handlers.md), a retry's backoff included, are
+ * given what is left of the grace period before the process exits; any still unsent then are
+ * logged with their count and stay owed in the store, for the next start or another node.
  */
 async function notificationsSent(services: Services, deadline: number): Promise<void> {
   const { errorHandlers, clock, logger } = services;

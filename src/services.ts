@@ -14,6 +14,7 @@ import { createProgressHub, type ProgressHub } from "./progress/hub.ts";
 import { startPgProgressRelay } from "./progress/pg-relay.ts";
 import type { RunQueue } from "./queue/types.ts";
 import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/index.ts";
+import { createOwedSweep } from "./runs/error-handlers/recover.ts";
 import type { FileSweeper } from "./runs/file-cleanup.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
@@ -38,6 +39,7 @@ import {
 } from "./service-parts.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
+import { createNoticeStore } from "./store/kysely-notices.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import { createRetentionStore } from "./store/retention-store.ts";
@@ -223,14 +225,32 @@ async function assemble(deps: {
   });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
+  const notices = createNoticeStore(store.db, store.dialect);
   const errorHandlers = createErrorHandlers({
     store,
+    notices,
     flows,
     tasks,
     events,
     clock,
     logger,
     config: errorHandlerConfig(config),
+  });
+  // What a dead process owed (docs/error-handlers.md, "Durable"): every other holder's when this
+  // process owns the database (at start), else those of nodes that stopped beating (and on a timer).
+  const owed = createOwedSweep({
+    notices,
+    handlers: errorHandlers,
+    clock,
+    logger,
+    nodeId,
+    config: {
+      takeAll: topology.ownsDatabase,
+      heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+      windowMs: config.flowConfig.handlerRecoverMs,
+      // Owning the database, no other holder appears after the start's sweep: no timer.
+      everyMs: topology.ownsDatabase ? 0 : config.heartbeatMs,
+    },
   });
   const webhooks = createWebhooks({
     store,
@@ -251,6 +271,8 @@ async function assemble(deps: {
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
+  // After recovery too: the runs it failed are notified by the ended events it published.
+  await owed.start();
   audit.start();
 
   // A later part that fails to start stops what started here (createServices closes the rest).
@@ -265,6 +287,7 @@ async function assemble(deps: {
   }).catch(async (err: unknown) => {
     await closeAll([
       () => recovery.stop(),
+      () => owed.stop(),
       () => webhooks.stop(),
       () => audit.stop(),
       () => expressionPool.close(),
@@ -318,6 +341,7 @@ async function assemble(deps: {
         () => retention.stop(),
         () => envCollector.stop(),
         () => recovery.stop(),
+        () => owed.stop(),
         () => queue.stop(),
         () => expressionPool.close(),
         () => webhooks.stop(),

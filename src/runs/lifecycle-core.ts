@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.ts";
 import { errorText, SluiceError } from "../errors.ts";
 import { type NewRun, type Run, type RunEnd, type Store, TERMINAL } from "../store/types.ts";
+import { owedEnd } from "./error-handlers/owed.ts";
 import type { ExecRun, LifecycleDeps, RunExecutor, RunRequest } from "./lifecycle-types.ts";
 import { type Execution, limitMessage, RunStop, toEnd } from "./outcome.ts";
 import type { QueuedHere } from "./queued-here.ts";
@@ -96,7 +97,9 @@ export async function run<Req extends RunRequest>(
 ) {
   const { store, events, deps } = c;
   const { pending } = opts;
-  const { end, configure, afterEnd } = await executeLimited(c, rec, parameter, opts.refused);
+  const ex = await executeLimited(c, rec, parameter, opts.refused);
+  const { configure, afterEnd } = ex;
+  const end = owedEnd(ex.end, rec.elementType, configure, deps.nodeId);
   let recorded = false;
   try {
     recorded = await recordEnd(store, pending, rec.id, end);

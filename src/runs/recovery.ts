@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { RunJob, RunQueue } from "../queue/types.ts";
-import type { Run, Store } from "../store/types.ts";
+import type { Run, RunEnd, Store } from "../store/types.ts";
 import type { RunEvents } from "./run-events.ts";
 
 /**
@@ -69,13 +69,21 @@ export function createRecovery(deps: RecoveryDeps): Recovery {
   };
 }
 
-async function fail(r: RecoveryState, runId: string, message: string): Promise<boolean> {
-  const { store, clock, events } = r.deps;
-  const end = {
+async function fail(
+  r: RecoveryState,
+  run: Pick<Run, "id" | "elementType">,
+  message: string,
+): Promise<boolean> {
+  const { store, clock, events, nodeId } = r.deps;
+  const runId = run.id;
+  // A flow run's release is not read here: its end is marked as owing notifications whatever it
+  // says, and the error handlers clear the mark of one without handlers (docs/error-handlers.md).
+  const end: RunEnd = {
     status: "FAILURE" as const,
     endTime: clock.now(),
     summary: message,
     error: message,
+    ...(run.elementType === "DPL" ? { notifyBy: nodeId } : {}),
   };
   const ended = await store.endRun(runId, end);
   // Published like any other end: waiters wake, metrics count it, error handlers are called.
@@ -119,7 +127,7 @@ async function sweep(r: RecoveryState): Promise<Recovered> {
   for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
     if (run.nodeId === deps.nodeId) continue;
     const message = `node ${run.nodeId ?? "unknown"} stopped sending heartbeats for ${deps.heartbeatTimeoutMs / 1000}s while this run was executing; the run was lost`;
-    if (await fail(r, run.id, message)) failed++;
+    if (await fail(r, run, message)) failed++;
   }
   if (failed > 0) deps.logger.warn({ failed }, "failed runs of dead nodes");
   // After the dead nodes' runs failed: their slots are free for the runs that wait.
@@ -148,11 +156,7 @@ async function recoverAtStart(r: RecoveryState): Promise<Recovered> {
   for (const run of await store.unfinishedRuns(["STARTED"])) {
     const what = run.elementType === "PY" ? "task" : "run";
     if (
-      await fail(
-        r,
-        run.id,
-        `the service restarted while this ${what} was executing; it was stopped`,
-      )
+      await fail(r, run, `the service restarted while this ${what} was executing; it was stopped`)
     )
       failed++;
   }

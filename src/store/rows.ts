@@ -63,7 +63,7 @@ export function toScript(row: ElementRow & { content: Uint8Array | null }): Scri
   };
 }
 
-export function toRun(row: Selectable<RunTable>): Run {
+export function toRun(row: Omit<Selectable<RunTable>, "notify_node">): Run {
   return {
     id: row.id,
     scope: { app: row.app, space: row.space },

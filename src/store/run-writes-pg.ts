@@ -42,7 +42,7 @@ async function endCounted(
 ): Promise<Map<string, CounterKey>> {
   const values = endValues(ends);
   const { rows } = await sql<CounterKey & { id: string }>`
-    with v (id, status, end_time, summary, result, error, stdout, stderr, detail) as (
+    with v (id, status, end_time, summary, result, error, stdout, stderr, detail, notify_node) as (
       values ${sql.join(values)}
     ), e as (
       update runs set
@@ -50,7 +50,7 @@ async function endCounted(
         end_time = cast(v.end_time as bigint),
         duration = cast(v.end_time as bigint) - coalesce(runs.start_time, runs.create_time),
         summary = v.summary, result = v.result, error = v.error,
-        stdout = v.stdout, stderr = v.stderr, detail = v.detail
+        stdout = v.stdout, stderr = v.stderr, detail = v.detail, notify_node = v.notify_node
       from v
       where runs.id = v.id and (runs.status || '') in ('QUEUED', 'STARTED')
       returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status

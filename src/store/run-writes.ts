@@ -335,7 +335,7 @@ async function endAll(
       end_time = cast(v.column3 as bigint),
       duration = cast(v.column3 as bigint) - coalesce(runs.start_time, runs.create_time),
       summary = v.column4, result = v.column5, error = v.column6,
-      stdout = v.column7, stderr = v.column8, detail = v.column9
+      stdout = v.column7, stderr = v.column8, detail = v.column9, notify_node = v.column10
     from (values ${sql.join(rows)}) as v
     where runs.id = v.column1 and (runs.status || '') in ('QUEUED', 'STARTED')
     returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status`.execute(
@@ -344,11 +344,15 @@ async function endAll(
   return new Map(changed.map((r) => [r.id, r]));
 }
 
-/** The `VALUES` rows of ends: id, status, end time, summary, result, error, stdout, stderr, detail. */
+/**
+ * The `VALUES` rows of ends: id, status, end time, summary, result, error, stdout, stderr, detail,
+ * and the node owing the run's error-handler notifications (null for nearly every end): the mark
+ * is written by the statement that records the end, no other (docs/error-handlers.md, "Durable").
+ */
 export const endValues = (ends: readonly EndRow[]) =>
   ends.map(
     ({ id, c }) =>
-      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail})`,
+      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail}, ${c.notify_node})`,
   );
 
 const UNFINISHED = {
@@ -360,6 +364,7 @@ const UNFINISHED = {
   stdout: null,
   stderr: null,
   detail: null,
+  notify_node: null,
 };
 
 function endColumns(end: RunEnd, startTime: number) {
@@ -373,6 +378,7 @@ function endColumns(end: RunEnd, startTime: number) {
     stdout: end.stdout ?? null,
     stderr: end.stderr ?? null,
     detail: end.detail ? JSON.stringify(end.detail) : null,
+    notify_node: end.notifyBy ?? null,
   };
 }
 

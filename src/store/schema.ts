@@ -177,6 +177,11 @@ export interface RunTable {
   run_limit: number | null;
   /** Migration 012: JSON WebhookTarget[] the run calls when it ends (docs/webhooks.md); null: none. */
   webhooks: string | null;
+  /**
+   * Migration 021: the node that owes this FAILURE's error-handler notifications, until their
+   * outcomes are recorded (docs/error-handlers.md); null: none owed.
+   */
+  notify_node: string | null;
 }
 
 /** Migration 012: the webhook outbox (docs/webhooks.md). */

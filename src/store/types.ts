@@ -76,6 +76,12 @@ export interface RunEnd {
   stdout?: string | null;
   stderr?: string | null;
   detail?: Record<string, unknown> | null;
+  /**
+   * The node that owes the run's error-handler notifications, written with the end
+   * (`runs.notify_node`) and cleared once their outcomes are recorded (docs/error-handlers.md).
+   * Absent for every end that owes none: SUCCESS, CANCELED, a FAILURE without handlers.
+   */
+  notifyBy?: string | null;
 }
 
 export interface ElementQuery {

@@ -6,22 +6,18 @@
 import { LRUCache } from "lru-cache";
 import { type Clock, sleep } from "../../clock.ts";
 import type { Language } from "../../errors.ts";
-import { type Configure, normalizeConfigure } from "../../flows/graph.ts";
+import type { Configure } from "../../flows/graph.ts";
 import type { TaskService } from "../../scripts/task-service.ts";
+import type { NoticeStore } from "../../store/kysely-notices.ts";
 import type { ErrorHandlerResult, Run, RunEnd, Store } from "../../store/types.ts";
-import { createTurnSlots, TooManyWaiting, type TurnSlots } from "../../turn-slots.ts";
+import { createTurnSlots, type TurnSlots } from "../../turn-slots.ts";
 import type { FlowRuns } from "../flow-runs.ts";
 import type { RunEvent, RunEvents, RunFacts } from "../run-events.ts";
-import { botHandler } from "./bot.ts";
-import { customHandler, HandlerRunError } from "./custom.ts";
-import { emailHandler } from "./email.ts";
+import { handlersOf, invoke } from "./invoke.ts";
+import { configureOf, startedByHandler } from "./lookups.ts";
 import { t } from "./messages.ts";
-import {
-  type FailureEvent,
-  type Handler,
-  type HandlerEventType,
-  PermanentHandlerError,
-} from "./types.ts";
+import { hasHandlers } from "./owed.ts";
+import type { FailureEvent, Handler, HandlerEventType } from "./types.ts";
 
 /** Notifications of one app waiting for a slot at most; past it one is recorded as not sent. */
 const WAITING_PER_APP = 1000;
@@ -51,6 +47,11 @@ export interface ErrorHandlerDeps {
   clock: Clock;
   logger: { error(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
   config: ErrorHandlerConfig;
+  /**
+   * Where a FAILURE's owed notifications are cleared once their outcomes are recorded
+   * (docs/error-handlers.md, "Durable"). Absent (tests over a fake store): nothing is cleared.
+   */
+  notices?: Pick<NoticeStore, "clear"> | undefined;
   /** Backoff sleep; tests pass an instant one. Default: a clock timer. */
   sleep?: (ms: number) => Promise<void>;
 }
@@ -63,6 +64,11 @@ export interface ErrorHandlers {
     event: HandlerEventType,
     error?: string,
   ): Promise<ErrorHandlerResult[]>;
+  /**
+   * Sends a FAILURE's owed notifications this node has taken over (`holder`: its mark), but for
+   * the handlers whose outcome is recorded already, then clears the mark. Resolves once done.
+   */
+  resend(runId: string, holder: string): Promise<void>;
   /** Resolves once every notification under way has been recorded (tests, shutdown). */
   idle(): Promise<void>;
   /** Runs whose notifications are under way: sending, waiting for a slot or for a retry. */
@@ -119,6 +125,7 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
   });
   return {
     notify: (run, configure, event, error) => notify(s, run, configure, event, error),
+    resend: (runId, holder) => track(s, resend(s, runId, holder)),
     async idle() {
       while (s.inFlight.size > 0) await Promise.all(s.inFlight);
     },
@@ -132,12 +139,14 @@ async function notify(
   configure: Configure,
   type: HandlerEventType,
   error?: string,
+  /** Kinds whose outcome is recorded already (a notification taken over after a crash). */
+  done: ReadonlySet<string> = new Set(),
 ): Promise<ErrorHandlerResult[]> {
   const event = eventOf(run, type, error);
   const handlers = handlersOf(s, configure, (id) => {
     s.handlerRuns.set(id, true);
     return () => s.handlerRuns.delete(id);
-  });
+  }).filter((h) => !done.has(h.kind));
   return Promise.all(handlers.map((h) => invokeAndRecord(s, h, run, event)));
 }
 
@@ -175,14 +184,30 @@ async function invokeAndRecord(
   return r;
 }
 
-function track(s: Handlers, p: Promise<unknown>): void {
+function track(s: Handlers, p: Promise<unknown>): Promise<void> {
   const q = p
+    .then(() => undefined)
     .catch((err: unknown) => s.logger.error({ err }, "error handlers failed"))
     .finally(() => s.inFlight.delete(q));
   s.inFlight.add(q);
+  return q;
 }
 
-/** `facts` absent: ended by recovery, which knows neither the kind nor the configuration. */
+/**
+ * Clears a FAILURE's mark once its notifications' outcomes are recorded, or once it is known to
+ * owe none (docs/error-handlers.md, "Durable"). Not called when reading the run or its release
+ * failed: the mark stays, and the notification is sent by whoever takes it over.
+ */
+async function settle(s: Handlers, runId: string, holder: string | null | undefined) {
+  if (holder) await s.notices?.clear(runId, holder);
+}
+
+/**
+ * `facts` absent: ended by recovery, which knows neither the kind nor the configuration. An end
+ * that owes notifications carries its mark's holder (`end.notifyBy`): cleared once they are
+ * recorded, or at once when the run owes none after all (a handler's run, a release without
+ * handlers). An end without a mark costs nothing here.
+ */
 function ended(
   s: Handlers,
   runId: string,
@@ -191,43 +216,36 @@ function ended(
   given?: Configure,
 ): void {
   const byHandler = s.handlerRuns.delete(runId);
-  if (end.status !== "FAILURE" || byHandler) return;
+  const holder = end.notifyBy;
+  if (end.status !== "FAILURE") return;
   // An executed run without a configuration never reached its release: no handlers known.
-  if (facts && (facts.elementType !== "DPL" || !given || !hasHandlers(given))) return;
+  if (byHandler || (facts && (facts.elementType !== "DPL" || !given || !hasHandlers(given)))) {
+    if (holder) track(s, settle(s, runId, holder));
+    return;
+  }
   track(
     s,
     (async () => {
       const run = await s.store.getRun(null, runId);
-      if (run?.elementType !== "DPL") return;
-      const configure = given ?? (await configureOf(s.store, run));
-      if (!configure || !hasHandlers(configure) || (await startedByHandler(s.store, run))) return;
-      await notify(s, run, configure, "run.failure");
+      const configure =
+        run?.elementType === "DPL" ? (given ?? (await configureOf(s.store, run))) : undefined;
+      if (run && configure && hasHandlers(configure) && !(await startedByHandler(s.store, run)))
+        await notify(s, run, configure, "run.failure");
+      await settle(s, runId, holder);
     })(),
   );
 }
 
-/**
- * A run a custom handler started, known from the store when no mark of it is held here (it
- * executed on another node, or this process restarted): it has a parent but no initiator, its
- * parameter is a handler's event about that parent, and its parent had already ended when it was
- * created. A sub-flow's child is created while its parent runs; a run started through the API
- * with a `parentRunId` and no user (the header is optional there) has a parameter of its own.
- */
-async function startedByHandler(store: Store, run: Run): Promise<boolean> {
-  if (run.parentRunId === null || run.initiator !== null) return false;
-  if (!isEventAbout(run.runParam, run.parentRunId)) return false;
-  const parent = await store.getRun(null, run.parentRunId);
-  return parent?.endTime != null && parent.endTime <= run.createTime;
-}
-
-/** Whether a run's parameter is the event a handler is given about run `id` (custom.ts). */
-function isEventAbout(runParam: string | null, id: string): boolean {
-  try {
-    const p = JSON.parse(runParam ?? "null") as Partial<FailureEvent> | null;
-    return p?.runId === id && (p.event === "run.failure" || p.event === "run.timeout");
-  } catch {
-    return false;
+/** A mark taken over (recover.ts): what a previous holder recorded is not sent again. */
+async function resend(s: Handlers, runId: string, holder: string): Promise<void> {
+  const run = await s.store.getRun(null, runId);
+  const configure = run?.status === "FAILURE" ? await configureOf(s.store, run) : undefined;
+  if (run && configure && hasHandlers(configure) && !(await startedByHandler(s.store, run))) {
+    const recorded = await s.store.errorHandlerResults(runId);
+    const done = new Set(recorded.filter((r) => r.event === "run.failure").map((r) => r.kind));
+    await notify(s, run, configure, "run.failure", undefined, done);
   }
+  await settle(s, runId, holder);
 }
 
 function sentinel(s: Handlers, runId: string, configure: Configure, seconds: number): void {
@@ -242,100 +260,4 @@ function sentinel(s: Handlers, runId: string, configure: Configure, seconds: num
       await notify(s, run, configure, "run.timeout", error);
     })(),
   );
-}
-
-/** The handlers a flow's configuration names. */
-function handlersOf(
-  deps: ErrorHandlerDeps,
-  c: Configure,
-  starting: (runId: string) => () => void,
-): Handler[] {
-  const { config } = deps;
-  const h = c.errorHandlers;
-  const out: Handler[] = [];
-  if (h.email)
-    out.push(
-      emailHandler(h.email, {
-        url: config.smtpUrl,
-        from: config.smtpFrom,
-        timeoutMs: config.webhookTimeoutMs,
-      }),
-    );
-  if (h.bot)
-    out.push(
-      botHandler(h.bot, {
-        allowPrivate: config.allowPrivateWebhooks,
-        timeoutMs: config.webhookTimeoutMs,
-      }),
-    );
-  if (h.custom) {
-    out.push(
-      customHandler(h.custom, {
-        store: deps.store,
-        flows: deps.flows,
-        tasks: deps.tasks,
-        waitS: config.customWaitS,
-        starting,
-      }),
-    );
-  }
-  return out;
-}
-
-/** One handler, retried with backoff; every outcome becomes a result, nothing is thrown. */
-async function invoke(
-  deps: ErrorHandlerDeps,
-  sleep: (ms: number) => Promise<void>,
-  handler: Handler,
-  run: Run,
-  event: FailureEvent,
-): Promise<ErrorHandlerResult> {
-  const { clock, config } = deps;
-  const ctx = { event, run, language: config.language };
-  let attempts = 0;
-  let lastError = "";
-  let runId: string | undefined;
-  while (attempts < config.attempts) {
-    attempts++;
-    try {
-      const out = await handler.deliver(ctx);
-      const started = out?.runId;
-      return {
-        kind: handler.kind,
-        ok: true,
-        attempts,
-        at: clock.now(),
-        event: event.event,
-        ...(started ? { runId: started } : {}),
-      };
-    } catch (err) {
-      lastError = err instanceof Error ? err.message : String(err);
-      if (err instanceof HandlerRunError) runId = err.runId;
-      if (err instanceof TooManyWaiting) {
-        lastError = `not sent: ${err.message} for a slot (ERROR_HANDLER_CONCURRENCY)`;
-        break;
-      }
-      if (err instanceof PermanentHandlerError) break;
-      if (attempts < config.attempts) await sleep(config.backoffMs * 2 ** (attempts - 1));
-    }
-  }
-  return {
-    kind: handler.kind,
-    ok: false,
-    attempts,
-    error: lastError,
-    at: clock.now(),
-    event: event.event,
-    ...(runId ? { runId } : {}),
-  };
-}
-
-const hasHandlers = (c: Configure): boolean =>
-  Boolean(c.errorHandlers.email || c.errorHandlers.bot || c.errorHandlers.custom);
-
-/** A flow run's configuration when the event does not carry it (recovery, shutdown). */
-async function configureOf(store: Store, run: Run): Promise<Configure | undefined> {
-  if (run.elementType !== "DPL" || run.version === null) return undefined;
-  const rev = await store.flowRevision(run.elementId, Number(run.version));
-  return rev ? normalizeConfigure(rev.configure) : undefined;
 }

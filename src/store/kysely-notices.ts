@@ -1,0 +1,92 @@
+import type { ExpressionBuilder, Kysely } from "kysely";
+import type { Database } from "./schema.ts";
+import type { Dialect } from "./types.ts";
+
+/**
+ * Which owed notifications a node may take (docs/error-handlers.md, "Durable"): those of any
+ * other node when this process owns the database (embedded: every other owner was a previous
+ * life of it), else those of nodes whose last heartbeat is older than `liveSince`.
+ */
+export interface OwnerRule {
+  nodeId: string;
+  takeAll: boolean;
+  liveSince: number;
+}
+
+/**
+ * The error-handler notifications owed by FAILUREs (`runs.notify_node`, migration 021): a narrow
+ * store on the runs table. The mark is written with the run's end (run-writes.ts); here it is
+ * taken over from dead nodes and cleared. Every method is one statement.
+ */
+export interface NoticeStore {
+  /**
+   * Takes up to `limit` owed notifications of runs ended at `endedSince` or later from owners the
+   * rule allows, oldest end first: one UPDATE … RETURNING, so two nodes never take the same run.
+   */
+  claim(rule: OwnerRule, endedSince: number, limit: number): Promise<string[]>;
+  /** Clears the run's mark while this node holds it; false when it holds none. */
+  clear(runId: string, nodeId: string): Promise<boolean>;
+  /** Clears the marks the rule allows of runs ended before `cutoff`: too old to send; their IDs. */
+  dropBefore(rule: OwnerRule, cutoff: number): Promise<string[]>;
+}
+
+export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): NoticeStore {
+  return {
+    async claim(rule, endedSince, limit) {
+      if (limit <= 0) return [];
+      let pick = db
+        .selectFrom("runs")
+        .select("id")
+        .where("notify_node", "is not", null)
+        .where("end_time", ">=", endedSince)
+        .where((eb) => takeable(eb, rule))
+        .orderBy("end_time")
+        .limit(limit);
+      // PostgreSQL: a row another node is taking is skipped, not waited for.
+      if (dialect === "postgres") pick = pick.forUpdate().skipLocked();
+      const rows = await db
+        .updateTable("runs")
+        .set({ notify_node: rule.nodeId })
+        .where("id", "in", pick)
+        .where("notify_node", "is not", null)
+        .where((eb) => takeable(eb, rule))
+        .returning("id")
+        .execute();
+      return rows.map((r) => r.id);
+    },
+    async clear(runId, nodeId) {
+      const r = await db
+        .updateTable("runs")
+        .set({ notify_node: null })
+        .where("id", "=", runId)
+        .where("notify_node", "=", nodeId)
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
+    async dropBefore(rule, cutoff) {
+      const rows = await db
+        .updateTable("runs")
+        .set({ notify_node: null })
+        .where("notify_node", "is not", null)
+        .where("end_time", "<", cutoff)
+        .where((eb) => takeable(eb, rule))
+        .returning("id")
+        .execute();
+      return rows.map((r) => r.id);
+    },
+  };
+}
+
+/** The owner is another node, and (unless the rule takes all) one that stopped beating. */
+function takeable(eb: ExpressionBuilder<Database, "runs">, rule: OwnerRule) {
+  const other = eb("notify_node", "<>", rule.nodeId);
+  if (rule.takeAll) return other;
+  return eb.and([
+    other,
+    eb(
+      "notify_node",
+      "not in",
+      eb.selectFrom("nodes").select("id").where("heartbeat_at", ">=", rule.liveSince),
+    ),
+  ]);
+}
