@@ -18,6 +18,7 @@ import * as m017 from "./migrations/017-artifacts.ts";
 import * as m018 from "./migrations/018-search-finished-runs.ts";
 import * as m019 from "./migrations/019-partial-parent-index.ts";
 import * as m020 from "./migrations/020-revision-pins.ts";
+import * as m021 from "./migrations/021-release-crons.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -45,6 +46,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "018-search-finished-runs": m018,
   "019-partial-parent-index": m019,
   "020-revision-pins": m020,
+  "021-release-crons": m021,
 };
 
 /** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */

@@ -37,7 +37,13 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
   const df = (h: Record<string, string>, p: string, body: unknown) =>
     server.call("POST", DF + p, { headers: h, body });
   const deploy = (h: Record<string, string>, name: string, configure: unknown = {}, rev = "r") =>
-    df(h, "/flow/deploy", { elementName: name, path: "/q", revisionName: rev, flow: FLOW, configure });
+    df(h, "/flow/deploy", {
+      elementName: name,
+      path: "/q",
+      revisionName: rev,
+      flow: FLOW,
+      configure,
+    });
   const deployOk = async (h: Record<string, string>, name: string, configure: unknown = {}) => {
     const r = await deploy(h, name, configure);
     assert.equal(r.body.code, 0, `deploy of ${name}: ${r.text}`);
@@ -55,7 +61,9 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
   const count = async (app: string) => {
     const db = (server.services.store as unknown as { db: import("kysely").Kysely<never> }).db;
     const { sql } = await import("kysely");
-    const r = await sql<{ n: number | string }>`select count(*) as n from elements where app = ${app}`.execute(db);
+    const r = await sql<{
+      n: number | string;
+    }>`select count(*) as n from elements where app = ${app}`.execute(db);
     return Number(r.rows[0]?.n);
   };
 
@@ -130,9 +138,7 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
   it("concurrent creates at the bound: exactly one passes", async () => {
     const h = headersOf("race");
     for (let i = 0; i < ELEMENTS - 1; i++) await deployOk(h, `r${i}`);
-    const answers = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => deploy(h, `new${i}`)),
-    );
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => deploy(h, `new${i}`)));
     const codes = answers.map((a) => a.body.code).sort();
     assert.deepEqual(codes, [0, ...Array(7).fill(28010006)], answers.map((a) => a.text).join("\n"));
     assert.equal(await count("race"), ELEMENTS);
@@ -181,7 +187,10 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
     assert.equal(staged.body.code, 0, staged.text);
 
     // Deactivating makes room.
-    assert.equal((await df(h, "/flow/deactivate", { elementName: "a", path: "/q" })).body.data, "OBSOLETE");
+    assert.equal(
+      (await df(h, "/flow/deactivate", { elementName: "a", path: "/q" })).body.data,
+      "OBSOLETE",
+    );
     assert.equal((await activate(h, "b")).body.data, "APPROVED");
 
     // Another app is not affected.
@@ -202,6 +211,10 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
     for (let i = 0; i < 4; i++) await deployOk(h, `c${i}`, crons(3));
     const answers = await Promise.all([0, 1, 2, 3].map((i) => activate(h, `c${i}`)));
     const codes = answers.map((a) => a.body.code).sort();
-    assert.deepEqual(codes, [0, 28010007, 28010007, 28010007], answers.map((a) => a.text).join("\n"));
+    assert.deepEqual(
+      codes,
+      [0, 28010007, 28010007, 28010007],
+      answers.map((a) => a.text).join("\n"),
+    );
   });
 });

@@ -22,7 +22,7 @@ describe("identifiers in a flow graph are at most 200 characters", () => {
       body: { elementName: "ids", path: "/ids", revisionName: "r", flow, configure },
     });
   const errors = (r: { body: { data: { severity: number }[] } }) =>
-    r.body.data.filter((x) => x.severity === 2) as {
+    r.body.data.filter((x) => x.severity === 2) as unknown as {
       errorCode: number;
       nodeId: string;
       path: (string | number)[];
