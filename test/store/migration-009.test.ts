@@ -36,6 +36,7 @@ const ALL = [
   "018-search-finished-runs",
   "019-partial-parent-index",
   "020-revision-pins",
+  "021-release-crons",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {
