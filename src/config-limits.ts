@@ -45,6 +45,10 @@ export interface LimitsConfig {
   revisionsPerFlow: number;
   /** LIMIT_VERSIONS_PER_SCRIPT; 0: no bound (docs/script-service.md, "How many versions are kept"). */
   versionsPerScript: number;
+  /** LIMIT_ELEMENTS_PER_APP; 0: no bound (docs/security.md, "What an app may hold"). */
+  elementsPerApp: number;
+  /** LIMIT_SCHEDULES_PER_APP; 0: no bound (docs/scheduler.md, "Apps share the scheduler"). */
+  schedulesPerApp: number;
   /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
   heldRequests: number;
   heldRequestsPerApp: number;
@@ -55,6 +59,12 @@ export interface LimitsConfig {
   answerBytesInFlight: number;
   answerBytesInFlightPerApp: number;
 }
+
+/** What one app may hold (docs/security.md, "What an app may hold"); 0: no bound. */
+export const appBounds = (limits: LimitsConfig) => ({
+  elements: limits.elementsPerApp,
+  schedules: limits.schedulesPerApp,
+});
 
 /** Request, output and run limits (docs/operations.md). */
 export function limitsConfig(env: Env): LimitsConfig {
@@ -104,6 +114,8 @@ export function limitsConfig(env: Env): LimitsConfig {
     liveStreams: Math.max(1, int(env, "LIMIT_LIVE_STREAMS", 100)),
     revisionsPerFlow: keptCount(env, "LIMIT_REVISIONS_PER_FLOW"),
     versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
+    elementsPerApp: keptCount(env, "LIMIT_ELEMENTS_PER_APP", 10_000),
+    schedulesPerApp: keptCount(env, "LIMIT_SCHEDULES_PER_APP", 1_000),
     heldRequests,
     heldRequestsPerApp: Math.min(
       heldRequests,
@@ -139,12 +151,13 @@ function runBytesConfig(env: Env, one: number) {
 }
 
 /**
- * Revisions or versions one element keeps (default 100; 0: no bound). A version number is a
- * 32-bit integer, so a bound above 10^9 bounds nothing; anything else stops the service at start.
+ * A count bound: revisions or versions one element keeps (default 100), elements or active
+ * schedules one app holds; 0: no bound. A version number is a 32-bit integer, so a bound above
+ * 10^9 bounds nothing; anything else stops the service at start.
  */
-function keptCount(env: Env, key: string): number {
+function keptCount(env: Env, key: string, fallback = 100): number {
   const raw = env[key];
-  const n = raw === undefined || raw === "" ? 100 : Number(raw);
+  const n = raw === undefined || raw === "" ? fallback : Number(raw);
   if (!Number.isSafeInteger(n) || n < 0 || n > 1_000_000_000)
     throw new Error(
       `config: ${key} must be a whole number from 0 (no bound) to 1000000000, got "${env[key]}"`,

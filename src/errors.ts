@@ -15,6 +15,8 @@ export const ErrorCode = {
   FOLDER_NOT_FOUND: 28010003,
   REVISION_NOT_FOUND: 28010004,
   REVISION_LIMIT: 28010005,
+  ELEMENT_LIMIT: 28010006,
+  SCHEDULE_LIMIT: 28010007,
   FLOW_NOT_RUNNABLE: 28020001,
   RUN_NOT_FOUND: 28020002,
   RUN_NOT_FINISHED: 28020003,
@@ -63,6 +65,16 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     en: "revision limit reached: flow {0} holds {1} revisions, at least as many as LIMIT_REVISIONS_PER_FLOW keeps, and none of them may be removed (the release, staged revisions and those of unfinished runs are kept); activate a staged revision and deploy with release, or wait for runs to end",
     "zh-cn":
       "已达版本数上限：流程 {0} 已有 {1} 个版本（LIMIT_REVISIONS_PER_FLOW），且没有可删除的版本（发布版本、暂存版本和未结束运行所用的版本均保留）；请启用一个暂存版本并以发布方式部署，或等待运行结束",
+  },
+  28010006: {
+    en: "element limit reached: app {0} holds {1} elements (flows and scripts of all its spaces), and LIMIT_ELEMENTS_PER_APP allows {2}; refused, nothing stored: {3} (new revisions and versions of existing elements are still accepted)",
+    "zh-cn":
+      "已达元素数上限：应用 {0} 已有 {1} 个元素（所有空间的流程和脚本），LIMIT_ELEMENTS_PER_APP 允许 {2} 个；已拒绝且未写入：{3}（已有元素仍可部署新版本）",
+  },
+  28010007: {
+    en: "schedule limit reached: app {0} would have {1} active schedules (cron triggers of its APPROVED flows), more than LIMIT_SCHEDULES_PER_APP ({2}) allows; refused, nothing changed: {3}; deactivate other flows or remove cron triggers first",
+    "zh-cn":
+      "已达定时任务数上限：应用 {0} 将有 {1} 个生效的定时任务（已启用流程的 cron 触发器），超过 LIMIT_SCHEDULES_PER_APP（{2}）；已拒绝且未做更改：{3}；请先停用其他流程或删除 cron 触发器",
   },
   28020001: {
     en: "flow not runnable: {0} has no approved release (status {1})",

@@ -6,6 +6,7 @@ import { createAuditStore } from "./audit/audit-store.ts";
 import { type AuditTrail, createAuditTrail } from "./audit/audit-trail.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { appBounds } from "./config-limits.ts";
 import { createExpressionLanes } from "./flows/expr-lanes.ts";
 import { createExpressionPool } from "./flows/expr-pool.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
@@ -222,6 +223,7 @@ async function assemble(deps: {
     syntax: runner.syntax,
     secrets,
     keepRevisions: config.limits.revisionsPerFlow,
+    bounds: appBounds(config.limits),
   });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());

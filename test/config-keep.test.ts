@@ -17,7 +17,19 @@ describe("the bounds on kept revisions and script versions", () => {
     assert.deepEqual([c.limits.revisionsPerFlow, c.limits.versionsPerScript], [5, 0]);
   });
 
-  for (const key of ["LIMIT_REVISIONS_PER_FLOW", "LIMIT_VERSIONS_PER_SCRIPT"])
+  it("LIMIT_ELEMENTS_PER_APP and LIMIT_SCHEDULES_PER_APP default to 10,000 and 1,000, 0 no bound", () => {
+    const { limits } = loadConfig({});
+    assert.deepEqual([limits.elementsPerApp, limits.schedulesPerApp], [10_000, 1_000]);
+    const c = loadConfig({ LIMIT_ELEMENTS_PER_APP: "0", LIMIT_SCHEDULES_PER_APP: "7" });
+    assert.deepEqual([c.limits.elementsPerApp, c.limits.schedulesPerApp], [0, 7]);
+  });
+
+  for (const key of [
+    "LIMIT_REVISIONS_PER_FLOW",
+    "LIMIT_VERSIONS_PER_SCRIPT",
+    "LIMIT_ELEMENTS_PER_APP",
+    "LIMIT_SCHEDULES_PER_APP",
+  ])
     it(`refuses a ${key} that is not a whole number`, () => {
       for (const bad of ["-1", "1.5", "lots", "1e12", "Infinity"])
         assert.throws(

@@ -1,6 +1,7 @@
 import { checkElementName, checkFolderPath, joinPath } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type {
+  AppBounds,
   Element,
   ElementType,
   ImportFlow,
@@ -41,6 +42,8 @@ interface Deps {
   checkRevision: RevisionCheck;
   /** LIMIT_REVISIONS_PER_FLOW: a flow may not end up holding more (0: no bound). */
   keepRevisions: number;
+  /** What the app may hold, checked in the import's transaction (docs/security.md). */
+  bounds?: AppBounds | undefined;
 }
 
 export async function importBundle(
@@ -61,7 +64,8 @@ export async function importBundle(
     if (dryRun) return { report, flowIds: [] };
     if (report.conflicts.length > 0) throw conflictError(report.conflicts);
     try {
-      return { report, flowIds: await store.applyImport(scope, writes, now) };
+      const bounded = { ...writes, bounds: deps.bounds };
+      return { report, flowIds: await store.applyImport(scope, bounded, now) };
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
       if (attempt >= 2)

@@ -18,6 +18,21 @@ export const LocatorSchema = Type.Object({
   elementId: Type.Optional(Type.Union([Type.String(), Type.Integer()])),
 });
 
+/**
+ * The longest name inside a flow (docs/flow-graph.md, "Names and IDs"): node IDs, names and types,
+ * edge IDs and ends, operator IDs and types, trigger names. Each is repeated in every finding,
+ * progress event, node log and error that names it; a longer one is a deploy finding at its path.
+ */
+export const MAX_NAME_LENGTH = 200;
+
+/** A name of the graph: a string of at most MAX_NAME_LENGTH characters. */
+export const GraphName = (min = 0) =>
+  Type.String({ ...(min > 0 ? { minLength: min } : {}), maxLength: MAX_NAME_LENGTH });
+
+/** `value` when it is a name short enough to repeat in a finding; otherwise undefined. */
+export const shortName = (value: unknown): string | undefined =>
+  typeof value === "string" && value.length <= MAX_NAME_LENGTH ? value : undefined;
+
 export const NODE_TYPES = [
   "input",
   "transform",
@@ -35,9 +50,9 @@ export function isNodeType(value: unknown): value is NodeType {
 
 /** Extra keys are allowed on vertexes and edges: editors keep layout data there. */
 export const Vertex = Type.Object({
-  id: Type.String({ minLength: 1 }),
-  type: Type.String({ minLength: 1 }),
-  name: Type.Optional(Type.String()),
+  id: GraphName(1),
+  type: GraphName(1),
+  name: Type.Optional(GraphName()),
   config: Type.Optional(Type.Unknown()),
   retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
   retryDelayMs: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -47,9 +62,9 @@ export const Vertex = Type.Object({
 export type Vertex = Static<typeof Vertex>;
 
 export const Edge = Type.Object({
-  id: Type.Optional(Type.String()),
-  source: Type.String({ minLength: 1 }),
-  target: Type.String({ minLength: 1 }),
+  id: Type.Optional(GraphName()),
+  source: GraphName(1),
+  target: GraphName(1),
   when: Type.Optional(Type.String()),
 });
 export type Edge = Static<typeof Edge>;
@@ -64,11 +79,11 @@ export type Graph = Static<typeof Graph>;
 
 export const ManualTrigger = Type.Object({
   type: Type.Literal("manual"),
-  name: Type.Optional(Type.String()),
+  name: Type.Optional(GraphName()),
 });
 export const CronTrigger = Type.Object({
   type: Type.Literal("cron"),
-  name: Type.String({ minLength: 1 }),
+  name: GraphName(1),
   crontab: Type.String({ minLength: 1 }),
   timezone: Type.Optional(Type.String({ minLength: 1 })),
   parameter: Type.Optional(Type.Unknown()),

@@ -4,7 +4,7 @@ import { checkElementName } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { SecretLookup } from "../secrets/secrets.ts";
-import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
+import type { AppBounds, Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import { dropGraphNulls } from "./graph-nulls.ts";
 import { activateRelease as releaseRevision, scriptPins } from "./releases.ts";
 import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
@@ -54,6 +54,8 @@ interface Lifecycle {
   secrets?: SecretLookup | undefined;
   /** LIMIT_REVISIONS_PER_FLOW (0: no bound; docs/dataflow-service.md, "How many revisions are kept"). */
   keepRevisions?: number | undefined;
+  /** What one app may hold (docs/security.md, "What an app may hold"); absent: no bound. */
+  bounds?: AppBounds | undefined;
   listeners: ((e: Element) => void)[];
 }
 
@@ -66,6 +68,8 @@ export function createFlowLifecycle(deps: {
   secrets?: SecretLookup | undefined;
   /** Revisions a flow keeps at most (LIMIT_REVISIONS_PER_FLOW); absent or 0: every one. */
   keepRevisions?: number | undefined;
+  /** LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP; absent: no bound. */
+  bounds?: AppBounds | undefined;
 }): FlowLifecycle {
   const l: Lifecycle = { ...deps, listeners: [] };
   return {
@@ -285,6 +289,7 @@ async function deploy(
     user: userObject(user),
     now: clock.now(),
     keepRevisions: deps.keepRevisions ?? 0,
+    bounds: deps.bounds,
   });
   notify(element);
   return results;

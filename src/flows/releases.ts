@@ -2,7 +2,7 @@ import type { Clock } from "../clock.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import type { ReleaseAction, ScriptPin } from "../store/revision-types.ts";
-import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
+import type { AppBounds, Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import type { Graph } from "./graph.ts";
 
 /**
@@ -46,7 +46,7 @@ export async function scriptPins(store: Store, scope: Scope, flow: unknown): Pro
  * re-pins the newest script versions, always recorded in the release history.
  */
 export async function activateRelease(
-  deps: { store: Store; clock: Clock },
+  deps: { store: Store; clock: Clock; bounds?: AppBounds | undefined },
   scope: Scope,
   user: Record<string, unknown> | null,
   el: Element,
@@ -70,6 +70,7 @@ export async function activateRelease(
     pins,
     user,
     now: clock.now(),
+    bounds: deps.bounds,
   });
   if (!changed) throw new SluiceError(ErrorCode.REVISION_NOT_FOUND, [el.name, String(target)]);
   return "APPROVED";

@@ -6,7 +6,7 @@
 
 import type { Locator } from "../elements/locator.ts";
 import { expressionError, templateExpressions } from "./expr.ts";
-import { Edge, isNodeType, joinPrelude, Vertex } from "./graph.ts";
+import { Edge, isNodeType, joinPrelude, shortName, Vertex } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
 import { type JsonPath, schemaIssues } from "./schema-issues.ts";
 import { validateConfigure } from "./validate-configure.ts";
@@ -119,8 +119,9 @@ function collectVertexes(raw: unknown[], found: Found[], add: Add): Set<string> 
   let outputs = 0;
   raw.forEach((v, i) => {
     const path: JsonPath = ["flow", "vertexes", i];
-    const nodeId = isRecord(v) && typeof v.id === "string" ? v.id : `#${i}`;
-    const nodeType = isRecord(v) && typeof v.type === "string" ? v.type : "unknown";
+    // A finding names the node by its place when its ID is no name (docs/flow-graph.md).
+    const nodeId = (isRecord(v) && shortName(v.id)) || `#${i}`;
+    const nodeType = (isRecord(v) && shortName(v.type)) || "unknown";
     if (isRecord(v) && typeof v.id === "string") declared.add(v.id);
     const shape = schemaIssues(Vertex, v);
     for (const s of shape) {
@@ -178,7 +179,9 @@ function collectEdges(
   raw.forEach((e, j) => {
     const path: JsonPath = ["flow", "edges", j];
     const r = isRecord(e) ? e : {};
-    const nodeId = typeof r.id === "string" ? r.id : `${String(r.source)}->${String(r.target)}`;
+    const ends = [shortName(r.source), shortName(r.target)];
+    const nodeId =
+      shortName(r.id) ?? (ends[0] && ends[1] ? `${ends[0]}->${ends[1]}` : `edge #${j}`);
     const shape = schemaIssues(Edge, e);
     for (const s of shape)
       add(ValidationCode.INVALID_GRAPH, nodeId, "edge", [...path, ...s.path], s.message);

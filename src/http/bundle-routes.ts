@@ -5,6 +5,7 @@ import { Bundle, ExportBody, ImportBody, ImportReport } from "../bundles/format.
 import { importBundle, type RevisionCheck, type ScriptCheck } from "../bundles/import.ts";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import { appBounds } from "../config-limits.ts";
 import { type FlowLifecycle, validationContext } from "../flows/lifecycle.ts";
 import { Severity } from "../flows/validation-codes.ts";
 import { validateFlow } from "../flows/validator.ts";
@@ -58,6 +59,7 @@ export async function bundleRoutes(fastify: FastifyInstance, opts: BundleOptions
           checkScript: scriptCheck(opts),
           checkRevision: revisionCheck(opts, scope),
           keepRevisions: opts.config.limits.revisionsPerFlow,
+          bounds: appBounds(opts.config.limits),
         },
         scope,
         req.ctx.user,

@@ -283,6 +283,10 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
   28010004: "flow revision does not exist (or its element belongs to another scope)",
   28010005:
     "deploy refused: the flow keeps as many revisions as LIMIT_REVISIONS_PER_FLOW allows and none may be removed",
+  28010006:
+    "element refused: the app holds as many elements (flows and scripts, all its spaces) as LIMIT_ELEMENTS_PER_APP allows; nothing stored",
+  28010007:
+    "release change refused: the app's active cron schedules would pass LIMIT_SCHEDULES_PER_APP; nothing changed",
   28020001: "flow not runnable: no approved and enabled release",
   28020002: "run does not exist",
   28020003: "run not finished yet",

@@ -1,6 +1,8 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import { appBounds } from "../config-limits.ts";
 import { checkElementName, joinPath } from "../elements/paths.ts";
+import { ErrorCode, SluiceError } from "../errors.ts";
 import type { ScriptEnv } from "../store/revision-types.ts";
 import type { Scope, Store } from "../store/types.ts";
 import {
@@ -94,10 +96,15 @@ async function importOne(
   try {
     const el = { scope, folderId: folder.id, name, kind, content: file.bytes, userId };
     const keepVersions = config.limits.versionsPerScript;
-    const outcome = await deps.store.putScript(
-      { ...el, now: deps.clock.now(), env: env.env, keepVersions },
-      overwrite,
-    );
+    const bounds = appBounds(config.limits);
+    const outcome = await deps.store
+      .putScript({ ...el, now: deps.clock.now(), env: env.env, keepVersions, bounds }, overwrite)
+      .catch((err: unknown) => {
+        // docs/security.md, "What an app may hold": this item refused, the others go on.
+        if (err instanceof SluiceError && err.code === ErrorCode.ELEMENT_LIMIT) return err;
+        throw err;
+      });
+    if (outcome instanceof SluiceError) return { filePath, status: 3, message: outcome.message };
     if (outcome === "exists")
       return { filePath, status: 1, message: "skipped: element exists and overwrite is false" };
     // docs/script-service.md, "How many versions are kept".

@@ -1,4 +1,4 @@
-import type { FlowStatus } from "./model.ts";
+import type { AppBounds, FlowStatus } from "./model.ts";
 import type { FlowRevision } from "./revision-types.ts";
 
 /** A flow an import writes (docs/export-import.md). */
@@ -23,4 +23,6 @@ export interface ImportWrites {
   flows: ImportFlow[];
   /** Who imports: recorded with the script versions the import creates. */
   userId?: string | null;
+  /** Checked once everything is written (28010006, 28010007); absent: no bound. */
+  bounds?: AppBounds | undefined;
 }

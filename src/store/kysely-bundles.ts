@@ -1,4 +1,12 @@
 import { type Kysely, sql, type Transaction } from "kysely";
+import {
+  activeSchedules,
+  bounded,
+  checkNewElements,
+  checkSchedules,
+  cronCount,
+  lockApp,
+} from "./app-bounds.ts";
 import { ensureFolderAt } from "./folders.ts";
 import { writePins } from "./kysely-keep.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";
@@ -6,12 +14,12 @@ import { addVersion } from "./kysely-scripts.ts";
 import type { FlowRevision } from "./revision-types.ts";
 import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database } from "./schema.ts";
-import type { ImportFlow, ImportWrites, Scope, Store } from "./types.ts";
+import type { Dialect, ImportFlow, ImportWrites, Scope, Store } from "./types.ts";
 
 type BundleMethods = Pick<Store, "elementsUnder" | "allFlowRevisions" | "applyImport">;
 
 /** The reads an export makes and the one transaction of an import (docs/export-import.md). */
-export function bundleMethods(db: Kysely<Database>): BundleMethods {
+export function bundleMethods(db: Kysely<Database>, dialect: Dialect): BundleMethods {
   return {
     async elementsUnder(scope, path) {
       // The folder itself and every folder below it; substr, not LIKE, so `_` and `%` in a
@@ -56,6 +64,7 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
       // One transaction: an element that appeared since the plan was made (a unique key) or a
       // revision written meanwhile (the primary key) fails it whole, and nothing is written.
       return db.transaction().execute(async (tx) => {
+        const schedulesBefore = await checkImportBounds(tx, dialect, scope, writes);
         for (const s of writes.scripts) {
           const folderId = (await ensureFolderAt(tx, scope, s.path, now)).id;
           const row = await tx
@@ -72,10 +81,39 @@ export function bundleMethods(db: Kysely<Database>): BundleMethods {
         }
         const ids: string[] = [];
         for (const f of writes.flows) ids.push(await writeFlow(tx, scope, f, now));
+        if (schedulesBefore !== null && (await activeSchedules(tx, scope.app)) > schedulesBefore)
+          await checkSchedules(tx, scope.app, writes.bounds, "this import (nothing was written)");
         return ids;
       });
     },
   };
+}
+
+/**
+ * What the app may hold, before an import writes anything (docs/security.md, "What an app may
+ * hold"): its new elements are refused past the bound; the active schedules before it are
+ * answered (null: not checked), to be compared once its releases are written.
+ */
+async function checkImportBounds(
+  tx: Transaction<Database>,
+  dialect: Dialect,
+  scope: Scope,
+  writes: ImportWrites,
+): Promise<number | null> {
+  const b = writes.bounds;
+  const created = writes.scripts.length + writes.flows.filter((f) => f.elementId === null).length;
+  const elements = created > 0 && bounded(b?.elements);
+  const schedules = bounded(b?.schedules) && writes.flows.some((f) => f.releaseVersion !== null);
+  if (!elements && !schedules) return null;
+  await lockApp(tx, dialect, scope.app);
+  await checkNewElements(
+    tx,
+    scope.app,
+    b,
+    created,
+    `an import of ${created} new elements (nothing was written)`,
+  );
+  return schedules ? activeSchedules(tx, scope.app) : null;
 }
 
 function newElement(scope: Scope, folderId: string, type: "PY" | "DPL", name: string, now: number) {
@@ -158,10 +196,17 @@ async function moveRelease(
   now: number,
 ) {
   const userId = typeof f.user?.userId === "string" ? f.user.userId : null;
+  const rev = await tx
+    .selectFrom("flow_revisions")
+    .select("configure")
+    .where("element_id", "=", id)
+    .where("version", "=", f.releaseVersion)
+    .executeTakeFirst();
   await tx
     .updateTable("elements")
     .set({
       release_version: f.releaseVersion,
+      release_crons: rev ? cronCount(JSON.parse(rev.configure)) : 0,
       release_user: f.user ? JSON.stringify(f.user) : null,
       release_time: now,
       updated_at: now,

@@ -1,10 +1,12 @@
 import type { Kysely, Transaction } from "kysely";
 import { ErrorCode, SluiceError } from "../errors.ts";
+import { bounded, checkSchedules, cronCount, lockApp } from "./app-bounds.ts";
+import { elementForDeploy } from "./deploy-element.ts";
 import { pruneRevisions, writePins } from "./kysely-keep.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";
 import type { FlowRevision, ReleaseChange, ScriptPin } from "./revision-types.ts";
 import type { Database } from "./schema.ts";
-import type { Element, FlowStatus, NewFlowDeploy, Store } from "./types.ts";
+import type { Dialect, Element, FlowStatus, NewFlowDeploy, Store } from "./types.ts";
 
 type FlowMethods = Pick<
   Store,
@@ -20,11 +22,12 @@ type Deploy = NewFlowDeploy & { release: boolean; pins: ScriptPin[] | null };
 /** Flow revisions and release state (docs/dataflow-service.md), over Kysely for both dialects. */
 export function flowMethods(
   db: Kysely<Database>,
+  dialect: Dialect,
   elementById: (id: number) => Promise<Element>,
 ): FlowMethods {
   return {
-    deployFlow: (deploy) => deployFlow(db, elementById, deploy),
-    changeRelease: (c) => changeRelease(db, c),
+    deployFlow: (deploy) => deployFlow(db, dialect, elementById, deploy),
+    changeRelease: (c) => changeRelease(db, dialect, c),
     renameRevision: (elementId, name) => renameRevision(db, elementId, name),
     setFlowStatus: (elementId, status, user, now) =>
       setFlowStatus(db, elementId, status, user, now),
@@ -35,17 +38,24 @@ export function flowMethods(
 /**
  * One transaction: the element (found or created), its next revision, the release if any, and
  * the removal of revisions past the bound (docs/dataflow-service.md, "How many revisions are kept").
+ * A new element, or a release of an APPROVED flow with more cron triggers, is checked against
+ * what the app may hold (docs/security.md, "What an app may hold").
  */
 async function deployFlow(
   db: Kysely<Database>,
+  dialect: Dialect,
   elementById: (id: number) => Promise<Element>,
   deploy: NewFlowDeploy,
 ): Promise<{ element: Element; version: number }> {
   const d: Deploy = { ...deploy, release: deploy.release ?? true, pins: deploy.pins ?? null };
+  const crons = d.release ? cronCount(d.configure) : 0;
   const { id, version } = await db.transaction().execute(async (tx) => {
-    const { elementId, status } = await elementForDeploy(tx, d);
+    const { elementId, status, before } = await elementForDeploy(tx, dialect, d);
     const next = await insertRevision(tx, elementId, d);
-    await updateDeployed(tx, elementId, next, d);
+    await updateDeployed(tx, elementId, next, d, crons);
+    // More active schedules: the app may not pass its bound (its lock is held: deploy-element.ts).
+    if (d.release && status === "APPROVED" && crons > before)
+      await checkSchedules(tx, d.scope.app, d.bounds, `the release of flow ${d.name}`);
     if (d.release)
       await recordRelease(tx, {
         elementId: String(elementId),
@@ -102,6 +112,7 @@ async function updateDeployed(
   elementId: number,
   next: number,
   d: Deploy,
+  crons: number,
 ): Promise<void> {
   await tx
     .updateTable("elements")
@@ -109,6 +120,7 @@ async function updateDeployed(
       ...(d.release
         ? {
             release_version: next,
+            release_crons: crons,
             release_user: d.user ? JSON.stringify(d.user) : null,
             release_time: d.now,
           }
@@ -120,14 +132,29 @@ async function updateDeployed(
     .execute();
 }
 
-async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<boolean> {
+async function changeRelease(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  c: ReleaseChange,
+): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
     const id = Number(c.elementId);
+    // An activation may make the app's active schedules more: the app's lock first, before any
+    // row (docs/security.md, "What an app may hold").
+    const checks = c.status === "APPROVED" && bounded(c.bounds?.schedules);
+    const app = checks ? await appOf(tx, id) : undefined;
+    if (app !== undefined) await lockApp(tx, dialect, app);
     // The element's row first, as a deploy takes it before removing revisions: on PostgreSQL a
     // release change that locked its revision first deadlocked with a deploy removing that
     // revision (docs/dataflow-service.md, "How many revisions are kept"); now it waits for the
     // deploy and finds the revision gone.
     await tx.updateTable("elements").set({ updated_at: c.now }).where("id", "=", id).execute();
+    const was = await tx
+      .selectFrom("elements")
+      .select(["name", "status", "release_crons"])
+      .where("id", "=", id)
+      .executeTakeFirst();
+    let crons = Number(was?.release_crons ?? 0);
     if (c.version !== null) {
       const updated = await tx
         .updateTable("flow_revisions")
@@ -137,12 +164,13 @@ async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<bo
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) === 0) return false;
       await writePins(tx, id, c.version, c.pins);
+      crons = await revisionCrons(tx, id, c.version);
     }
     await tx
       .updateTable("elements")
       .set({
         status: c.status,
-        ...(c.version !== null ? { release_version: c.version } : {}),
+        ...(c.version !== null ? { release_version: c.version, release_crons: crons } : {}),
         // lastRelease is the last deploy or activate; a deactivation leaves it (docs/monitoring.md).
         ...(c.status === "APPROVED"
           ? { release_user: c.user ? JSON.stringify(c.user) : null, release_time: c.now }
@@ -151,6 +179,9 @@ async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<bo
       })
       .where("id", "=", id)
       .execute();
+    const before = was?.status === "APPROVED" ? Number(was.release_crons) : 0;
+    if (app !== undefined && crons > before)
+      await checkSchedules(tx, app, c.bounds, `the release of flow ${was?.name ?? id}`);
     // A change that keeps the release (a deactivation) records the release it keeps.
     const kept =
       c.version !== null
@@ -165,6 +196,26 @@ async function changeRelease(db: Kysely<Database>, c: ReleaseChange): Promise<bo
     await recordRelease(tx, { ...c, version: kept, pins: c.version !== null ? c.pins : null });
     return true;
   });
+}
+
+async function appOf(tx: Transaction<Database>, id: number): Promise<string | undefined> {
+  const row = await tx.selectFrom("elements").select("app").where("id", "=", id).executeTakeFirst();
+  return row?.app;
+}
+
+/** The cron triggers of one revision (the release an activation makes). */
+async function revisionCrons(
+  tx: Transaction<Database>,
+  id: number,
+  version: number,
+): Promise<number> {
+  const row = await tx
+    .selectFrom("flow_revisions")
+    .select("configure")
+    .where("element_id", "=", id)
+    .where("version", "=", version)
+    .executeTakeFirst();
+  return row ? cronCount(JSON.parse(row.configure)) : 0;
 }
 
 async function renameRevision(
@@ -225,45 +276,6 @@ async function flowRevision(
     flow: JSON.parse(row.flow),
     configure: JSON.parse(row.configure),
   };
-}
-
-/** The element a deploy writes a revision of: found by folder and name, or created DRAFT. */
-async function elementForDeploy(
-  tx: Transaction<Database>,
-  d: NewFlowDeploy,
-): Promise<{ elementId: number; status: FlowStatus }> {
-  const existing = await tx
-    .selectFrom("elements")
-    .select(["id", "status"])
-    .where("app", "=", d.scope.app)
-    .where("space", "=", d.scope.space)
-    .where("folder_id", "=", d.folderId)
-    .where("type", "=", "DPL")
-    .where("name", "=", d.name)
-    .executeTakeFirst();
-  if (existing)
-    return { elementId: Number(existing.id), status: (existing.status ?? "DRAFT") as FlowStatus };
-  const inserted = await tx
-    .insertInto("elements")
-    .values({
-      app: d.scope.app,
-      space: d.scope.space,
-      folder_id: d.folderId,
-      type: "DPL",
-      name: d.name,
-      description: d.description ? JSON.stringify(d.description) : null,
-      status: "DRAFT",
-      kind: null,
-      content: null,
-      release_version: null,
-      release_user: null,
-      release_time: null,
-      created_at: d.now,
-      updated_at: d.now,
-    })
-    .returning("id")
-    .executeTakeFirstOrThrow();
-  return { elementId: Number(inserted.id), status: "DRAFT" };
 }
 
 async function recordRelease(

@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import type { Kysely, Transaction } from "kysely";
+import { bounded, checkNewElements, lockApp } from "./app-bounds.ts";
 import { createBatcher } from "./batch.ts";
 import { pruneScriptVersions } from "./kysely-keep.ts";
 import type { ScriptEnv, ScriptVersion, ScriptVersionInfo } from "./revision-types.ts";
 import { numericId } from "./rows.ts";
 import type { Database } from "./schema.ts";
-import type { NewScriptElement, Store } from "./types.ts";
+import type { Dialect, NewScriptElement, Store } from "./types.ts";
 
 type ScriptMethods = Pick<
   Store,
@@ -50,12 +51,12 @@ function toInfo(row: {
  * stores bytes (new, or an overwrite) adds a version in the same transaction; `elements.content`
  * keeps the newest bytes, so every read that predates versions reads what it always read.
  */
-export function scriptMethods(db: Kysely<Database>): ScriptMethods {
+export function scriptMethods(db: Kysely<Database>, dialect: Dialect): ScriptMethods {
   return {
     newestScriptVersion: newestVersionLookup(db),
     async putScript(el: NewScriptElement, overwrite: boolean) {
       try {
-        return await db.transaction().execute((tx) => putScript(tx, el, overwrite));
+        return await db.transaction().execute((tx) => putScript(tx, dialect, el, overwrite));
       } catch (err) {
         if (err === FULL) return "full" as const;
         throw err;
@@ -98,12 +99,8 @@ export function scriptMethods(db: Kysely<Database>): ScriptMethods {
 /** Thrown inside an upload's transaction to roll it back: no version may go (answered "full"). */
 const FULL = new Error("the script keeps as many versions as it may, and none may go");
 
-async function putScript(
-  tx: Transaction<Database>,
-  el: NewScriptElement,
-  overwrite: boolean,
-): Promise<"created" | "overwritten" | "exists"> {
-  const existing = await tx
+async function findScript(tx: Transaction<Database>, el: NewScriptElement) {
+  return tx
     .selectFrom("elements")
     .select("id")
     .where("app", "=", el.scope.app)
@@ -112,6 +109,22 @@ async function putScript(
     .where("type", "=", "PY")
     .where("name", "=", el.name)
     .executeTakeFirst();
+}
+
+async function putScript(
+  tx: Transaction<Database>,
+  dialect: Dialect,
+  el: NewScriptElement,
+  overwrite: boolean,
+): Promise<"created" | "overwritten" | "exists"> {
+  let existing = await findScript(tx, el);
+  // A new element: the app's lock before any write, then a second look (docs/security.md, "What
+  // an app may hold"); past LIMIT_ELEMENTS_PER_APP it throws 28010006.
+  if (!existing && bounded(el.bounds?.elements)) {
+    await lockApp(tx, dialect, el.scope.app);
+    existing = await findScript(tx, el);
+    if (!existing) await checkNewElements(tx, el.scope.app, el.bounds, 1, `new script ${el.name}`);
+  }
   if (existing && !overwrite) return "exists";
   if (existing) {
     const id = Number(existing.id);

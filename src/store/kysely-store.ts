@@ -25,11 +25,11 @@ export function createKyselyStore(
   hot: Kysely<Database> = db,
 ): Store & { db: Kysely<Database> } {
   return {
-    ...flowMethods(hot, (id) => elementByNumber(hot, id)),
-    ...bundleMethods(hot),
+    ...flowMethods(hot, dialect, (id) => elementByNumber(hot, id)),
+    ...bundleMethods(hot, dialect),
     ...revisionReads(hot),
     ...keptMethods(hot),
-    ...scriptMethods(hot),
+    ...scriptMethods(hot, dialect),
     ...monitorMethods(db, dialect),
     ...scheduleMethods(hot),
     ...elementMethods(hot),

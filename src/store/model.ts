@@ -90,3 +90,13 @@ export interface Run {
   /** The URLs called when the run ends (docs/webhooks.md); absent or null: none. */
   webhooks?: WebhookTarget[] | null;
 }
+
+/**
+ * What one app may hold (docs/security.md, "What an app may hold"): its elements, flows and
+ * scripts of all its spaces together (LIMIT_ELEMENTS_PER_APP), and its active schedules, the cron
+ * triggers of its APPROVED flows' releases (LIMIT_SCHEDULES_PER_APP); 0: no bound.
+ */
+export interface AppBounds {
+  elements: number;
+  schedules: number;
+}

@@ -1,4 +1,4 @@
-import type { FlowStatus } from "./model.ts";
+import type { AppBounds, FlowStatus } from "./model.ts";
 
 /**
  * Shapes of flow revisions, releases and script versions as the Store answers them
@@ -88,6 +88,8 @@ export interface ReleaseChange {
   pins: ScriptPin[] | null;
   user: Record<string, unknown> | null;
   now: number;
+  /** Checked when the change makes the app's active schedules more; absent: no bound. */
+  bounds?: AppBounds | undefined;
 }
 
 export interface Page<T> {

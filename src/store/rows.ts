@@ -35,7 +35,9 @@ const parseJson = <T>(text: string | null): T | null =>
   text == null ? null : (JSON.parse(text) as T);
 const num = (v: number | string | null): number | null => (v == null ? null : Number(v));
 
-export type ElementRow = Omit<Selectable<ElementTable>, "content"> & { path: string };
+export type ElementRow = Omit<Selectable<ElementTable>, "content" | "release_crons"> & {
+  path: string;
+};
 
 export function toElement(row: ElementRow): Element {
   return {

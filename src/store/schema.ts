@@ -84,6 +84,11 @@ export interface ElementTable {
   release_time: number | null;
   created_at: number;
   updated_at: number;
+  /**
+   * DPL only: the cron triggers of the release, whatever the status; the app's active schedules
+   * are those of its APPROVED flows (migration 022; docs/scheduler.md, "Apps share the scheduler").
+   */
+  release_crons: Generated<number>;
 }
 
 export interface FlowRevisionTable {

@@ -37,6 +37,7 @@ export type {
 export type { RunLimitStore, StartableRun } from "./run-limit-types.ts";
 
 import type {
+  AppBounds,
   Element,
   ElementType,
   FinishedStatus,
@@ -106,6 +107,8 @@ export interface NewScriptElement {
    * (docs/script-service.md, "How many versions are kept").
    */
   keepVersions?: number;
+  /** A new script is refused past `bounds.elements` (28010006); absent: no bound. */
+  bounds?: AppBounds | undefined;
 }
 
 export interface NewFlowDeploy {
@@ -127,6 +130,11 @@ export interface NewFlowDeploy {
    * (docs/dataflow-service.md, "How many revisions are kept").
    */
   keepRevisions?: number;
+  /**
+   * A new flow is refused past `bounds.elements` (28010006), a release that makes the app's active
+   * schedules more past `bounds.schedules` (28010007); absent: no bound.
+   */
+  bounds?: AppBounds | undefined;
 }
 
 /** A flow's current release, as the cron wiring registers it. */

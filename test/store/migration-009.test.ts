@@ -37,6 +37,7 @@ const ALL = [
   "019-partial-parent-index",
   "020-revision-pins",
   "021-notify-owed",
+  "022-release-crons",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {

@@ -6,6 +6,7 @@
  */
 import { Type } from "typebox";
 import { sizeOf, tooLarge } from "../expr-size.ts";
+import { GraphName } from "../graph.ts";
 import { asRecords, getField, isRow } from "../operators/types.ts";
 import type { NodeDef } from "./types.ts";
 
@@ -15,8 +16,9 @@ export const mergeNode: NodeDef = {
     mode: Type.Optional(
       Type.Union([Type.Literal("object"), Type.Literal("concat"), Type.Literal("join")]),
     ),
-    left: Type.Optional(Type.String({ minLength: 1 })),
-    right: Type.Optional(Type.String({ minLength: 1 })),
+    // Node IDs: names of the graph (docs/flow-graph.md, "Names and IDs").
+    left: Type.Optional(GraphName(1)),
+    right: Type.Optional(GraphName(1)),
     on: Type.Optional(Type.String({ minLength: 1 })),
     kind: Type.Optional(Type.Union([Type.Literal("inner"), Type.Literal("left")])),
   }),

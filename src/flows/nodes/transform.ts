@@ -1,13 +1,15 @@
 /** `transform`: a chain of JSONata-based operators over the node input. */
 import { Type } from "typebox";
+import { MAX_NAME_LENGTH, shortName } from "../graph.ts";
 import { operatorDef } from "../operators/index.ts";
 import { schemaIssues } from "../schema-issues.ts";
 import type { ConfigExpression, ConfigIssue, NodeDef } from "./types.ts";
 
 type Op = Record<string, unknown>;
+// A finding repeats an operator's ID and type only when they are names (docs/flow-graph.md).
 const opInfo = (op: Op) => ({
-  operatorId: typeof op.id === "string" ? op.id : undefined,
-  operatorType: typeof op.type === "string" ? op.type : undefined,
+  operatorId: shortName(op.id),
+  operatorType: shortName(op.type),
 });
 
 export const transformNode: NodeDef = {
@@ -19,9 +21,13 @@ export const transformNode: NodeDef = {
     (config.operators as Op[]).forEach((op, i) => {
       const def = operatorDef(op.type);
       if (!def) {
+        const named = shortName(op.type);
         issues.push({
           path: ["operators", i, "type"],
-          message: `unknown operator type "${String(op.type)}"`,
+          message:
+            named === undefined
+              ? `must NOT have more than ${MAX_NAME_LENGTH} characters`
+              : `unknown operator type "${named}"`,
           ...opInfo(op),
         });
         return;

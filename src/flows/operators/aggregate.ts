@@ -5,6 +5,7 @@
  * count without field counts records (with field: records where the field is present).
  */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { asRecords, getField, type OperatorDef, type Row } from "./types.ts";
 
 const Fn = Type.Union([
@@ -38,7 +39,7 @@ export const aggregate: OperatorDef = {
   type: "aggregate",
   schema: Type.Object({
     type: Type.Literal("aggregate"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     groupBy: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
     metrics: Type.Record(
       Type.String({ minLength: 1 }),

@@ -3,13 +3,14 @@
  * fields, whole records are compared. Comparison is by JSON value, so 1 and "1" differ.
  */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { asRecords, getField, type OperatorDef } from "./types.ts";
 
 export const distinct: OperatorDef = {
   type: "distinct",
   schema: Type.Object({
     type: Type.Literal("distinct"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     fields: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
   }),
   expressions: () => [],

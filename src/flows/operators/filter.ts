@@ -1,13 +1,14 @@
 /** `filter {expr}`: keeps the records for which the expression is truthy (JSONata boolean rules). */
 import { Type } from "typebox";
 import { truthy } from "../expr.ts";
+import { GraphName } from "../graph.ts";
 import { asRecords, type OperatorDef } from "./types.ts";
 
 export const filter: OperatorDef = {
   type: "filter",
   schema: Type.Object({
     type: Type.Literal("filter"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     expr: Type.String({ minLength: 1 }),
   }),
   expressions: (op) => [{ path: ["expr"], text: op.expr as string }],

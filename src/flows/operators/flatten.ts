@@ -4,13 +4,14 @@
  * record). Without `field`, nested arrays of the input are flattened one level.
  */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { asRecords, isRow, type OperatorDef } from "./types.ts";
 
 export const flatten: OperatorDef = {
   type: "flatten",
   schema: Type.Object({
     type: Type.Literal("flatten"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     field: Type.Optional(Type.String({ minLength: 1 })),
   }),
   expressions: () => [],

@@ -3,13 +3,14 @@
  * whose expression yields nothing (undefined) is left out, as JSONata leaves it out of objects.
  */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { isRow, type OperatorDef, perRecord, type Row } from "./types.ts";
 
 export const map: OperatorDef = {
   type: "map",
   schema: Type.Object({
     type: Type.Literal("map"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     fields: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 })),
   }),
   expressions: (op) =>

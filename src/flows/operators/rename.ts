@@ -1,12 +1,13 @@
 /** `rename {mapping: {oldName: newName}}`: renames fields in place, keeping field order. */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { isRow, type OperatorDef, perRecord, type Row } from "./types.ts";
 
 export const rename: OperatorDef = {
   type: "rename",
   schema: Type.Object({
     type: Type.Literal("rename"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     mapping: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 })),
   }),
   expressions: () => [],

@@ -1,12 +1,13 @@
 /** `select {fields: [...]}`: keeps only the listed fields (dotted names read nested values). */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { getField, type OperatorDef, perRecord, type Row } from "./types.ts";
 
 export const select: OperatorDef = {
   type: "select",
   schema: Type.Object({
     type: Type.Literal("select"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     fields: Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }),
   }),
   expressions: () => [],

@@ -3,6 +3,7 @@
  * numerically, strings by code point, and missing/null values sort last in either direction.
  */
 import { Type } from "typebox";
+import { GraphName } from "../graph.ts";
 import { asRecords, getField, type OperatorDef } from "./types.ts";
 
 function compare(a: unknown, b: unknown): number {
@@ -17,7 +18,7 @@ export const sort: OperatorDef = {
   type: "sort",
   schema: Type.Object({
     type: Type.Literal("sort"),
-    id: Type.Optional(Type.String()),
+    id: Type.Optional(GraphName()),
     by: Type.Array(
       Type.Object({ field: Type.String({ minLength: 1 }), asc: Type.Optional(Type.Boolean()) }),
       { minItems: 1 },
