@@ -98,35 +98,43 @@ export class ZygotePool {
     // to the same pipe after `hold` and could forge either (docs/security.md, "Preloading").
     let held: number | undefined;
     let readySeen = false;
-    const forged = (line: string) => {
-      this.#o.logger.error({ line }, "python zygote sent a report out of turn: stopped");
-      proc.kill("SIGKILL");
-    };
+    // Once it is stopped (a report out of turn) or gone, nothing more it wrote is read: its own
+    // `ready` may already be in the pipe, and must not make a zygote being killed serve tasks.
+    let stopped = false;
     this.#ready = new Promise<void>((resolve, reject) => {
+      const forged = (line: string) => {
+        stopped = true;
+        this.#o.logger.error({ line }, "python zygote sent a report out of turn: stopped");
+        reject(new Error("python zygote sent a report out of turn"));
+        proc.kill("SIGKILL");
+      };
       proc.stdout?.setEncoding("utf8").on("data", (d: string) => {
+        if (stopped) return;
         buf += d;
         let nl = buf.indexOf("\n");
-        while (nl >= 0) {
+        while (nl >= 0 && !stopped) {
           const line = buf.slice(0, nl);
           buf = buf.slice(nl + 1);
           nl = buf.indexOf("\n");
           if (line.startsWith("ready ")) {
             const [, pid, flag] = line.split(" ");
-            if (readySeen || (held !== undefined && Number(pid) !== held)) return forged(line);
-            readySeen = true;
-            this.#zygotePid = Number(pid);
-            this.#reaped = flag === "pidns" ? new ReapedChildren(this.#o.clock) : undefined;
-            this.#readyAt = this.#o.clock.now();
-            resolve();
-            this.#topUp();
+            if (readySeen || (held !== undefined && Number(pid) !== held)) forged(line);
+            else {
+              readySeen = true;
+              this.#markReady(pid, flag);
+              resolve();
+            }
           } else if (line.startsWith("hold ")) {
-            if (held !== undefined || readySeen) return forged(line);
-            held = Number(line.slice(5));
-            this.#hold(proc, held);
+            if (held !== undefined || readySeen) forged(line);
+            else {
+              held = Number(line.slice(5));
+              this.#hold(proc, held);
+            }
           } else this.#onReport(line);
         }
       });
       proc.once("exit", (code, signal) => {
+        stopped = true;
         reject(new Error(`python zygote exited before ready (code ${code}, signal ${signal})`));
         if (this.#proc === proc) this.#onZygoteExit(code, signal);
       });
@@ -137,6 +145,14 @@ export class ZygotePool {
     });
     proc.stdin?.on("error", () => {}); // EPIPE when it died: the exit handler deals with it
     return this.#ready;
+  }
+
+  /** The zygote process said ready: its pid, and whether each child has a pid namespace. */
+  #markReady(pid: string | undefined, flag: string | undefined): void {
+    this.#zygotePid = Number(pid);
+    this.#reaped = flag === "pidns" ? new ReapedChildren(this.#o.clock) : undefined;
+    this.#readyAt = this.#o.clock.now();
+    this.#topUp();
   }
 
   #hold(proc: ChildProcess, pid: number): void {
