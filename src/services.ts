@@ -250,7 +250,8 @@ async function assemble(deps: {
       takeAll: topology.ownsDatabase,
       heartbeatTimeoutMs: config.heartbeatTimeoutMs,
       windowMs: config.flowConfig.handlerRecoverMs,
-      // Owning the database, no other holder appears after the start's sweep: no timer.
+      // Owning the database, no other holder appears after the start: no timer (a backlog of
+      // more than a batch is still taken, pass after pass, recover.ts).
       everyMs: topology.ownsDatabase ? 0 : config.heartbeatMs,
     },
   });

@@ -21,7 +21,8 @@ export interface OwnerRule {
 export interface NoticeStore {
   /**
    * Takes up to `limit` owed notifications of runs ended at `endedSince` or later from owners the
-   * rule allows, oldest end first: one UPDATE … RETURNING, so two nodes never take the same run.
+   * rule allows, the apps in turn and each app's oldest end first: one UPDATE … RETURNING, so two
+   * nodes never take the same run.
    */
   claim(rule: OwnerRule, endedSince: number, limit: number): Promise<string[]>;
   /** Clears the run's mark while this node holds it; false when it holds none. */
@@ -34,14 +35,28 @@ export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): Notic
   return {
     async claim(rule, endedSince, limit) {
       if (limit <= 0) return [];
-      let pick = db
+      // The apps take turns (each app's oldest end first, then each one's second, …), so one
+      // app's many owed runs do not hold back another app's.
+      const ranked = db
         .selectFrom("runs")
-        .select("id")
+        .select((eb) => [
+          "id",
+          "end_time",
+          eb.fn
+            .agg<number>("row_number")
+            .over((ob) => ob.partitionBy("app").orderBy("end_time"))
+            .as("turn"),
+        ])
         .where("notify_node", "is not", null)
         .where("end_time", ">=", endedSince)
-        .where((eb) => takeable(eb, rule))
-        .orderBy("end_time")
+        .where((eb) => takeable(eb, rule));
+      const chosen = db
+        .selectFrom(ranked.as("c"))
+        .select("c.id")
+        .orderBy("c.turn")
+        .orderBy("c.end_time")
         .limit(limit);
+      let pick = db.selectFrom("runs").select("id").where("id", "in", chosen);
       // PostgreSQL: a row another node is taking is skipped, not waited for.
       if (dialect === "postgres") pick = pick.forUpdate().skipLocked();
       const rows = await db

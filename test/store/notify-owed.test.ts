@@ -112,6 +112,30 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       for (const id of [a, b, c]) await notices.clear(id, "n7");
     });
 
+    it("a pass takes the apps in turn: one app's many owed runs do not hold back another's", async () => {
+      const flood = Array.from({ length: 5 }, () =>
+        newRun({ scope: { app: "flood", space: "s" } }),
+      );
+      const quiet = newRun({ scope: { app: "quiet", space: "s" } });
+      for (const r of [...flood, quiet]) await store.insertRun(r);
+      // The flooding app's runs ended first: oldest first alone would take only them.
+      for (const [i, r] of flood.entries())
+        await store.endRun(r.id, end("FAILURE", T0 + 100 + i, "gone"));
+      await store.endRun(quiet.id, end("FAILURE", T0 + 200, "gone"));
+      const rule = { nodeId: "taker", takeAll: true, liveSince: 0 };
+      const first = await notices.claim(rule, T0, 2);
+      assert.deepEqual(first.sort(), [flood[0]?.id, quiet.id].sort());
+      const rest = await notices.claim(rule, T0, 10);
+      assert.deepEqual(
+        rest.sort(),
+        flood
+          .slice(1)
+          .map((r) => r.id)
+          .sort(),
+      );
+      for (const id of [...first, ...rest]) await notices.clear(id, "taker");
+    });
+
     it("marking an end adds no statement to the batch that records it", async () => {
       const ends = (notifyBy?: string): Write[] => [
         { kind: "end", id: "r1", end: end("FAILURE", T0, notifyBy) },

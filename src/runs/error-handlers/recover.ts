@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from "../../clock.ts";
 import type { NoticeStore, OwnerRule } from "../../store/kysely-notices.ts";
 import type { ErrorHandlers } from "./index.ts";
 
-/** Owed notifications taken over per sweep at most, less those under way here. */
+/** Runs taken over whose notifications are under way on a node at once, at most. */
 const BATCH = 100;
 
 export interface OwedSweepConfig {
@@ -12,14 +12,20 @@ export interface OwedSweepConfig {
   heartbeatTimeoutMs: number;
   /** Marks of runs ended longer ago are dropped, not sent (ERROR_HANDLER_RECOVER_HOURS). */
   windowMs: number;
-  /** How often a node looks (HEARTBEAT_MS); 0: only at start. */
+  /**
+   * How often a node looks (HEARTBEAT_MS); 0: only at start, and again while a pass took all it
+   * had room for (then as soon as room frees up, whatever this says).
+   */
   everyMs: number;
 }
 
 export interface OwedSweep {
-  /** Takes over what dead holders owed and sends it; answers how many runs it took. */
+  /** One pass: takes over what dead holders owed and sends it; answers how many runs it took. */
   sweep(): Promise<number>;
-  /** One sweep now (the start), then one every `everyMs`. */
+  /**
+   * One pass now (the start), the next as soon as room frees up while a pass takes a full batch,
+   * else one every `everyMs`.
+   */
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -31,7 +37,7 @@ export interface OwedSweep {
  */
 export function createOwedSweep(deps: {
   notices: NoticeStore;
-  handlers: Pick<ErrorHandlers, "resend" | "pending">;
+  handlers: Pick<ErrorHandlers, "resend">;
   clock: Clock;
   logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
   nodeId: string;
@@ -41,8 +47,13 @@ export function createOwedSweep(deps: {
   let timer: TimerHandle | undefined;
   let running: Promise<unknown> = Promise.resolve();
   let stopped = false;
+  // The runs taken over here whose notifications are under way: at most BATCH at once. The
+  // node's own notifications do not count, so a receiver that never answers does not stop a
+  // busy node from taking over what a dead one owed.
+  const underWay = new Set<Promise<void>>();
 
-  async function sweep(): Promise<number> {
+  /** One pass: the runs it took, and whether more may be owed (it took all it had room for). */
+  async function pass(): Promise<{ taken: number; more: boolean }> {
     const now = clock.now();
     const rule: OwnerRule = {
       nodeId,
@@ -56,32 +67,51 @@ export function createOwedSweep(deps: {
         { runs: dropped.length, runIds: dropped.slice(0, 20) },
         "error-handler notifications owed by runs ended before ERROR_HANDLER_RECOVER_HOURS were not sent",
       );
-    const taken = await notices.claim(rule, since, BATCH - handlers.pending());
+    const limit = BATCH - underWay.size;
+    const taken = await notices.claim(rule, since, limit);
     // Each is tracked by the handlers (idle(), pending()); its failures are logged there.
-    for (const runId of taken) void handlers.resend(runId, nodeId);
-    return taken.length;
+    for (const runId of taken) {
+      const p = handlers.resend(runId, nodeId).finally(() => underWay.delete(p));
+      underWay.add(p);
+    }
+    return { taken: taken.length, more: limit <= 0 || taken.length === limit };
   }
 
-  function schedule(): void {
-    if (stopped || config.everyMs <= 0) return;
-    timer = clock.setTimeout(() => {
-      running = sweep()
-        .catch((err: unknown) =>
-          logger.error({ err }, "owed error-handler notifications sweep failed"),
-        )
-        .finally(schedule);
-    }, config.everyMs);
+  /** Resolves once half a batch has room: a backlog is read in passes of 50 at least, not of 1. */
+  async function halfFree(): Promise<void> {
+    while (underWay.size > BATCH / 2) await Promise.race(underWay);
+  }
+
+  /** A pass, then the next: as soon as room frees up while more may be owed, else on the timer. */
+  function cycle(): Promise<void> {
+    const p = pass()
+      .then(({ more }) => more)
+      .catch((err: unknown) => {
+        logger.error({ err }, "owed error-handler notifications sweep failed");
+        return false;
+      })
+      .then(next);
+    running = p;
+    return p;
+  }
+
+  function next(more: boolean): void {
+    if (stopped) return;
+    if (more) {
+      // Not awaited by stop(): the notifications under way have their own grace (main.ts).
+      void halfFree().then(() => {
+        if (!stopped) void cycle();
+      });
+      return;
+    }
+    if (config.everyMs <= 0) return;
+    timer = clock.setTimeout(() => void cycle(), config.everyMs);
     timer.unref?.();
   }
 
   return {
-    sweep,
-    async start() {
-      await sweep().catch((err: unknown) =>
-        logger.error({ err }, "owed error-handler notifications sweep failed"),
-      );
-      schedule();
-    },
+    sweep: async () => (await pass()).taken,
+    start: () => cycle(),
     async stop() {
       stopped = true;
       if (timer) clock.clearTimeout(timer);
