@@ -12,6 +12,24 @@ export function checkFolderPath(path: string): string | null {
   return null;
 }
 
+/**
+ * How deep and long a path may be for the folders a write creates (docs/dataflow-service.md,
+ * "Folders"): each folder row keeps its whole path, so n new levels store about n²/2 characters.
+ * A folder that exists is found at any length; only creating one is bounded.
+ */
+export const MAX_FOLDER_LEVELS = 32;
+export const MAX_FOLDER_PATH = 1024;
+
+/** Why the folders of `path` (a valid path) may not be created, or null. */
+export function checkNewFolderPath(path: string): string | null {
+  // Code points, as element names count them; a string over twice the bound is over in any count.
+  if (path.length > 2 * MAX_FOLDER_PATH || [...path].length > MAX_FOLDER_PATH)
+    return `must be at most ${MAX_FOLDER_PATH} characters to create its folders`;
+  if (path.split("/").length - 1 > MAX_FOLDER_LEVELS)
+    return `must have at most ${MAX_FOLDER_LEVELS} levels to create its folders`;
+  return null;
+}
+
 const NAME = /^[\p{L}\p{N}_.-]{1,128}$/u;
 
 export function checkElementName(name: string): string | null {

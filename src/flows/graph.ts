@@ -29,9 +29,16 @@ export const MAX_NAME_LENGTH = 200;
 export const GraphName = (min = 0) =>
   Type.String({ ...(min > 0 ? { minLength: min } : {}), maxLength: MAX_NAME_LENGTH });
 
-/** `value` when it is a name short enough to repeat in a finding; otherwise undefined. */
+/**
+ * `value` when it is a name short enough to repeat in a finding; otherwise undefined. Counted in
+ * code points, as the schema's `maxLength` counts: a name the deploy accepts is always repeated.
+ */
 export const shortName = (value: unknown): string | undefined =>
-  typeof value === "string" && value.length <= MAX_NAME_LENGTH ? value : undefined;
+  typeof value === "string" &&
+  (value.length <= MAX_NAME_LENGTH ||
+    (value.length <= 2 * MAX_NAME_LENGTH && [...value].length <= MAX_NAME_LENGTH))
+    ? value
+    : undefined;
 
 export const NODE_TYPES = [
   "input",

@@ -1,4 +1,6 @@
 import type { Kysely } from "kysely";
+import { checkNewFolderPath } from "../elements/paths.ts";
+import { badRequest } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Folder, Scope } from "./model.ts";
 import type { Database } from "./schema.ts";
@@ -20,7 +22,8 @@ export function folderAt(
 
 /**
  * The folder at `path` with every missing ancestor created (docs/dataflow-service.md: deploy and
- * upload create folders); concurrent creators meet on the unique key and keep the first row.
+ * upload create folders); concurrent creators meet on the unique key and keep the first row. A
+ * path too deep or long to create is a 400 naming `path`.
  * Works on the store's connection and inside a transaction (an import) alike.
  */
 export async function ensureFolderAt(
@@ -31,6 +34,9 @@ export async function ensureFolderAt(
 ): Promise<Folder> {
   const existing = await folderAt(db, scope, path);
   if (existing) return existing;
+  // Bounded before anything is written (docs/dataflow-service.md, "Folders").
+  const problem = checkNewFolderPath(path);
+  if (problem) throw badRequest(`path ${problem}`);
   const segments = path.split("/").filter(Boolean);
   let current = "";
   for (let i = 0; i <= segments.length; i++) {

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { checkElementName, checkFolderPath, joinPath } from "../../src/elements/paths.ts";
+import {
+  checkElementName,
+  checkFolderPath,
+  checkNewFolderPath,
+  joinPath,
+} from "../../src/elements/paths.ts";
 
 describe("folder paths", () => {
   it("accepts / and /a/b", () => {
@@ -31,5 +36,16 @@ describe("element names", () => {
     assert.notEqual(checkElementName(""), null);
     assert.notEqual(checkElementName("x".repeat(129)), null);
     assert.equal(checkElementName("x".repeat(128)), null);
+  });
+});
+
+describe("paths a write creates folders for", () => {
+  it("at most 32 levels and 1024 characters (code points)", () => {
+    assert.equal(checkNewFolderPath(`/${Array(32).fill("a").join("/")}`), null);
+    assert.match(checkNewFolderPath(`/${Array(33).fill("a").join("/")}`) ?? "", /32 levels/);
+    assert.equal(checkNewFolderPath(`/${"訂".repeat(1023)}`), null);
+    assert.equal(checkNewFolderPath(`/${"😀".repeat(1023)}`), null);
+    assert.match(checkNewFolderPath(`/${"a".repeat(1024)}`) ?? "", /1024 characters/);
+    assert.match(checkNewFolderPath(`/${"a".repeat(10_000_000)}`) ?? "", /1024 characters/);
   });
 });

@@ -312,3 +312,31 @@ describe("validateFlow", () => {
     assert.deepEqual(r.path, ["flow", "vertexes", 4]);
   });
 });
+
+describe("names of at most 200 characters counted as the schema counts them (code points)", () => {
+  // 150 characters outside the BMP: 300 UTF-16 units, within the bound (docs/flow-graph.md,
+  // "Names and IDs"), so the deploy stores it and each finding must name the node by it.
+  const wide = "😀".repeat(150);
+  it("a finding about a node with such an ID names it, with its type", async () => {
+    const flow = {
+      vertexes: [
+        { id: "in", type: "input" },
+        { id: wide, type: "transform", config: { operators: [{ id: wide, type: "nope" }] } },
+        { id: "out", type: "output" },
+      ],
+      edges: [
+        { id: wide, source: "in", target: wide },
+        { source: wide, target: "out" },
+      ],
+    };
+    const found = await validateFlow({ flow, configure: {} }, ctx);
+    const schema = found.filter((f) => f.errorCode === C.INVALID_GRAPH);
+    assert.deepEqual(schema, [], JSON.stringify(schema));
+    const op = found.find((f) => JSON.stringify(f.path).includes('"operators",0,"type"'));
+    assert.ok(op, JSON.stringify(found));
+    assert.equal(op.nodeId, wide);
+    assert.equal(op.nodeType, "transform");
+    assert.equal(op.operatorId, wide);
+    assert.match(op.errorMessage ?? "", /unknown operator type "nope"/);
+  });
+});

@@ -101,4 +101,38 @@ describe("identifiers in a flow graph are at most 200 characters", () => {
     assert.equal(r.body.code, 0, r.text);
     assert.deepEqual(errors(r), []);
   });
+
+  it("a flow stored before the bound with a longer node ID is still activated; batch-deploy re-validates it", async () => {
+    const scope = { app: h.app, space: h.space };
+    const store = server.services.store;
+    const folder = await store.ensureFolder(scope, "/old", Date.now());
+    const { element } = await store.deployFlow({
+      scope,
+      folderId: folder.id,
+      name: "old-long",
+      revisionName: "before the bound",
+      flow: {
+        vertexes: [
+          { id: "in", type: "input" },
+          { id: LONG, type: "output" },
+        ],
+        edges: [{ source: "in", target: LONG }],
+      },
+      configure: {},
+      description: null,
+      user: null,
+      now: Date.now(),
+    });
+    const loc = { elementName: "old-long", path: "/old" };
+    const on = await server.call("POST", `${DF}/flow/activate`, { headers: h, body: loc });
+    assert.deepEqual([on.body.code, on.body.data], [0, "APPROVED"], on.text);
+    const off = await server.call("POST", `${DF}/flow/deactivate`, { headers: h, body: loc });
+    assert.equal(off.body.data, "OBSOLETE", off.text);
+    const batch = await server.call("POST", `${DF}/flow/batch-deploy`, { headers: h, body: [loc] });
+    assert.equal(batch.body.data[0].result, "ERROR", batch.text);
+    assert.match(batch.body.data[0].message, /no longer validates.*200 characters/);
+    const [el] = await store.findElements(scope, { type: "DPL", name: "old-long" });
+    assert.equal(el?.id, element.id);
+    assert.equal(el?.status, "OBSOLETE");
+  });
 });
