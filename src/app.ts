@@ -42,6 +42,7 @@ import type { ProgressHub } from "./progress/hub.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { Idempotency } from "./runs/idempotency.ts";
 import type { Retention } from "./runs/retention.ts";
+import type { DataDisk } from "./runs/run-disk.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { ScriptEnvs } from "./scripts/script-envs.ts";
@@ -78,6 +79,8 @@ export interface AppDeps {
   topology: Pick<Topology, "mode" | "servesApi">;
   /** Completion webhooks (docs/webhooks.md): deliveries in the run detail, the signing secret. */
   webhooks?: Pick<Webhooks, "deliveriesOf" | "secret" | "rotateSecret"> | undefined;
+  /** The data directory's free space, for /health (docs/security.md, "Disk"); absent: not shown. */
+  disk?: Pick<DataDisk, "state"> | undefined;
   /** The audit trail (docs/audit.md); absent: nothing is recorded, no /audit endpoint. */
   audit?: Pick<AuditTrail, "record" | "list"> | undefined;
   /** Files runs kept (docs/artifacts.md); absent: no artifact endpoints. */
@@ -185,6 +188,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     cgroup: deps.runner.cgroup,
     refusal: deps.runner.refusal,
     mode: deps.topology.mode,
+    disk: deps.disk,
   });
   // A worker process answers only the root endpoints (health for orchestration).
   if (!deps.topology.servesApi) return app;

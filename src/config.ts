@@ -121,6 +121,11 @@ export interface Config {
   };
   /** Run retention (docs/retention.md). */
   retention: RetentionConfig;
+  /**
+   * The data directory's disk under flow runs' script nodes (docs/security.md, "Disk"):
+   * SCRIPT_RUN_DISK_BYTES per run's directory, DATA_DIR_FREE_BYTES_MIN, DATA_DIR_CHECK_MS.
+   */
+  dataDisk: { runBytes: number; freeBytesMin: number; checkMs: number };
 }
 
 export interface RetentionConfig {
@@ -245,6 +250,22 @@ export function loadConfig(env: Env = process.env): Config {
     audit: auditConfigOf(env),
     artifacts: artifactsConfigOf(env),
     retention: retentionConfigOf(env),
+    dataDisk: dataDiskConfigOf(env),
+  };
+}
+
+/** SCRIPT_RUN_DISK_BYTES, DATA_DIR_FREE_BYTES_MIN (0: off) and DATA_DIR_CHECK_MS (docs/security.md, "Disk"). */
+function dataDiskConfigOf(env: Env): Config["dataDisk"] {
+  const whole = (key: string, fallback: number, min: number) => {
+    const n = int(env, key, fallback);
+    if (!Number.isSafeInteger(n) || n < min)
+      throw new Error(`config: ${key} must be a whole number, ${min} or more, got "${env[key]}"`);
+    return n;
+  };
+  return {
+    runBytes: whole("SCRIPT_RUN_DISK_BYTES", 1024 * MiB, 0),
+    freeBytesMin: whole("DATA_DIR_FREE_BYTES_MIN", 256 * MiB, 0),
+    checkMs: whole("DATA_DIR_CHECK_MS", 250, 10),
   };
 }
 

@@ -12,6 +12,7 @@ import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createQueuedShare } from "./runs/queued-share.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
+import type { DataDisk } from "./runs/run-disk.ts";
 import type { RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
 import { createRunMemory } from "./runs/run-memory.ts";
@@ -82,6 +83,7 @@ export function createRuns(deps: {
   secrets: Secrets;
   artifacts: ArtifactKeeper;
   expressions: ExpressionsFor;
+  disk: DataDisk;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;

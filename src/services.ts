@@ -20,6 +20,7 @@ import type { FileSweeper } from "./runs/file-cleanup.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
 import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
+import { createDataDisk, type DataDisk } from "./runs/run-disk.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { startEnvCollector } from "./scripts/env-collector.ts";
@@ -79,6 +80,8 @@ export interface Services {
   retention: Retention;
   /** Live progress of runs (docs/live-progress.md). */
   progress: ProgressHub;
+  /** The data directory's disk under flow runs' script nodes (docs/security.md, "Disk"). */
+  disk: DataDisk;
   close(): Promise<void>;
 }
 
@@ -196,7 +199,14 @@ async function assemble(deps: {
     inlineMs: config.flowConfig.expressions.inlineMs,
     sizeBudget: config.limits.resultBytes,
   });
+  // Runs' directories on the data directory's disk, watched where their script nodes run.
+  const disk = createDataDisk({
+    config: { dataDir: config.dataDir, ...config.dataDisk },
+    clock,
+    logger,
+  });
   const { tasks, flows } = createRuns({
+    disk,
     expressions,
     artifacts: keeper,
     config,
@@ -336,6 +346,7 @@ async function assemble(deps: {
     artifacts: { store: artifactStore, keeper },
     retention,
     progress,
+    disk,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -353,6 +364,7 @@ async function assemble(deps: {
         () => progress.close(),
         () => bridge?.close(),
         () => runner.close(),
+        () => disk.close(),
         () => store.close(),
       ]),
   };

@@ -1,10 +1,17 @@
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
+import type { DataDisk } from "../runs/run-disk.ts";
 
 /** Root endpoints: outside both services, never behind auth. */
 export async function healthRoutes(
   app: FastifyInstance,
-  opts: { sandbox: string; cgroup: string; refusal: string | undefined; mode: string },
+  opts: {
+    sandbox: string;
+    cgroup: string;
+    refusal: string | undefined;
+    mode: string;
+    disk: Pick<DataDisk, "state"> | undefined;
+  },
 ): Promise<void> {
   app.get(
     "/health",
@@ -19,16 +26,23 @@ export async function healthRoutes(
             cgroup: Type.String(),
             // With sandbox or cgroup `refused`: why this node runs no script task, and the fix.
             problem: Type.Optional(Type.String()),
+            // The data directory's filesystem: `low` below DATA_DIR_FREE_BYTES_MIN, where flow
+            // script nodes are refused (docs/security.md, "Disk"); absent when it cannot be read.
+            disk: Type.Optional(Type.Object({ freeBytes: Type.Number(), low: Type.Boolean() })),
           }),
         },
       },
     },
-    async () => ({
-      status: "ok",
-      mode: opts.mode,
-      sandbox: opts.sandbox,
-      cgroup: opts.cgroup,
-      ...(opts.refusal !== undefined ? { problem: opts.refusal } : {}),
-    }),
+    async () => {
+      const disk = await opts.disk?.state().catch(() => undefined);
+      return {
+        status: "ok",
+        mode: opts.mode,
+        sandbox: opts.sandbox,
+        cgroup: opts.cgroup,
+        ...(opts.refusal !== undefined ? { problem: opts.refusal } : {}),
+        ...(disk ? { disk } : {}),
+      };
+    },
   );
 }

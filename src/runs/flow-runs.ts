@@ -22,6 +22,7 @@ import {
 } from "./lifecycle.ts";
 import type { Execution, Outcome } from "./outcome.ts";
 import { recordedNodes, recordedScripts, repeatPins } from "./rerun.ts";
+import type { DataDisk, RunDisk } from "./run-disk.ts";
 import { type ScriptUse, scriptNodeRunner } from "./script-node.ts";
 import { waitForRunEnd } from "./wait.ts";
 
@@ -63,6 +64,8 @@ export type FlowRunsDeps = Omit<LifecycleDeps, "notFound"> & {
   expressions: ExpressionsFor;
   /** What http nodes call with (src/guarded-fetch.ts); absent: the platform's fetch. */
   fetch?: typeof fetch | undefined;
+  /** Watches runs' directories on the data directory's disk (docs/security.md, "Disk"); absent: none. */
+  disk?: DataDisk | undefined;
 };
 
 /**
@@ -93,11 +96,14 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     // A kept directory becomes the run's artifacts (docs/artifacts.md) before the clean-up,
     // which for `keep` only removes it when empty.
     let nodeFiles: NodeFiles | undefined;
+    const disk = deps.disk?.forRun(r.id);
     const afterEnd = () => {
       if (rel && !rel.usesWorkDir) return;
-      const policy = rel?.configure.fileCleanup ?? { type: "afterRun" as const };
+      // A run stopped for its disk keeps nothing (docs/security.md, "Disk").
+      const policy =
+        disk?.stopped || !rel ? { type: "afterRun" as const } : rel.configure.fileCleanup;
       setImmediate(async () => {
-        if (nodeFiles)
+        if (nodeFiles && !disk?.stopped)
           await deps.artifacts?.collect(r.id, workDirOf(config.dataDir, r.id), nodeFiles);
         await cleanupAtRunEnd(config.dataDir, r.id, policy);
       });
@@ -128,7 +134,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
         parameter,
         signal,
         deps: {
-          ...flowDeps(deps, lifecycle, r, { pins, used, secrets, nodeFiles }),
+          ...flowDeps(deps, lifecycle, r, { pins, used, secrets, nodeFiles, disk }),
           hold: values.take,
         },
         clock,
@@ -287,6 +293,7 @@ function flowDeps(
     used: ScriptUse[];
     secrets: SecretResolver | undefined;
     nodeFiles: NodeFiles | undefined;
+    disk: RunDisk | undefined;
   },
 ): FlowDeps {
   const { store, clock, config } = deps;

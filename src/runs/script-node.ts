@@ -7,6 +7,7 @@ import type { SecretResolver } from "../secrets/secrets.ts";
 import { taskSecrets } from "../secrets/task-env.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
 import type { Scope, Store } from "../store/types.ts";
+import type { RunDisk } from "./run-disk.ts";
 
 /** A script version a run's node ran (docs/monitoring.md, run detail `scripts`). */
 export interface ScriptUse extends ScriptPin {
@@ -35,6 +36,8 @@ export function scriptNodeRunner(deps: {
   nodeFiles?: NodeFiles | undefined;
   /** A node's output as it is printed, masked (docs/live-progress.md). */
   onOutput?: ((nodeId: string, stream: "stdout" | "stderr", text: string) => void) | undefined;
+  /** The run's directory on the data directory's disk, watched while a node runs (docs/security.md, "Disk"). */
+  disk?: RunDisk | undefined;
 }): FlowDeps["runScript"] {
   let seq = 0;
   return async (req) => {
@@ -43,9 +46,13 @@ export function scriptNodeRunner(deps: {
         ? inline(req.nodeId, req.code)
         : await byElement(deps, req.nodeId, req.element);
     const given = await taskSecrets(source, deps.secrets, req.env);
+    const refused = await deps.disk?.admit();
+    if (refused) return { ok: false, error: refused, stdout: "", stderr: "" };
     const taskId = `${deps.runId}.${req.nodeId}.${seq++}`;
     const onAbort = () => deps.runner.kill(taskId, "terminate");
     req.signal.addEventListener("abort", onAbort, { once: true });
+    // Stopped from outside when the run passes its disk budget, or the filesystem its floor.
+    const watch = deps.disk?.watch(() => deps.runner.kill(taskId, "timeout"));
     try {
       const o = await deps.runner.run({
         taskId,
@@ -58,9 +65,11 @@ export function scriptNodeRunner(deps: {
         onOutput: deps.onOutput && ((stream, text) => deps.onOutput?.(req.nodeId, stream, text)),
       });
       deps.onScript?.(o);
+      const overDisk = await watch?.end();
       await deps.nodeFiles?.afterNode(req.nodeId);
-      const result: ScriptResult =
-        o.status === "SUCCESS"
+      const result: ScriptResult = overDisk
+        ? { ok: false, error: overDisk, stdout: o.stdout, stderr: o.stderr }
+        : o.status === "SUCCESS"
           ? { ok: true, value: o.value, stdout: o.stdout, stderr: o.stderr }
           : {
               ok: false,
@@ -72,6 +81,7 @@ export function scriptNodeRunner(deps: {
       return result;
     } finally {
       req.signal.removeEventListener("abort", onAbort);
+      await watch?.end();
     }
   };
 }

@@ -1,0 +1,276 @@
+/**
+ * The data directory's disk, watched from Node while flow runs' script nodes run (docs/security.md,
+ * "Disk"): a run's shared working directory (`DATA_DIR/tasks/<runId>`) lives on the filesystem that
+ * also holds the database. A run whose directory passes SCRIPT_RUN_DISK_BYTES, or the largest one
+ * while the filesystem's free space is below DATA_DIR_FREE_BYTES_MIN, is stopped: its tasks are
+ * killed, its node fails naming the setting, its files are removed. Below the floor, no script
+ * node starts. Checks: every DATA_DIR_CHECK_MS while a node runs, and once as each node ends.
+ *
+ * Cost: a statfs per check. A directory is walked only when the filesystem's growth since its last
+ * walk could have taken it past its budget, when space was freed since (the growth then hides what
+ * it wrote), or below the floor; a run that does not write much is never walked.
+ */
+import { lstat, readdir, statfs } from "node:fs/promises";
+import path from "node:path";
+import type { Clock, TimerHandle } from "../clock.ts";
+import { removeTree } from "../scripts/safe-tree.ts";
+import { workDirOf } from "./file-cleanup.ts";
+
+export interface DataDiskConfig {
+  dataDir: string;
+  /** SCRIPT_RUN_DISK_BYTES: what a flow run's directory may hold; 0: no budget. */
+  runBytes: number;
+  /** DATA_DIR_FREE_BYTES_MIN: the free space below which script nodes stop; 0: no floor. */
+  freeBytesMin: number;
+  /** DATA_DIR_CHECK_MS: how often a running node's run is checked. */
+  checkMs: number;
+}
+
+/** The filesystem's state and a directory's size: the real ones, or a test's. */
+export interface DiskProbe {
+  space(dir: string): Promise<{ free: number; used: number }>;
+  /** Bytes a directory's files take on disk (allocated blocks); 0 when it does not exist. */
+  size(dir: string): Promise<number>;
+}
+
+export interface DiskState {
+  freeBytes: number;
+  /** Below DATA_DIR_FREE_BYTES_MIN: script nodes are refused. */
+  low: boolean;
+}
+
+/** One flow run's directory, as its script nodes use it. */
+export interface RunDisk {
+  /** Before a node starts: why it must not (the floor, or its run was stopped); else undefined. */
+  admit(): Promise<string | undefined>;
+  /** While a node's task runs; `stop` kills it. `end` once it ended: why it was stopped, if it was. */
+  watch(stop: () => void): { end(): Promise<string | undefined> };
+  /** Why the run was stopped, if it was: its files are not kept. */
+  readonly stopped: string | undefined;
+}
+
+export interface DataDisk {
+  forRun(runId: string): RunDisk;
+  /** The free space, read at most DATA_DIR_CHECK_MS ago (for /health). */
+  state(): Promise<DiskState>;
+  close(): void;
+}
+
+interface RunState {
+  dir: string;
+  /** Bytes at the last walk; undefined: not known (walked at the next check). */
+  known: number | undefined;
+  /** The filesystem's used bytes at that walk (or when the run was known empty). */
+  usedAt: number;
+  stops: Set<() => void>;
+  stopped: string | undefined;
+  /** Its files are being removed (once its tasks ended). */
+  removing: Promise<void> | undefined;
+}
+
+interface Disk {
+  config: DataDiskConfig;
+  clock: Clock;
+  probe: DiskProbe;
+  logger: { error(obj: unknown, msg?: string): void };
+  active: Set<RunState>;
+  last: { free: number; used: number; at: number } | undefined;
+  timer: TimerHandle | undefined;
+  /** The check under way: checks never overlap. */
+  checking: Promise<void> | undefined;
+}
+
+export const realProbe: DiskProbe = {
+  async space(dir) {
+    const s = await statfs(dir);
+    return { free: s.bavail * s.bsize, used: (s.blocks - s.bfree) * s.bsize };
+  },
+  size: treeBytes,
+};
+
+/** Allocated bytes of a tree (a sparse file counts what it holds), symlinks not followed. */
+async function treeBytes(dir: string): Promise<number> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return 0; // gone, or not a directory any more
+  }
+  let total = 0;
+  for (const name of names) {
+    const p = path.join(dir, name);
+    const st = await lstat(p).catch(() => undefined);
+    if (!st) continue;
+    total += st.blocks * 512;
+    if (st.isDirectory()) total += await treeBytes(p);
+  }
+  return total;
+}
+
+export function createDataDisk(deps: {
+  config: DataDiskConfig;
+  clock: Clock;
+  logger: { error(obj: unknown, msg?: string): void };
+  probe?: DiskProbe;
+}): DataDisk {
+  const d: Disk = {
+    config: deps.config,
+    clock: deps.clock,
+    logger: deps.logger,
+    probe: deps.probe ?? realProbe,
+    active: new Set(),
+    last: undefined,
+    timer: undefined,
+    checking: undefined,
+  };
+  return {
+    forRun: (runId) => runDisk(d, workDirOf(d.config.dataDir, runId)),
+    async state() {
+      const s = await space(d, false);
+      return { freeBytes: s.free, low: isLow(d, s.free) };
+    },
+    close() {
+      if (d.timer) d.clock.clearTimeout(d.timer);
+      d.timer = undefined;
+      d.active.clear();
+    },
+  };
+}
+
+const isLow = (d: Disk, free: number) => d.config.freeBytesMin > 0 && free < d.config.freeBytesMin;
+
+/** The filesystem's space: read now when `fresh`, else at most DATA_DIR_CHECK_MS old. */
+async function space(d: Disk, fresh: boolean): Promise<{ free: number; used: number }> {
+  const now = d.clock.now();
+  if (!fresh && d.last && now - d.last.at < d.config.checkMs) return d.last;
+  const s = await d.probe.space(d.config.dataDir);
+  d.last = { ...s, at: now };
+  return s;
+}
+
+function floorMessage(d: Disk, free: number): string {
+  return (
+    `the data directory's filesystem has ${free} bytes free, below DATA_DIR_FREE_BYTES_MIN ` +
+    `(${d.config.freeBytesMin}): script nodes do not run until space is freed`
+  );
+}
+
+function runDisk(d: Disk, dir: string): RunDisk {
+  const r: RunState = {
+    dir,
+    known: undefined,
+    usedAt: 0,
+    stops: new Set(),
+    stopped: undefined,
+    removing: undefined,
+  };
+  let first = true;
+  return {
+    get stopped() {
+      return r.stopped;
+    },
+    async admit() {
+      if (r.stopped) return r.stopped;
+      const s = await space(d, first);
+      if (first) {
+        first = false;
+        // A new run's directory does not exist yet: known empty, at no walk's cost.
+        const exists = await lstat(dir).then(
+          () => true,
+          () => false,
+        );
+        if (!exists) {
+          r.known = 0;
+          r.usedAt = s.used;
+        }
+      }
+      return isLow(d, s.free) ? floorMessage(d, s.free) : undefined;
+    },
+    watch(stop) {
+      r.stops.add(stop);
+      if (r.stopped) stop(); // stopped between its admit and now
+      d.active.add(r);
+      arm(d);
+      let ended: Promise<string | undefined> | undefined;
+      const end = async () => {
+        await check(d);
+        r.stops.delete(stop);
+        if (r.stops.size === 0) d.active.delete(r);
+        if (!r.stopped) return undefined;
+        if (r.stops.size === 0) await removeFiles(d, r);
+        return r.stopped;
+      };
+      // Idempotent: a caller's finally may end it again.
+      return { end: () => (ended ??= end()) };
+    },
+  };
+}
+
+function arm(d: Disk): void {
+  if (d.timer || d.active.size === 0) return;
+  d.timer = d.clock.setTimeout(() => {
+    d.timer = undefined;
+    void check(d).finally(() => arm(d));
+  }, d.config.checkMs);
+  d.timer.unref?.();
+}
+
+/** One check of every run with a node running; a check already under way is joined (then one more). */
+async function check(d: Disk): Promise<void> {
+  while (d.checking) await d.checking;
+  d.checking = checkOnce(d)
+    .catch((err: unknown) => d.logger.error({ err }, "could not check the data directory's disk"))
+    .finally(() => {
+      d.checking = undefined;
+    });
+  await d.checking;
+}
+
+async function checkOnce(d: Disk): Promise<void> {
+  if (d.active.size === 0) return;
+  const s = await space(d, true);
+  const low = isLow(d, s.free);
+  const budget = d.config.runBytes;
+  for (const r of d.active) {
+    if (r.stopped) continue;
+    const couldPass =
+      budget > 0 &&
+      (r.known === undefined || s.used < r.usedAt || r.known + (s.used - r.usedAt) > budget);
+    if (!low && !couldPass) continue;
+    r.known = await d.probe.size(r.dir);
+    r.usedAt = s.used;
+    if (budget > 0 && r.known > budget)
+      stopRun(
+        r,
+        `the run's working directory holds ${r.known} bytes, past SCRIPT_RUN_DISK_BYTES ` +
+          `(${budget}): the node was stopped and the run's files removed`,
+      );
+  }
+  if (!low) return;
+  // Below the floor: the run holding the most is stopped, one per check.
+  let largest: RunState | undefined;
+  for (const r of d.active) if (!r.stopped && (r.known ?? 0) > (largest?.known ?? 0)) largest = r;
+  if (largest)
+    stopRun(
+      largest,
+      `${floorMessage(d, s.free)}; this run's directory held the most (${largest.known} bytes): ` +
+        "the node was stopped and the run's files removed",
+    );
+}
+
+function stopRun(r: RunState, why: string): void {
+  r.stopped = why;
+  for (const stop of r.stops) stop();
+}
+
+/** Once the run's tasks ended: what its directory holds goes (the directory stays, the runner's). */
+async function removeFiles(d: Disk, r: RunState): Promise<void> {
+  r.removing ??= (async () => {
+    const names = await readdir(r.dir).catch(() => [] as string[]);
+    for (const name of names) await removeTree(path.join(r.dir, name));
+    r.known = 0;
+  })().catch((err: unknown) =>
+    d.logger.error({ err, dir: r.dir }, "could not remove a stopped run's files"),
+  );
+  await r.removing;
+}
