@@ -196,6 +196,10 @@ function runDisk(d: Disk, dir: string): RunDisk {
         await check(d);
         r.stops.delete(stop);
         if (r.stops.size === 0) d.active.delete(r);
+        if (d.active.size === 0 && d.timer) {
+          d.clock.clearTimeout(d.timer); // no node runs: nothing to check
+          d.timer = undefined;
+        }
         if (!r.stopped) return undefined;
         if (r.stops.size === 0) await removeFiles(d, r);
         return r.stopped;
