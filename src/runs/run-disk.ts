@@ -64,8 +64,6 @@ interface RunState {
   usedAt: number;
   stops: Set<() => void>;
   stopped: string | undefined;
-  /** Its files are being removed (once its tasks ended). */
-  removing: Promise<void> | undefined;
 }
 
 interface Disk {
@@ -162,7 +160,6 @@ function runDisk(d: Disk, dir: string): RunDisk {
     usedAt: 0,
     stops: new Set(),
     stopped: undefined,
-    removing: undefined,
   };
   let first = true;
   return {
@@ -193,15 +190,17 @@ function runDisk(d: Disk, dir: string): RunDisk {
       arm(d);
       let ended: Promise<string | undefined> | undefined;
       const end = async () => {
-        await check(d);
+        if (!r.stopped) await check(d);
         r.stops.delete(stop);
-        if (r.stops.size === 0) d.active.delete(r);
+        if (r.stops.size > 0) return r.stopped;
+        // Its last node ended: a stopped run's files go before it leaves the checks, so that no
+        // other run is stopped for the floor meanwhile.
+        if (r.stopped) await removeFiles(d, r);
+        d.active.delete(r);
         if (d.active.size === 0 && d.timer) {
           d.clock.clearTimeout(d.timer); // no node runs: nothing to check
           d.timer = undefined;
         }
-        if (!r.stopped) return undefined;
-        if (r.stops.size === 0) await removeFiles(d, r);
         return r.stopped;
       };
       // Idempotent: a caller's finally may end it again.
@@ -251,9 +250,13 @@ async function checkOnce(d: Disk): Promise<void> {
       );
   }
   if (!low) return;
-  // Below the floor: the run holding the most is stopped, one per check.
+  // Below the floor: the run holding the most is stopped, one at a time: none more while one
+  // stopped has not yet ended and had its files removed (what that frees may be enough).
   let largest: RunState | undefined;
-  for (const r of d.active) if (!r.stopped && (r.known ?? 0) > (largest?.known ?? 0)) largest = r;
+  for (const r of d.active) {
+    if (r.stopped) return;
+    if ((r.known ?? 0) > (largest?.known ?? 0)) largest = r;
+  }
   if (largest)
     stopRun(
       largest,
@@ -269,12 +272,11 @@ function stopRun(r: RunState, why: string): void {
 
 /** Once the run's tasks ended: what its directory holds goes (the directory stays, the runner's). */
 async function removeFiles(d: Disk, r: RunState): Promise<void> {
-  r.removing ??= (async () => {
+  try {
     const names = await readdir(r.dir).catch(() => [] as string[]);
     for (const name of names) await removeTree(path.join(r.dir, name));
     r.known = 0;
-  })().catch((err: unknown) =>
-    d.logger.error({ err, dir: r.dir }, "could not remove a stopped run's files"),
-  );
-  await r.removing;
+  } catch (err) {
+    d.logger.error({ err, dir: r.dir }, "could not remove a stopped run's files");
+  }
 }
