@@ -270,6 +270,7 @@ async function registerServiceRoutes(
         clock: deps.clock,
         syntax: deps.syntax,
         envs: deps.envs,
+        disk: deps.disk,
       });
     },
     { prefix: config.scriptPrefix },

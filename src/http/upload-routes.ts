@@ -5,6 +5,7 @@ import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { targetFolder } from "../elements/locator.ts";
 import { badRequest, SluiceError } from "../errors.ts";
+import type { DataDisk } from "../runs/run-disk.ts";
 import { importScripts, type UploadFile } from "../scripts/importer.ts";
 import type { ScriptEnvs } from "../scripts/script-envs.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
@@ -23,6 +24,8 @@ export async function uploadRoutes(
     clock: Clock;
     syntax: SyntaxChecker;
     envs?: ScriptEnvs | undefined;
+    /** Below its free-space floor, no environment is built (docs/security.md, "Disk"). */
+    disk?: Pick<DataDisk, "state"> | undefined;
   },
 ): Promise<void> {
   await app.register(multipart, {

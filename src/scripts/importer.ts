@@ -40,6 +40,8 @@ type ImportDeps = {
   syntax: SyntaxChecker;
   /** Builds environments of declared dependencies; absent: an element that declares some is refused. */
   envs?: ScriptEnvs | undefined;
+  /** The data directory's free space: below its floor, no environment is built (docs/security.md, "Disk"). */
+  disk?: { state(): Promise<{ freeBytes: number; low: boolean }> } | undefined;
 };
 
 export async function importScripts(
@@ -130,6 +132,12 @@ async function installDependencies(
   const reqs = declared.requirements;
   if (reqs.length === 0) return { env: null, release: () => {} };
   if (!deps.envs) return { message: "dependencies cannot be installed by this service" };
+  // An environment is written to the data directory's filesystem, next to the database.
+  const disk = await deps.disk?.state().catch(() => undefined);
+  if (disk?.low)
+    return {
+      message: `dependencies cannot be installed now: the data directory's filesystem has ${disk.freeBytes} bytes free, below DATA_DIR_FREE_BYTES_MIN`,
+    };
   const built = await deps.envs.build(reqs, [...new Set(reqs.map(requirementName))]);
   if (!built.ok) {
     built.release();

@@ -11,6 +11,7 @@ import {
   startServer,
   TEST_MODE,
   type TestServer,
+  upload,
 } from "../helpers/server.ts";
 
 /**
@@ -178,6 +179,17 @@ describe(`a flow's script node cannot fill the data directory's filesystem (${TE
       assert.equal(plain.body.status, true, plain.text);
       const health = await server.call("GET", "/health");
       assert.equal(health.body.disk?.low, true, health.text);
+      // An environment would be written next to the database too: not built now.
+      const withDeps =
+        '# /// script\n# dependencies = ["sluice-slow"]\n# ///\ndef main(p):\n    return 1\n';
+      const up = await upload(
+        server,
+        [{ name: "needs.py", content: withDeps }],
+        { path: "/d" },
+        scopeHeaders(VICTIM),
+      );
+      assert.equal(up.body.data[0]?.status, 2, up.text);
+      assert.match(up.body.data[0]?.message, /DATA_DIR_FREE_BYTES_MIN/, up.text);
     } finally {
       fs.rmSync(filler);
     }
