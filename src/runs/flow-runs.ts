@@ -96,14 +96,15 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     // A kept directory becomes the run's artifacts (docs/artifacts.md) before the clean-up,
     // which for `keep` only removes it when empty.
     let nodeFiles: NodeFiles | undefined;
-    const disk = deps.disk?.forRun(r.id);
+    // Only a run whose graph has script nodes is watched (docs/security.md, "Disk").
+    let disk: RunDisk | undefined;
     const afterEnd = () => {
       if (rel && !rel.usesWorkDir) return;
       // A run stopped for its disk keeps nothing (docs/security.md, "Disk").
       const policy =
         disk?.stopped || !rel ? { type: "afterRun" as const } : rel.configure.fileCleanup;
       setImmediate(async () => {
-        if (nodeFiles && !disk?.stopped)
+        if (nodeFiles)
           await deps.artifacts?.collect(r.id, workDirOf(config.dataDir, r.id), nodeFiles);
         await cleanupAtRunEnd(config.dataDir, r.id, policy);
       });
@@ -111,6 +112,7 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
     try {
       rel = await release(r.elementId, Number(r.version));
       const { configure } = rel;
+      if (rel.usesWorkDir) disk = deps.disk?.forRun(r.id);
       if (configure.fileCleanup.type === "keep" && rel.usesWorkDir)
         nodeFiles = deps.artifacts?.track(workDirOf(config.dataDir, r.id));
       const original = await originalRun(store, r);
