@@ -58,7 +58,7 @@ async function uploadOk(
   files: { name: string; content: string }[],
   scope = scopeHeaders(),
 ) {
-  const r = await upload(server, files, { path: "/h" }, scope);
+  const r = await upload(server, files, { path: "/h", overwrite: "true" }, scope);
   assert.deepEqual(
     r.body.data.map((d: { status: number }) => d.status),
     files.map(() => 0),
@@ -118,11 +118,13 @@ describe("preloaded packages that keep their zygote from ever saying ready", () 
           ? `# /// script\n# dependencies = ["${project}"]\n# ///\ndef main():\n    return {"preloaded": False}\n`
           : script(project, module);
       await uploadOk(server, [{ name: `${module}.py`, content: body }]);
+      const seen = logs.text().length;
       const run = await within(runSync(server, module), 30_000, "the task ended");
       assert.equal(run.status, "SUCCESS", JSON.stringify(run.body));
       assert.deepEqual(run.body, { preloaded: false });
-      assert.match(logs.text(), /not ready within 2000 ms/);
-      assert.match(logs.text(), /failed to start preloading/);
+      const logged = logs.text().slice(seen);
+      assert.match(logged, /not ready within 2000 ms/);
+      assert.match(logged, /failed to start preloading/);
       // Another tenant's environment still gets the one slice, and preloads.
       await uploadOk(
         server,
