@@ -1,6 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
-import type { ScriptEnv } from "../store/revision-types.ts";
+import { limitMs, withEnv } from "./python-runner-env-wait.ts";
 import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
@@ -24,7 +24,7 @@ export interface RunnerLimits {
  */
 export type TaskStep = "slot" | "workDir" | "child";
 
-interface TaskState {
+export interface TaskState {
   killReason?: KillReason;
   running?: RunningTask;
   /** The zygote its child comes from: the default one, or its environment's. */
@@ -143,11 +143,6 @@ async function takeChild(
     pool.discard(child);
     return failure("CgroupUnavailable", "the task could not be put in a cgroup of its own");
   }
-}
-
-/** The task's own time limit. */
-function limitMs(r: Runner, spec: TaskSpec): number {
-  return Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, r.limits.maxRunS * 1000);
 }
 
 /** Runs the task on a child of the pool, killed past its time limit. */
@@ -287,90 +282,6 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
     if (!handedOver) state.lease?.release();
     r.tasks.delete(spec.taskId);
   }
-}
-
-/** The zygote of the task's environment, with the environment held while the task uses it. */
-async function withEnv(
-  r: Runner,
-  spec: TaskSpec,
-  state: TaskState,
-  preload: boolean,
-): Promise<EnvLease | TaskOutcome> {
-  const env = spec.source.env as ScriptEnv;
-  const ready = await r.envs.ensure(env);
-  if (!ready.ok) return failure("EnvironmentUnavailable", ready.message);
-  const unhold = r.envs.hold(env.hash);
-  try {
-    const lease = await waitForZygote(
-      r,
-      spec,
-      state,
-      r.envPools.acquire(ready.dir, ready.manifest, preload),
-    );
-    if (typeof lease === "string") {
-      unhold();
-      return canceledBeforeStart(lease);
-    }
-    return {
-      pool: lease.pool,
-      uids: lease.uids,
-      hold: lease.hold,
-      release: () => {
-        lease.release();
-        unhold();
-      },
-    };
-  } catch (err) {
-    unhold();
-    const why = err instanceof Error ? err.message : String(err);
-    return failure("EnvironmentUnavailable", `the zygote of its environment did not start: ${why}`);
-  }
-}
-
-/**
- * The wait for its environment's zygote counts against the task's own time limit, and a kill
- * ends it (docs/script-dependencies.md, "Warm start"): the task then ends without it, and the
- * zygote, once it comes, is let go.
- */
-function waitForZygote(
-  r: Runner,
-  spec: TaskSpec,
-  state: TaskState,
-  acquiring: Promise<EnvLease>,
-): Promise<EnvLease | KillReason> {
-  const since = r.clock.now();
-  return new Promise((resolve, reject) => {
-    let done = false;
-    const end = () => {
-      done = true;
-      r.clock.clearTimeout(timer);
-      state.wake = undefined;
-      state.waitedMs += r.clock.now() - since;
-    };
-    const wake = (reason: KillReason) => {
-      if (done) return;
-      end();
-      resolve(reason);
-    };
-    const timer = r.clock.setTimeout(
-      () => wake("timeout"),
-      Math.max(0, limitMs(r, spec) - state.waitedMs),
-    );
-    state.wake = wake;
-    if (state.killReason) wake(state.killReason);
-    acquiring.then(
-      (lease) => {
-        if (done) return lease.release();
-        end();
-        resolve(lease);
-      },
-      (err: unknown) => {
-        if (done) return;
-        end();
-        reject(err);
-      },
-    );
-  });
 }
 
 export function killTask(r: Runner, taskId: string, reason: KillReason): boolean {
