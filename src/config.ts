@@ -161,6 +161,11 @@ export interface EnvsConfig {
    * uids, so their import-time code has no rights outside it (docs/security.md, "Preloading").
    */
   preload: boolean;
+  /**
+   * SCRIPT_ENV_START_TIMEOUT_MS: an environment's zygote process not ready within this is killed;
+   * one that preloads is replaced by one that does not (docs/script-dependencies.md).
+   */
+  startTimeoutMs: number;
 }
 
 const list = (raw: string | undefined): string[] =>
@@ -177,6 +182,7 @@ function envsConfigOf(env: Env): EnvsConfig {
     zygotes: Math.max(1, int(env, "SCRIPT_ENV_ZYGOTES", 4)),
     gcMs: Math.max(1000, int(env, "SCRIPT_ENV_GC_MS", 3_600_000)),
     preload: bool(env, "SCRIPT_ENV_PRELOAD", true),
+    startTimeoutMs: Math.max(100, int(env, "SCRIPT_ENV_START_TIMEOUT_MS", 60_000)),
   };
 }
 

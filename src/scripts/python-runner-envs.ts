@@ -42,7 +42,13 @@ export interface EnvLease {
  */
 export interface EnvPoolsOptions {
   max: number;
-  start: (dir: string, manifest: EnvManifest, slice: UidSlice | undefined) => Promise<ZygotePool>;
+  /** Starts a zygote; an abort of `signal` (at close) stops it even before it is ready. */
+  start: (
+    dir: string,
+    manifest: EnvManifest,
+    slice: UidSlice | undefined,
+    signal: AbortSignal,
+  ) => Promise<ZygotePool>;
   /** Undefined: no zygote preloads (off, or the kernel refuses user namespaces). */
   slices: UidSlices | undefined;
   /** After a preloading zygote stopped, before its slice serves another: kill what it left. */
@@ -56,6 +62,7 @@ export class EnvPools {
   /** Zygotes being stopped: each gives its slice back when done. */
   readonly #stopping = new Set<Promise<void>>();
   #clock = 0;
+  readonly #closing = new AbortController();
 
   constructor(o: EnvPoolsOptions) {
     this.#o = o;
@@ -114,19 +121,21 @@ export class EnvPools {
 
   /** Starts a zygote: preloading when asked and a slice is (or, once a stop ends, gets) free. */
   async #launch(dir: string, manifest: EnvManifest, preload: boolean): Promise<Started> {
+    const signal = this.#closing.signal;
     const slice = preload ? await this.#freeSlice() : undefined;
-    if (!slice) return { pool: await this.#o.start(dir, manifest, undefined), slice };
+    if (!slice) return { pool: await this.#o.start(dir, manifest, undefined, signal), slice };
     try {
-      return { pool: await this.#o.start(dir, manifest, slice), slice };
+      return { pool: await this.#o.start(dir, manifest, slice, signal), slice };
     } catch (err) {
       this.#giveBack(slice);
+      if (signal.aborted) throw err;
       // The user namespace was had at start-up: its packages' import-time code may have ended it,
       // which must not stop other environments preloading. This one's tasks import them instead.
       this.#o.logger.warn(
         { err, env: manifest.hash },
         "an environment's zygote failed to start preloading: its tasks run on one that does not",
       );
-      return { pool: await this.#o.start(dir, manifest, undefined), slice: undefined };
+      return { pool: await this.#o.start(dir, manifest, undefined, signal), slice: undefined };
     }
   }
 
@@ -185,6 +194,7 @@ export class EnvPools {
   }
 
   async close(): Promise<void> {
+    this.#closing.abort();
     const all = [...this.#entries.values()];
     this.#entries.clear();
     await Promise.all([...all.map((e) => this.#stop(e)), ...this.#stopping]);

@@ -1,6 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
-import type { ScriptEnv } from "../store/revision-types.ts";
+import { limitMs, withEnv } from "./python-runner-env-wait.ts";
 import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
@@ -24,13 +24,17 @@ export interface RunnerLimits {
  */
 export type TaskStep = "slot" | "workDir" | "child";
 
-interface TaskState {
+export interface TaskState {
   killReason?: KillReason;
   running?: RunningTask;
   /** The zygote its child comes from: the default one, or its environment's. */
   pool: ZygotePool;
   /** Its environment's zygote, held until the task's sweep (undefined: the default zygote). */
   lease?: EnvLease | undefined;
+  /** How long it waited for its environment's zygote: part of its own time limit. */
+  waitedMs: number;
+  /** Ends its wait for its environment's zygote (a kill while it waits). */
+  wake?: ((reason: KillReason) => void) | undefined;
 }
 
 /** The state of one started runner: what it opened, and the tasks it runs or holds back. */
@@ -117,7 +121,13 @@ async function takeChild(
 ): Promise<Child | TaskOutcome> {
   for (;;) {
     const pool = state.pool;
-    const child = await pool.take();
+    let child: Child;
+    try {
+      child = await pool.take();
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      return failure("TaskStartFailed", `could not start the task: ${why}`);
+    }
     if (r.pauseAt) await r.pauseAt(spec.taskId, "child");
     const cg = r.cgroups?.take(child.pid);
     const ready = cg === undefined || (await cg.ready);
@@ -153,8 +163,8 @@ async function runOnTakenChild(
   const rt = runOnChild(state.pool, child, msg, r.limits, r.clock, spec.onOutput);
   state.running = rt;
   if (state.killReason) rt.kill(state.killReason);
-  const limitMs = Math.min(spec.timeoutMs ?? Number.POSITIVE_INFINITY, r.limits.maxRunS * 1000);
-  const timer = r.clock.setTimeout(() => rt.kill("timeout"), limitMs);
+  const left = Math.max(0, limitMs(r, spec) - state.waitedMs);
+  const timer = r.clock.setTimeout(() => rt.kill("timeout"), left);
   try {
     const { outcome } = await rt.done;
     return cg?.oomKilled() ? overMemory(outcome, r.python.memoryBytes) : outcome;
@@ -181,7 +191,7 @@ async function acquireDir(
   if (wd) return wd;
   const env = spec.source.env;
   if (!env) throw new Error("a task of the default zygote was refused its directory");
-  const plain = await withEnv(r, env, false);
+  const plain = await withEnv(r, spec, state, false);
   if ("status" in plain) return plain;
   lease?.release();
   state.lease = plain;
@@ -244,13 +254,13 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
   if (r.closed) return failure("RunnerClosed", "python runner is closed");
   if (r.tasks.has(spec.taskId))
     return failure("DuplicateTask", `task ${spec.taskId} is already running`);
-  const state: TaskState = { pool: r.pool };
+  const state: TaskState = { pool: r.pool, waitedMs: 0 };
   r.tasks.set(spec.taskId, state);
   let handedOver = false; // from execute on, the lease is released by the task's sweep
   try {
     // Its environment (built here first if this node lacks it) before a slot: a build holds none.
     if (spec.source.env) {
-      const env = await withEnv(r, spec.source.env, true);
+      const env = await withEnv(r, spec, state, true);
       if ("status" in env) return env;
       state.lease = env;
       state.pool = env.pool;
@@ -274,37 +284,11 @@ export async function runTask(r: Runner, spec: TaskSpec): Promise<TaskOutcome> {
   }
 }
 
-/** The zygote of the task's environment, with the environment held while the task uses it. */
-async function withEnv(
-  r: Runner,
-  env: ScriptEnv,
-  preload: boolean,
-): Promise<EnvLease | TaskOutcome> {
-  const ready = await r.envs.ensure(env);
-  if (!ready.ok) return failure("EnvironmentUnavailable", ready.message);
-  const unhold = r.envs.hold(env.hash);
-  try {
-    const lease = await r.envPools.acquire(ready.dir, ready.manifest, preload);
-    return {
-      pool: lease.pool,
-      uids: lease.uids,
-      hold: lease.hold,
-      release: () => {
-        lease.release();
-        unhold();
-      },
-    };
-  } catch (err) {
-    unhold();
-    const why = err instanceof Error ? err.message : String(err);
-    return failure("EnvironmentUnavailable", `the zygote of its environment did not start: ${why}`);
-  }
-}
-
 export function killTask(r: Runner, taskId: string, reason: KillReason): boolean {
   const state = r.tasks.get(taskId);
   if (!state || state.killReason) return false;
   state.killReason = reason;
+  state.wake?.(reason);
   state.running?.kill(reason);
   return true;
 }

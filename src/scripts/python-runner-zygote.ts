@@ -36,6 +36,20 @@ export interface ZygoteOptions {
   onChild?: (pid: number) => void;
   /** An idle child that will never get a task is gone (or going: its group was killed). */
   onIdleGone?: (pid: number) => void;
+  /** A zygote process not ready within this is stopped (SCRIPT_ENV_START_TIMEOUT_MS). */
+  startMs?: number;
+  /**
+   * The same zygote preloading nothing: once the pool has started, a process that sends a report
+   * out of turn or is not ready within `startMs` is followed by one started with these arguments,
+   * and the pool stays so (docs/security.md, "Preloading").
+   */
+  plainArgs?: string[];
+}
+
+interface Waiter {
+  resolve: (c: Child) => void;
+  /** The zygote could not fork its child (why: the system's words, e.g. a limit reached). */
+  reject: (err: Error) => void;
 }
 
 /** A zygote process that lived this long after ready died of something new, not a loop. */
@@ -59,9 +73,13 @@ export class ZygotePool {
   #zygotePid: number | undefined;
   #idle: Child[] = [];
   #busy = new Map<number, Busy>();
-  #waiters: Array<(c: Child) => void> = [];
+  #waiters: Waiter[] = [];
   #closing = false;
   #restarts = 0;
+  /** Some zygote process of this pool said ready (it started). */
+  #started = false;
+  /** A process failed while preloading: every later one runs with `plainArgs`. */
+  #plain = false;
   /** When the running zygote process said ready. */
   #readyAt = 0;
   #ready: Promise<void> | undefined;
@@ -86,7 +104,8 @@ export class ZygotePool {
   }
 
   #spawn(): Promise<void> {
-    const proc = spawn(this.#o.command, this.#o.args, {
+    const args = this.#plain && this.#o.plainArgs ? this.#o.plainArgs : this.#o.args;
+    const proc = spawn(this.#o.command, args, {
       stdio: ["pipe", "pipe", "pipe"],
       env: this.#o.env,
       // A session of its own: a terminal's Ctrl-C reaches Node, which shuts the zygote down.
@@ -106,7 +125,22 @@ export class ZygotePool {
         stopped = true;
         this.#o.logger.error({ line }, "python zygote sent a report out of turn: stopped");
         reject(new Error("python zygote sent a report out of turn"));
-        proc.kill("SIGKILL");
+        this.#failed(proc);
+      };
+      // Its packages' import may never end, or leave half a line before its `ready`.
+      const ms = this.#o.startMs;
+      const late =
+        ms === undefined
+          ? undefined
+          : this.#o.clock.setTimeout(() => {
+              if (readySeen || stopped) return;
+              stopped = true;
+              this.#o.logger.warn({ ms }, `python zygote not ready within ${ms} ms: stopped`);
+              reject(new Error(`python zygote was not ready within ${ms} ms`));
+              this.#failed(proc);
+            }, ms);
+      const settled = () => {
+        if (late) this.#o.clock.clearTimeout(late);
       };
       proc.stdout?.setEncoding("utf8").on("data", (d: string) => {
         if (stopped) return;
@@ -121,6 +155,7 @@ export class ZygotePool {
             if (readySeen || (held !== undefined && Number(pid) !== held)) forged(line);
             else {
               readySeen = true;
+              settled();
               this.#markReady(pid, flag);
               resolve();
             }
@@ -135,6 +170,7 @@ export class ZygotePool {
       });
       proc.once("exit", (code, signal) => {
         stopped = true;
+        settled();
         reject(new Error(`python zygote exited before ready (code ${code}, signal ${signal})`));
         if (this.#proc === proc) this.#onZygoteExit(code, signal);
       });
@@ -147,8 +183,25 @@ export class ZygotePool {
     return this.#ready;
   }
 
+  /**
+   * A zygote process that sent a report out of turn or was not ready in time is killed. Once the
+   * pool has started (tasks may wait for its children), the next process preloads nothing.
+   */
+  #failed(proc: ChildProcess): void {
+    if (this.#started && this.#o.plainArgs && !this.#plain) {
+      this.#plain = true;
+      this.#restarts = 0;
+      this.#o.logger.warn(
+        {},
+        "an environment's zygote failed while preloading: it is restarted preloading nothing",
+      );
+    }
+    proc.kill("SIGKILL");
+  }
+
   /** The zygote process said ready: its pid, and whether each child has a pid namespace. */
   #markReady(pid: string | undefined, flag: string | undefined): void {
+    this.#started = true;
     this.#zygotePid = Number(pid);
     this.#reaped = flag === "pidns" ? new ReapedChildren(this.#o.clock) : undefined;
     this.#readyAt = this.#o.clock.now();
@@ -209,7 +262,16 @@ export class ZygotePool {
       this.#topUp();
     } else if (kind === "w") {
       this.#swept(pid, Number(b) === 0);
+    } else if (kind === "e") {
+      this.#forkFailed(pid, [b, ...rest].join(" "));
     }
+  }
+
+  /** The zygote could not fork `n` of the children asked for: as many waiting tasks fail. */
+  #forkFailed(n: number, why: string): void {
+    this.#requested = Math.max(0, this.#requested - (n || 0));
+    this.#o.logger.warn({ why }, "python zygote could not fork a task's process");
+    for (const w of this.#waiters.splice(0, n || 0)) w.reject(new Error(why));
   }
 
   #dropIdle(c: Child, kill = true): void {
@@ -234,7 +296,7 @@ export class ZygotePool {
     const waiter = this.#waiters.shift();
     if (waiter) {
       this.#busy.set(c.pid, { waiters: [] });
-      waiter(c);
+      waiter.resolve(c);
     } else this.#idle.push(c);
   }
 
@@ -265,13 +327,14 @@ export class ZygotePool {
   // Forks asked for whose "c" report has not arrived yet.
   #requested = 0;
 
+  /** The next idle child; rejects (with the system's reason) when the zygote could not fork it. */
   take(): Promise<Child> {
     const c = this.#idle.shift();
     let p: Promise<Child>;
     if (c) {
       this.#busy.set(c.pid, { waiters: [] });
       p = Promise.resolve(c);
-    } else p = new Promise<Child>((resolve) => this.#waiters.push(resolve));
+    } else p = new Promise<Child>((resolve, reject) => this.#waiters.push({ resolve, reject }));
     this.#topUp();
     return p;
   }

@@ -116,11 +116,12 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     logger,
     slices,
     // Import-time code of packages runs only in a zygote whose user namespace maps its slice.
-    start: (dir, manifest, slice) =>
+    start: (dir, manifest, slice, signal) =>
       startPool(python, sandbox, dirs.root, cgroups, logger, clock, {
         dir,
         modules: slice ? manifest.modules : [],
         slice,
+        signal,
       }),
     retire: (slice) => retireSlice(dirs, slice),
   });
@@ -308,6 +309,8 @@ interface ZygoteEnv {
   dir: string;
   modules: string[];
   slice: UidSlice | undefined;
+  /** Aborted when the runner closes: the zygote stops, even before it is ready. */
+  signal: AbortSignal;
 }
 
 /** The zygote's command line: inside bubblewrap, or (SCRIPT_SANDBOX=none) the bare interpreter. */
@@ -379,16 +382,27 @@ async function startPool(
     // and the zygote itself is in a cgroup of its own, with a task's limits, before it imports.
     ...(env?.slice ? { childUid: env.slice.outer } : {}),
     ...(env?.slice && cgroups ? { onHold: (pid: number) => holdInCgroup(cgroups, pid) } : {}),
+    // An environment's zygote has a start deadline; one that preloads has a plain fallback
+    // (docs/script-dependencies.md, "Warm start").
+    ...(env ? { startMs: python.envs.startTimeoutMs } : {}),
+    ...(env?.slice && env.modules.length > 0
+      ? { plainArgs: zygoteCommand(python, sandbox, tasksDir, { ...env, modules: [] }).args }
+      : {}),
     logger,
     clock,
     onChild: cgroups && ((pid) => cgroups.bind(pid)),
     onIdleGone: cgroups && ((pid) => void cgroups.take(pid).release()),
   });
+  const stop = () => void pool.close().catch(() => {});
+  env?.signal.addEventListener("abort", stop, { once: true });
   try {
+    if (env?.signal.aborted) throw new Error("the python runner is closing");
     await pool.start();
   } catch (err) {
     await pool.close().catch(() => {});
     throw err;
+  } finally {
+    env?.signal.removeEventListener("abort", stop); // once started, EnvPools stops it
   }
   return pool;
 }

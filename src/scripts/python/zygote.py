@@ -14,6 +14,8 @@ and reads reports from stdout, one per line:
     c PID TASK RESULT OUT ERR   forked a child; Node opens /proc/PID/fd/<n> for these four
     x PID STATUS                reaped a process (STATUS: exit code, or -signal)
     w UID STATUS                nothing of UID is left (STATUS 0), or that could not be confirmed
+    e N WHY                     N of the children asked for could not be forked (WHY: the
+                                system's reason, e.g. a process limit reached); the zygote goes on
 
 The end of a task is decided here and in Node, never by code the task can change: whatever the
 child reported, `k` checks for leftovers of its uid and kills them; with `pidns`, Node takes the
@@ -671,19 +673,23 @@ def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
 
 
 def fork_child():
-    """Forks an idle child; returns its pid and the descriptors Node opens in it."""
-    task_r, task_w = os.pipe()
-    result_r, result_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    node_ends = (task_w, result_r, out_r, err_r)
-    net_fd = task_namespaces.for_child() if task_namespaces is not None else -1
+    """Forks an idle child; returns its pid and the descriptors Node opens in it. An OSError (no
+    process, memory or descriptor left under the zygote's limits) leaves nothing behind."""
+    fds = []
+    net_fd = -1
     try:
+        for _ in range(4):
+            fds += os.pipe()
+        net_fd = task_namespaces.for_child() if task_namespaces is not None else -1
         pid = new_child()
     except OSError:
+        for fd in fds:
+            os.close(fd)
         if net_fd >= 0:
             task_namespaces.free.append(net_fd)  # nobody entered it
         raise
+    task_r, task_w, result_r, result_w, out_r, out_w, err_r, err_w = fds
+    node_ends = (task_w, result_r, out_r, err_r)
     if pid == 0:
         code = 0
         try:
@@ -716,7 +722,10 @@ def sweep_uid(uid):
     exists), so the zygote looks again once the sweeper is gone (`leftovers`)."""
     if os.getuid() != 0 or uid == 0:
         return 0
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        return 0  # not confirmed: Node retires the uid
     if pid == 0:
         try:
             os.setresuid(uid, uid, uid)
@@ -879,7 +888,10 @@ def main():
             if task_namespaces is not None:
                 task_namespaces.confirmed(child, False)
             return
-        sweeps[track(pid)] = (uid, child, round_ + 1)
+        try:
+            sweeps[track(pid)] = (uid, child, round_ + 1)
+        except OSError:
+            report(f"w {uid} 1\n")  # the sweeper cannot be watched; it is reaped as an orphan
 
     # "pidns": each child is the first process of a pid namespace of its own, so Node may take
     # its `x` as the confirmation that nothing of its task is left (docs/security.md).
@@ -901,11 +913,11 @@ def main():
                 return  # Node is gone
             pending += data
             *lines, pending = pending.split(b"\n")
-            forked = []
+            forked, failed = [], ""
             for line in lines:
                 cmd, _, arg = line.decode().partition(" ")
                 if cmd == "f":
-                    forked += [fork_child() for _ in range(int(arg))]
+                    failed += fork_children(int(arg), forked)
                 elif cmd == "k":
                     uid, _, child = arg.partition(" ")
                     if int(child or 0) in pidfds.values():
@@ -913,10 +925,15 @@ def main():
                         deferred[int(child)] = (int(uid), time.monotonic() + 1.0)
                     else:
                         check(int(uid), int(child or 0))
-            for pid, _ in forked:
-                track(pid)
-            if forked:
-                report("".join(f"c {pid} {' '.join(map(str, fds))}\n" for pid, fds in forked))
+            tracked = []
+            for pid, fds in forked:
+                try:
+                    tracked.append((track(pid), fds))
+                except OSError as e:
+                    os.kill(pid, signal.SIGKILL)  # reaped as an orphan; no task gets it
+                    failed += f"e 1 {reason(e)}\n"
+            report("".join(f"c {pid} {' '.join(map(str, fds))}\n" for pid, fds in tracked))
+            report(failed)
         now = time.monotonic()
         if exited or sweeps:
             text, gone = reap(poll, pidfds)
@@ -932,6 +949,24 @@ def main():
             if child not in pidfds.values() or now > deadline:
                 del deferred[child]
                 check(uid, child)
+
+
+def reason(e):
+    """An OSError in the system's words, on one line: `resource temporarily unavailable`."""
+    text = os.strerror(e.errno) if e.errno else str(e)
+    return " ".join(text.split()).lower()
+
+
+def fork_children(n, forked):
+    """Forks `n` idle children into `forked`; returns the `e` report of those it could not. A
+    failed fork ends the batch (the next would fail alike) and never the zygote: its limits (a
+    preloading zygote's cgroup, what its packages started) decide it, and its other tasks go on."""
+    for i in range(n):
+        try:
+            forked.append(fork_child())
+        except OSError as e:
+            return f"e {n - i} {reason(e)}\n"
+    return ""
 
 
 def reap(poll, pidfds):
