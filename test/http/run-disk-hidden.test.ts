@@ -61,6 +61,25 @@ def main(p):
     return {"held": n}
 `;
 
+/** The same, then mapped and closed: only the mapping holds it. */
+const MAPPED = `import mmap, os, time
+def main(p):
+    f = open("m", "wb+")
+    os.unlink("m")
+    n = 0
+    try:
+        while True:
+            f.write(b"x" * 1048576)
+            f.flush()
+            n += 1
+    except OSError as e:
+        pass
+    m = mmap.mmap(f.fileno(), n * 1048576)
+    f.close()
+    time.sleep(30)
+    return {"held": n, "mapped": len(m)}
+`;
+
 /** Empty files until the filesystem has no inode left; they cost no bytes. */
 const INODE_FILL = `import os
 def main(p):
@@ -139,6 +158,7 @@ describe(`the disk watch sees what the walk does not (${TEST_MODE})`, {
     const a = scopeHeaders(ATTACKER);
     await deployAndActivate(server, "hidden", flowOf(HIDDEN), keep, a, "/f");
     await deployAndActivate(server, "tmpfile", flowOf(TMPFILE), keep, a, "/f");
+    await deployAndActivate(server, "mapped", flowOf(MAPPED), keep, a, "/f");
     await deployAndActivate(server, "inodes", flowOf(INODE_FILL), keep, a, "/f");
     const v = scopeHeaders(VICTIM);
     await deployAndActivate(server, "honest", flowOf(HONEST_SLOW), keep, v, "/f");
@@ -149,7 +169,7 @@ describe(`the disk watch sees what the walk does not (${TEST_MODE})`, {
     fs.rmdirSync(mountPoint);
   });
 
-  for (const name of ["hidden", "tmpfile"]) {
+  for (const name of ["hidden", "tmpfile", "mapped"]) {
     it(`a node holding a ${name} file fills no more than its budget; another tenant's running node is not the one stopped`, async () => {
       // The honest node writes its small file and waits: it is running when the disk fills.
       const honest = runSync(VICTIM, "honest", { wait: 3 });
