@@ -6,9 +6,11 @@
  * killed, its node fails naming the setting, its files are removed. Below the floor, no script
  * node starts. Checks: every DATA_DIR_CHECK_MS while a node runs, and once as each node ends.
  *
- * Cost: a statfs per check. A directory is walked only when the filesystem's growth since its last
- * walk could have taken it past its budget, when space was freed since (the growth then hides what
- * it wrote), or below the floor; a run that does not write much is never walked.
+ * Inodes count as space, and deleted files a run's processes hold open count to the run. Cost: a
+ * statfs per check. A directory is walked only when the filesystem's growth since its last walk
+ * could have taken it past its budget, when space was freed since (the growth then hides what it
+ * wrote), or below the floor; a run that does not write much is never walked; a walk that does not
+ * pass the budget is followed by one look at every process's open and mapped deleted files.
  */
 import { lstat, readdir } from "node:fs/promises";
 import path from "node:path";
