@@ -6,15 +6,20 @@
  * killed, its node fails naming the setting, its files are removed. Below the floor, no script
  * node starts. Checks: every DATA_DIR_CHECK_MS while a node runs, and once as each node ends.
  *
- * Cost: a statfs per check. A directory is walked only when the filesystem's growth since its last
- * walk could have taken it past its budget, when space was freed since (the growth then hides what
- * it wrote), or below the floor; a run that does not write much is never walked.
+ * Inodes count as space, and deleted files a run's processes hold open count to the run. Cost: a
+ * statfs per check. A directory is walked only when the filesystem's growth since its last walk
+ * could have taken it past its budget, when space was freed since (the growth then hides what it
+ * wrote), or below the floor; a run that does not write much is never walked; a walk that does not
+ * pass the budget is followed by one look at every process's open and mapped deleted files.
  */
-import { lstat, readdir, statfs } from "node:fs/promises";
+import { lstat, readdir } from "node:fs/promises";
 import path from "node:path";
 import type { Clock, TimerHandle } from "../clock.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
+import { type DiskProbe, type DiskSpace, realProbe } from "./disk-probe.ts";
 import { workDirOf } from "./file-cleanup.ts";
+
+export type { DiskProbe } from "./disk-probe.ts";
 
 export interface DataDiskConfig {
   dataDir: string;
@@ -24,13 +29,6 @@ export interface DataDiskConfig {
   freeBytesMin: number;
   /** DATA_DIR_CHECK_MS: how often a running node's run is checked. */
   checkMs: number;
-}
-
-/** The filesystem's state and a directory's size: the real ones, or a test's. */
-export interface DiskProbe {
-  space(dir: string): Promise<{ free: number; used: number }>;
-  /** Bytes a directory's files take on disk (allocated blocks); 0 when it does not exist. */
-  size(dir: string): Promise<number>;
 }
 
 export interface DiskState {
@@ -72,37 +70,10 @@ interface Disk {
   probe: DiskProbe;
   logger: { error(obj: unknown, msg?: string): void };
   active: Set<RunState>;
-  last: { free: number; used: number; at: number } | undefined;
+  last: (DiskSpace & { at: number }) | undefined;
   timer: TimerHandle | undefined;
   /** The check under way: checks never overlap. */
   checking: Promise<void> | undefined;
-}
-
-export const realProbe: DiskProbe = {
-  async space(dir) {
-    const s = await statfs(dir);
-    return { free: s.bavail * s.bsize, used: (s.blocks - s.bfree) * s.bsize };
-  },
-  size: treeBytes,
-};
-
-/** Allocated bytes of a tree (a sparse file counts what it holds), symlinks not followed. */
-async function treeBytes(dir: string): Promise<number> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch {
-    return 0; // gone, or not a directory any more
-  }
-  let total = 0;
-  for (const name of names) {
-    const p = path.join(dir, name);
-    const st = await lstat(p).catch(() => undefined);
-    if (!st) continue;
-    total += st.blocks * 512;
-    if (st.isDirectory()) total += await treeBytes(p);
-  }
-  return total;
 }
 
 export function createDataDisk(deps: {
@@ -138,7 +109,7 @@ export function createDataDisk(deps: {
 const isLow = (d: Disk, free: number) => d.config.freeBytesMin > 0 && free < d.config.freeBytesMin;
 
 /** The filesystem's space: read now when `fresh`, else at most DATA_DIR_CHECK_MS old. */
-async function space(d: Disk, fresh: boolean): Promise<{ free: number; used: number }> {
+async function space(d: Disk, fresh: boolean): Promise<DiskSpace> {
   const now = d.clock.now();
   if (!fresh && d.last && now - d.last.at < d.config.checkMs) return d.last;
   const s = await d.probe.space(d.config.dataDir);
@@ -234,20 +205,41 @@ async function checkOnce(d: Disk): Promise<void> {
   const s = await space(d, true);
   const low = isLow(d, s.free);
   const budget = d.config.runBytes;
-  for (const r of d.active) {
-    if (r.stopped) continue;
-    const couldPass =
-      budget > 0 &&
-      (r.known === undefined || s.used < r.usedAt || r.known + (s.used - r.usedAt) > budget);
-    if (!low && !couldPass) continue;
-    r.known = await d.probe.size(r.dir);
-    r.usedAt = s.used;
-    if (budget > 0 && r.known > budget)
+  const walk = [...d.active].filter(
+    (r) =>
+      !r.stopped &&
+      (low ||
+        (budget > 0 &&
+          (r.known === undefined || s.used < r.usedAt || r.known + (s.used - r.usedAt) > budget))),
+  );
+  const over = (r: RunState) => {
+    if (budget > 0 && (r.known ?? 0) > budget)
       stopRun(
         r,
         `the run's working directory holds ${r.known} bytes, past SCRIPT_RUN_DISK_BYTES ` +
           `(${budget}): the node was stopped and the run's files removed`,
       );
+  };
+  for (const r of walk) {
+    r.known = await d.probe.size(r.dir, s.entryBytes ?? 0);
+    r.usedAt = s.used;
+    over(r);
+  }
+  // What its files do not explain may be deleted files its tasks hold open: one look at every
+  // process for all the runs walked.
+  const unexplained = walk.filter((r) => !r.stopped);
+  const held =
+    unexplained.length > 0
+      ? await d.probe.held?.(
+          d.config.dataDir,
+          unexplained.map((r) => r.dir),
+        )
+      : undefined;
+  for (const r of unexplained) {
+    const bytes = held?.get(r.dir) ?? 0;
+    if (bytes === 0) continue;
+    r.known = (r.known ?? 0) + bytes;
+    over(r);
   }
   if (!low) return;
   // Below the floor: the run holding the most is stopped, one at a time: none more while one

@@ -155,6 +155,34 @@ describe("the data directory's disk watcher", () => {
     t.disk.close();
   });
 
+  it("deleted files a run's processes hold count to its budget; the run whose files are visible goes on", async () => {
+    const t = setup(200 * MiB, { runBytes: 100 * MiB });
+    const held = new Map<string, number>();
+    t.probe.held = async (_dataDir, dirs) =>
+      new Map(dirs.map((dir) => [dir, held.get(path.basename(dir)) ?? 0]));
+    const honest = t.disk.forRun("honest");
+    const hider = t.disk.forRun("hider");
+    await honest.admit();
+    await hider.admit();
+    const k = killSwitch();
+    const wh = honest.watch(() => assert.fail("the run whose files are visible goes on"));
+    const wx = hider.watch(k.stop);
+    t.write("honest", 1 * MiB);
+    // The hider writes 160 MiB into a file it deleted: its directory stays empty.
+    t.state.used += 160 * MiB;
+    t.state.free -= 160 * MiB;
+    held.set("hider", 160 * MiB);
+    await t.clock.advanceAsync(100);
+    await k.killed;
+    // Its process killed, the file it held goes.
+    held.delete("hider");
+    t.state.used -= 160 * MiB;
+    t.state.free += 160 * MiB;
+    assert.match((await wx.end()) ?? "", /holds 167772160 bytes, past SCRIPT_RUN_DISK_BYTES/);
+    assert.equal(await wh.end(), undefined);
+    t.disk.close();
+  });
+
   it("0 turns the budget and the floor off", async () => {
     const t = setup(10 * MiB, { runBytes: 0, freeBytesMin: 0 });
     const run = t.disk.forRun("free");
