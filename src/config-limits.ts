@@ -16,6 +16,12 @@ export function int(env: Env, key: string, fallback: number): number {
   return n;
 }
 
+export function bool(env: Env, key: string, fallback: boolean): boolean {
+  const raw = env[key]?.toLowerCase();
+  if (raw === undefined || raw === "") return fallback;
+  return raw === "1" || raw === "true" || raw === "yes";
+}
+
 export interface LimitsConfig {
   bodyBytes: number;
   /** Request bodies held at once on a node, and per app (docs/errors.md, "Bad input"). */

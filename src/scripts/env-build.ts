@@ -12,7 +12,7 @@ import {
 } from "node:fs/promises";
 import path from "node:path";
 import type { Clock } from "../clock.ts";
-import type { EnvsConfig } from "../config.ts";
+import type { EnvsConfig } from "../config-python.ts";
 import type { ScriptEnv } from "../store/revision-types.ts";
 import { runBounded } from "./bounded-process.ts";
 import { installedDists, preloadModules } from "./env-dists.ts";

@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { Clock } from "../clock.ts";
-import type { EnvsConfig } from "../config.ts";
+import type { EnvsConfig } from "../config-python.ts";
 import type { ScriptEnvStore } from "../store/kysely-script-envs.ts";
 import type { ScriptEnv } from "../store/revision-types.ts";
 import {
