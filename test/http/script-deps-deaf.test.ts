@@ -83,7 +83,11 @@ describe("a preloaded package that leaves its zygote deaf once ready", () => {
       scopeHeaders(OTHER_SCOPE),
     );
     assert.equal(other.body.data[0].status, 0, other.text);
-    const plain = await within(runSync(server, "plain", scopeHeaders(OTHER_SCOPE)), 20_000, "plain");
+    const plain = await within(
+      runSync(server, "plain", scopeHeaders(OTHER_SCOPE)),
+      20_000,
+      "plain",
+    );
     assert.deepEqual(plain, { status: "SUCCESS", body: { ok: true } });
   });
 });
