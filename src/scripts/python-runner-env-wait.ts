@@ -3,6 +3,7 @@ import type { EnvLease } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure } from "./python-runner-outcomes.ts";
 import type { Runner, TaskState } from "./python-runner-run.ts";
 import type { KillReason } from "./python-runner-task.ts";
+import type { Child, ZygotePool } from "./python-runner-zygote.ts";
 import type { TaskOutcome, TaskSpec } from "./runner-types.ts";
 
 /** A task's wait for its environment's zygote (docs/script-dependencies.md, "Warm start"). */
@@ -94,4 +95,41 @@ function waitForZygote(
       },
     );
   });
+}
+
+/**
+ * The task's child from `pool`. Its wait counts against the task's own time like the wait for
+ * the zygote, and a kill ends it (docs/script-dependencies.md, "Warm start"): a zygote that never
+ * forks (a preloaded package can make it deaf) must not keep the task, and its slot, for good.
+ */
+export async function takeWithin(
+  r: Runner,
+  spec: TaskSpec,
+  state: TaskState,
+  pool: ZygotePool,
+): Promise<Child | KillReason> {
+  if (state.killReason) return state.killReason;
+  const ended = new AbortController();
+  let why: KillReason | undefined;
+  const wake = (reason: KillReason) => {
+    why ??= reason;
+    ended.abort();
+  };
+  const since = r.clock.now();
+  const timer = r.clock.setTimeout(
+    () => wake("timeout"),
+    Math.max(0, limitMs(r, spec) - state.waitedMs),
+  );
+  state.wake = wake;
+  try {
+    // A child served as the wait ended is the task's still: its run is killed at once.
+    return await pool.take(ended.signal);
+  } catch (err) {
+    if (why) return why;
+    throw err;
+  } finally {
+    r.clock.clearTimeout(timer);
+    state.wake = undefined;
+    state.waitedMs += r.clock.now() - since;
+  }
 }

@@ -1,6 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
-import { limitMs, withEnv } from "./python-runner-env-wait.ts";
+import { limitMs, takeWithin, withEnv } from "./python-runner-env-wait.ts";
 import type { EnvLease, EnvPools } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure, overMemory } from "./python-runner-outcomes.ts";
 import { IN_SANDBOX, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
@@ -121,13 +121,14 @@ async function takeChild(
 ): Promise<Child | TaskOutcome> {
   for (;;) {
     const pool = state.pool;
-    let child: Child;
+    let child: Child | KillReason;
     try {
-      child = await pool.take();
+      child = await takeWithin(r, spec, state, pool);
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       return failure("TaskStartFailed", `could not start the task: ${why}`);
     }
+    if (typeof child === "string") return canceledBeforeStart(child);
     if (r.pauseAt) await r.pauseAt(spec.taskId, "child");
     const cg = r.cgroups?.take(child.pid);
     const ready = cg === undefined || (await cg.ready);
@@ -297,6 +298,7 @@ export function killTask(r: Runner, taskId: string, reason: KillReason): boolean
 export function endTasks(r: Runner): void {
   for (const state of r.tasks.values()) {
     state.killReason ??= "terminate";
+    state.wake?.(state.killReason); // a wait for its zygote or child ends too
     state.running?.kill(state.killReason);
   }
   const waiting = r.queue.splice(0);

@@ -267,11 +267,16 @@ export class ZygotePool {
     }
   }
 
-  /** The zygote could not fork `n` of the children asked for: as many waiting tasks fail. */
+  /**
+   * The zygote could not fork `n` of the children asked for: as many waiting tasks fail. A count
+   * that is not a positive integer is a preloaded package's garbage (a negative one would make
+   * the pool count forks asked for that never come, and never ask again): ignored.
+   */
   #forkFailed(n: number, why: string): void {
-    this.#requested = Math.max(0, this.#requested - (n || 0));
+    if (!Number.isSafeInteger(n) || n <= 0) return;
+    this.#requested = Math.max(0, this.#requested - n);
     this.#o.logger.warn({ why }, "python zygote could not fork a task's process");
-    for (const w of this.#waiters.splice(0, n || 0)) w.reject(new Error(why));
+    for (const w of this.#waiters.splice(0, n)) w.reject(new Error(why));
   }
 
   #dropIdle(c: Child, kill = true): void {
@@ -327,14 +332,33 @@ export class ZygotePool {
   // Forks asked for whose "c" report has not arrived yet.
   #requested = 0;
 
-  /** The next idle child; rejects (with the system's reason) when the zygote could not fork it. */
-  take(): Promise<Child> {
+  /**
+   * The next idle child; rejects (with the system's reason) when the zygote could not fork it, at
+   * close, and when `signal` aborts first (the task's wait ended: it no longer waits in line).
+   */
+  take(signal?: AbortSignal): Promise<Child> {
+    if (this.#closing) return Promise.reject(new Error("the zygote is closed"));
+    if (signal?.aborted) return Promise.reject(new Error("wait ended"));
     const c = this.#idle.shift();
     let p: Promise<Child>;
     if (c) {
       this.#busy.set(c.pid, { waiters: [] });
       p = Promise.resolve(c);
-    } else p = new Promise<Child>((resolve, reject) => this.#waiters.push({ resolve, reject }));
+    } else
+      p = new Promise<Child>((resolve, reject) => {
+        const w: Waiter = { resolve, reject };
+        this.#waiters.push(w);
+        signal?.addEventListener(
+          "abort",
+          () => {
+            const at = this.#waiters.indexOf(w);
+            if (at < 0) return; // already served: the caller discards the child
+            this.#waiters.splice(at, 1);
+            reject(signal.reason instanceof Error ? signal.reason : new Error("wait ended"));
+          },
+          { once: true },
+        );
+      });
     this.#topUp();
     return p;
   }
@@ -428,6 +452,8 @@ export class ZygotePool {
   async close(): Promise<void> {
     this.#closing = true;
     const proc = this.#proc;
+    // Tasks waiting for a child get none: they must not wait for good.
+    for (const w of this.#waiters.splice(0)) w.reject(new Error("the zygote is closed"));
     for (const c of this.#idle.splice(0)) this.#dropIdle(c);
     for (const pid of this.#busy.keys()) killGroup(pid);
     if (proc && proc.exitCode === null && proc.signalCode === null) {
