@@ -63,7 +63,8 @@ export const Vertex = Type.Object({
   config: Type.Optional(Type.Unknown()),
   retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
   retryDelayMs: Type.Optional(Type.Integer({ minimum: 0 })),
-  timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  // The longest a timer waits (2^31 − 1 ms): docs/flow-graph.md, "Scheduling".
+  timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 2_147_483 })),
   continueOnError: Type.Optional(Type.Boolean()),
 });
 export type Vertex = Static<typeof Vertex>;

@@ -340,3 +340,28 @@ describe("names of at most 200 characters counted as the schema counts them (cod
     assert.match(op.errorMessage ?? "", /unknown operator type "nope"/);
   });
 });
+
+describe("timeouts no timer can wait for", () => {
+  it("a node's or an http node's timeoutSeconds past 24.8 days is a finding at its path", async () => {
+    const flow = ok();
+    (flow.vertexes[2] as Record<string, unknown>).timeoutSeconds = 1e10;
+    flow.vertexes.splice(3, 0, {
+      id: "call",
+      type: "http",
+      config: { url: "http://example.com/", timeoutSeconds: 1e10 } as never,
+    });
+    flow.edges.push({ source: "in", target: "call" });
+    const found = (await check(flow)).filter((r) => r.path?.at(-1) === "timeoutSeconds");
+    assert.deepEqual(
+      found.map((r) => r.nodeId),
+      ["score", "call"],
+      JSON.stringify(found),
+    );
+  });
+
+  it("up to 24.8 days is accepted", async () => {
+    const flow = ok();
+    (flow.vertexes[2] as Record<string, unknown>).timeoutSeconds = 2_147_483;
+    assert.deepEqual(await check(flow), []);
+  });
+});

@@ -122,7 +122,7 @@ export const httpNode: NodeDef = {
     url: Type.String({ minLength: 1 }),
     headers: Type.Optional(Type.Record(Type.String(), Type.String())),
     body: Type.Optional(Type.Unknown()),
-    timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+    timeoutSeconds: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 2_147_483 })),
   }),
   expressions(config) {
     return [
