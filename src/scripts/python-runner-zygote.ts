@@ -188,15 +188,15 @@ export class ZygotePool {
    * pool has started (tasks may wait for its children), the next process preloads nothing.
    */
   #failed(proc: ChildProcess): void {
-    if (this.#started && this.#o.plainArgs && !this.#plain) {
-      this.#plain = true;
-      this.#restarts = 0;
-      this.#o.logger.warn(
-        {},
-        "an environment's zygote failed while preloading: it is restarted preloading nothing",
-      );
-    }
+    if (this.#started) this.#preloadNoMore("failed while preloading");
     proc.kill("SIGKILL");
+  }
+
+  #preloadNoMore(why: string): void {
+    if (!this.#o.plainArgs || this.#plain) return;
+    this.#plain = true;
+    this.#restarts = 0;
+    this.#o.logger.warn({}, `an environment's zygote ${why}: it is restarted preloading nothing`);
   }
 
   /** The zygote process said ready: its pid, and whether each child has a pid namespace. */
@@ -436,7 +436,12 @@ export class ZygotePool {
     this.#o.logger.error({ code, signal }, "python zygote died; restarting it");
     // The back-off starts again only after a zygote that lived a while: one that dies soon after
     // it is ready (a preloaded package can end it, docs/security.md) is restarted at most every 5 s.
-    if (this.#readyAt > 0 && this.#o.clock.now() - this.#readyAt > STABLE_MS) this.#restarts = 0;
+    const lived = this.#readyAt > 0 ? this.#o.clock.now() - this.#readyAt : 0;
+    if (lived > STABLE_MS) this.#restarts = 0;
+    // A preloading zygote that dies soon after its ready, again and again, was the one way left
+    // for a package to keep its environment's zygote dying (its tasks with it): the next process
+    // preloads nothing, as after a report out of turn.
+    else if (this.#readyAt > 0) this.#preloadNoMore("died soon after it was ready");
     this.#readyAt = 0;
     const delay = Math.min(5000, 50 * 2 ** this.#restarts++);
     this.#o.clock

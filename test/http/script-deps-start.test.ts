@@ -200,6 +200,46 @@ describe("a preloaded package that says ready for its zygote", () => {
   });
 });
 
+describe("a preloaded package that ends its zygote soon after every ready", () => {
+  let server: TestServer;
+  let wheels: string;
+  const logs = logSink();
+  before(async () => {
+    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-crash-"));
+    writeWheel(wheels, {
+      name: "sluice-crash",
+      version: "1.0",
+      topLevel: ["sluice_crash"],
+      // A thread of the zygote (forked children have none) ends it a moment after its ready.
+      files: {
+        "sluice_crash/__init__.py":
+          "import os, threading, time\nPID = os.getpid()\n" +
+          "threading.Thread(target=lambda: (time.sleep(0.3), os._exit(3)), daemon=True).start()\n",
+      },
+    });
+    server = await startServer(
+      { PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels },
+      { logger: logs.logger },
+    );
+  });
+  after(async () => {
+    await server.close();
+    rmSync(wheels, { recursive: true, force: true });
+  });
+
+  it("gets it restarted preloading nothing, not restarted preloading for ever", async () => {
+    await uploadOk(server, [{ name: "crash.py", content: script("sluice-crash", "sluice_crash") }]);
+    // Before, every restart preloaded again and died again (its tasks with it), for good.
+    await pollUntil(
+      () => runSync(server, "crash"),
+      (run) => run.status === "SUCCESS" && run.body?.preloaded === false,
+      "a task on a zygote that preloads nothing",
+      { ms: 30_000, everyMs: 100 },
+    );
+    assert.match(logs.text(), /died soon after it was ready: it is restarted preloading nothing/);
+  });
+});
+
 /** Pids of the live processes whose command line holds `mark`. */
 function processesMarked(mark: string): number[] {
   return readdirSync("/proc")
