@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
+import { release } from "../helpers/gate-file.ts";
 import {
   modeEnv,
   scopeHeaders,
@@ -12,6 +13,7 @@ import {
   TEST_MODE,
   type TestServer,
 } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
 /**
  * Attacks on the disk watch (docs/security.md, "Disk") that its directory walk does not see:
@@ -92,12 +94,19 @@ def main(p):
         return {"files": n, "errno": e.errno}
 `;
 
-/** A slow honest node that writes a little file: it is running when the attacker fills the disk. */
-const HONEST_SLOW = `import time
+/**
+ * An honest node that writes a little file; with `gate` it then waits for the test's `go`
+ * (test/helpers/gate-file.ts), so it is certainly running while the attacker fills the disk.
+ */
+const HONEST_SLOW = `import os, time
 def main(p):
     with open("report.csv", "w") as f:
         f.write("id,total\\n1,42\\n" * 1000)
-    time.sleep(p.get("wait", 0))
+    if p.get("gate"):
+        for _ in range(1200):
+            if os.path.exists("go"):
+                break
+            time.sleep(0.05)
     return {"ok": True}
 `;
 
@@ -114,13 +123,8 @@ const statfsFree = (dir: string) => {
   return s.bavail * s.bsize;
 };
 
-async function until(cond: () => boolean, what: string): Promise<void> {
-  const end = Date.now() + 20_000;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string) =>
+  pollUntil(cond, (ok) => ok, what, { ms: 20_000, everyMs: 20 });
 
 describe(`the disk watch sees what the walk does not (${TEST_MODE})`, {
   skip: process.getuid?.() !== 0 && "mounting a small filesystem for the data directory needs root",
@@ -171,10 +175,23 @@ describe(`the disk watch sees what the walk does not (${TEST_MODE})`, {
 
   for (const name of ["hidden", "tmpfile", "mapped"]) {
     it(`a node holding a ${name} file fills no more than its budget; another tenant's running node is not the one stopped`, async () => {
-      // The honest node writes its small file and waits: it is running when the disk fills.
-      const honest = runSync(VICTIM, "honest", { wait: 3 });
+      // The honest node writes its small file and waits for its gate: it is running when the
+      // disk fills, and is let go only once the attack has ended.
+      const started = await server.call("POST", `${DF}/run`, {
+        headers: scopeHeaders(VICTIM),
+        body: { elementName: "honest", path: "/f", parameter: { gate: true } },
+      });
+      const honestId = started.body.data as string;
+      assert.equal(started.body.status, true, started.text);
+      await until(
+        () => fs.existsSync(path.join(mountPoint, "tasks", honestId, "report.csv")),
+        "the honest node's file",
+      );
       const attack = await runSync(ATTACKER, name);
-      const h = await honest;
+      await release(mountPoint, honestId);
+      const h = await server.call("GET", `${DF}/run/${honestId}/result?timeout=60`, {
+        headers: scopeHeaders(VICTIM),
+      });
       assert.equal(h.body.status, true, h.text);
       assert.equal(attack.body.status, false, attack.text);
       assert.match(
