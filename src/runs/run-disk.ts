@@ -161,7 +161,7 @@ function runDisk(d: Disk, dir: string): RunDisk {
       arm(d);
       let ended: Promise<string | undefined> | undefined;
       const end = async () => {
-        if (!r.stopped) await check(d);
+        if (!r.stopped) await check(d, r);
         r.stops.delete(stop);
         if (r.stops.size > 0) return r.stopped;
         // Its last node ended: a stopped run's files go before it leaves the checks, so that no
@@ -189,10 +189,14 @@ function arm(d: Disk): void {
   d.timer.unref?.();
 }
 
-/** One check of every run with a node running; a check already under way is joined (then one more). */
-async function check(d: Disk): Promise<void> {
+/**
+ * One check of every run with a node running, or at a node's end of its own run only (each run's
+ * end frees space, so under load a check of all would walk every run's directory at every node's
+ * end); a check already under way is joined (then one more).
+ */
+async function check(d: Disk, only?: RunState): Promise<void> {
   while (d.checking) await d.checking;
-  d.checking = checkOnce(d)
+  d.checking = checkOnce(d, only)
     .catch((err: unknown) => d.logger.error({ err }, "could not check the data directory's disk"))
     .finally(() => {
       d.checking = undefined;
@@ -200,10 +204,12 @@ async function check(d: Disk): Promise<void> {
   await d.checking;
 }
 
-async function checkOnce(d: Disk): Promise<void> {
+async function checkOnce(d: Disk, only?: RunState): Promise<void> {
   if (d.active.size === 0) return;
   const s = await space(d, true);
   const low = isLow(d, s.free);
+  // Below the floor every run is looked at, to stop the one holding the most.
+  const runs = only && !low ? [only] : [...d.active];
   const budget = d.config.runBytes;
   // Runs the filesystem's growth could have taken past the budget: walked, and what their files
   // do not explain is looked for among deleted files held open.
@@ -212,8 +218,8 @@ async function checkOnce(d: Disk): Promise<void> {
     r.known !== undefined &&
     s.used >= r.usedAt &&
     r.known + (s.used - r.usedAt) > budget;
-  const suspects = new Set([...d.active].filter((r) => !r.stopped && (low || grown(r))));
-  const walk = [...d.active].filter(
+  const suspects = new Set(runs.filter((r) => !r.stopped && (low || grown(r))));
+  const walk = runs.filter(
     (r) =>
       !r.stopped &&
       (suspects.has(r) || (budget > 0 && (r.known === undefined || s.used < r.usedAt))),
