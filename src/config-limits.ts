@@ -55,6 +55,8 @@ export interface LimitsConfig {
   elementsPerApp: number;
   /** LIMIT_SCHEDULES_PER_APP; 0: no bound (docs/scheduler.md, "Apps share the scheduler"). */
   schedulesPerApp: number;
+  /** LIMIT_SCHEDULE_MIN_INTERVAL_S; 0: none (docs/scheduler.md, "Apps share the scheduler"). */
+  scheduleMinIntervalS: number;
   /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
   heldRequests: number;
   heldRequestsPerApp: number;
@@ -122,6 +124,7 @@ export function limitsConfig(env: Env): LimitsConfig {
     versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
     elementsPerApp: keptCount(env, "LIMIT_ELEMENTS_PER_APP", 10_000),
     schedulesPerApp: keptCount(env, "LIMIT_SCHEDULES_PER_APP", 1_000),
+    scheduleMinIntervalS: wholeSeconds(env, "LIMIT_SCHEDULE_MIN_INTERVAL_S", 0, 31_622_400),
     heldRequests,
     heldRequestsPerApp: Math.min(
       heldRequests,
@@ -161,6 +164,15 @@ function runBytesConfig(env: Env, one: number) {
  * schedules one app holds; 0: no bound. A version number is a 32-bit integer, so a bound above
  * 10^9 bounds nothing; anything else stops the service at start.
  */
+function wholeSeconds(env: Env, key: string, fallback: number, max: number): number {
+  const n = int(env, key, fallback);
+  if (!Number.isSafeInteger(n) || n < 0 || n > max)
+    throw new Error(
+      `config: ${key} must be a whole number of seconds from 0 to ${max}, got "${env[key]}"`,
+    );
+  return n;
+}
+
 function keptCount(env: Env, key: string, fallback = 100): number {
   const raw = env[key];
   const n = raw === undefined || raw === "" ? fallback : Number(raw);

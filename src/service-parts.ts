@@ -57,6 +57,7 @@ export async function startWork(deps: {
     config: {
       scheduleSyncMs: fc.scheduleSyncMs,
       scheduledStartsPerApp: config.limits.scheduledStartsPerApp,
+      scheduleMinIntervalMs: config.limits.scheduleMinIntervalS * 1000,
     },
     shared: topology.bridge,
   });
