@@ -55,6 +55,8 @@ export interface LimitsConfig {
   elementsPerApp: number;
   /** LIMIT_SCHEDULES_PER_APP; 0: no bound (docs/scheduler.md, "Apps share the scheduler"). */
   schedulesPerApp: number;
+  /** LIMIT_STORED_BYTES_PER_APP; 0: no bound (docs/security.md, "What an app may store"). */
+  storedBytesPerApp: number;
   /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
   heldRequests: number;
   heldRequestsPerApp: number;
@@ -122,6 +124,7 @@ export function limitsConfig(env: Env): LimitsConfig {
     versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
     elementsPerApp: keptCount(env, "LIMIT_ELEMENTS_PER_APP", 10_000),
     schedulesPerApp: keptCount(env, "LIMIT_SCHEDULES_PER_APP", 1_000),
+    storedBytesPerApp: storedBytes(env),
     heldRequests,
     heldRequestsPerApp: Math.min(
       heldRequests,
@@ -161,6 +164,16 @@ function runBytesConfig(env: Env, one: number) {
  * schedules one app holds; 0: no bound. A version number is a 32-bit integer, so a bound above
  * 10^9 bounds nothing; anything else stops the service at start.
  */
+/** LIMIT_STORED_BYTES_PER_APP: 10 GiB by default (docs/security.md, "What an app may store"). */
+function storedBytes(env: Env): number {
+  const n = int(env, "LIMIT_STORED_BYTES_PER_APP", 10 * 1024 * MiB);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new Error(
+      `config: LIMIT_STORED_BYTES_PER_APP must be a whole number of bytes, 0 for no bound, got "${env.LIMIT_STORED_BYTES_PER_APP}"`,
+    );
+  return n;
+}
+
 function keptCount(env: Env, key: string, fallback = 100): number {
   const raw = env[key];
   const n = raw === undefined || raw === "" ? fallback : Number(raw);
