@@ -57,6 +57,8 @@ export interface LimitsConfig {
   schedulesPerApp: number;
   /** LIMIT_SCHEDULE_MIN_INTERVAL_S; 0: none (docs/scheduler.md, "Apps share the scheduler"). */
   scheduleMinIntervalS: number;
+  /** LIMIT_STORED_BYTES_PER_APP; 0: no bound (docs/security.md, "What an app may store"). */
+  storedBytesPerApp: number;
   /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
   heldRequests: number;
   heldRequestsPerApp: number;
@@ -125,6 +127,7 @@ export function limitsConfig(env: Env): LimitsConfig {
     elementsPerApp: keptCount(env, "LIMIT_ELEMENTS_PER_APP", 10_000),
     schedulesPerApp: keptCount(env, "LIMIT_SCHEDULES_PER_APP", 1_000),
     scheduleMinIntervalS: wholeSeconds(env, "LIMIT_SCHEDULE_MIN_INTERVAL_S", 0, 31_622_400),
+    storedBytesPerApp: storedBytes(env),
     heldRequests,
     heldRequestsPerApp: Math.min(
       heldRequests,
@@ -159,11 +162,7 @@ function runBytesConfig(env: Env, one: number) {
   };
 }
 
-/**
- * A count bound: revisions or versions one element keeps (default 100), elements or active
- * schedules one app holds; 0: no bound. A version number is a 32-bit integer, so a bound above
- * 10^9 bounds nothing; anything else stops the service at start.
- */
+/** LIMIT_SCHEDULE_MIN_INTERVAL_S and the like: whole seconds within 0..max. */
 function wholeSeconds(env: Env, key: string, fallback: number, max: number): number {
   const n = int(env, key, fallback);
   if (!Number.isSafeInteger(n) || n < 0 || n > max)
@@ -173,6 +172,21 @@ function wholeSeconds(env: Env, key: string, fallback: number, max: number): num
   return n;
 }
 
+/** LIMIT_STORED_BYTES_PER_APP: 10 GiB by default (docs/security.md, "What an app may store"). */
+function storedBytes(env: Env): number {
+  const n = int(env, "LIMIT_STORED_BYTES_PER_APP", 10 * 1024 * MiB);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new Error(
+      `config: LIMIT_STORED_BYTES_PER_APP must be a whole number of bytes, 0 for no bound, got "${env.LIMIT_STORED_BYTES_PER_APP}"`,
+    );
+  return n;
+}
+
+/**
+ * A count bound: revisions or versions one element keeps (default 100), elements or active
+ * schedules one app holds; 0: no bound. A version number is a 32-bit integer, so a bound above
+ * 10^9 bounds nothing; anything else stops the service at start.
+ */
 function keptCount(env: Env, key: string, fallback = 100): number {
   const raw = env[key];
   const n = raw === undefined || raw === "" ? fallback : Number(raw);

@@ -21,6 +21,7 @@ import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
 import type { NewRun } from "./store/types.ts";
+import type { StoredQuota } from "./stored-quota.ts";
 import type { Topology } from "./topology.ts";
 import type { WebhooksConfig } from "./webhooks/index.ts";
 
@@ -85,6 +86,7 @@ export function createRuns(deps: {
   artifacts: ArtifactKeeper;
   expressions: ExpressionsFor;
   disk: DataDisk;
+  stored: StoredQuota;
 }): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;

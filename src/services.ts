@@ -45,6 +45,7 @@ import { createNoticeStore } from "./store/kysely-notices.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import type { OpenedStore } from "./store/open-store.ts";
 import { createRetentionStore } from "./store/retention-store.ts";
+import { createStoredQuota, type StoredQuota } from "./stored-quota.ts";
 import { createTopology, type Topology } from "./topology.ts";
 import { createWebhooks, type Webhooks } from "./webhooks/index.ts";
 
@@ -82,6 +83,8 @@ export interface Services {
   progress: ProgressHub;
   /** The data directory's disk under flow runs' script nodes (docs/security.md, "Disk"). */
   disk: DataDisk;
+  /** LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"). */
+  stored: StoredQuota;
   close(): Promise<void>;
 }
 
@@ -205,7 +208,10 @@ async function assemble(deps: {
     clock,
     logger,
   });
+  // LIMIT_STORED_BYTES_PER_APP: runs, deploys, uploads and imports ask it first (docs/security.md).
+  const stored = createStoredQuota({ store, clock, limit: config.limits.storedBytesPerApp });
   const { tasks, flows } = createRuns({
+    stored,
     disk,
     expressions,
     artifacts: keeper,
@@ -234,6 +240,7 @@ async function assemble(deps: {
     secrets,
     keepRevisions: config.limits.revisionsPerFlow,
     bounds: appBounds(config.limits),
+    stored,
   });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());
@@ -347,6 +354,7 @@ async function assemble(deps: {
     retention,
     progress,
     disk,
+    stored,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
