@@ -204,6 +204,7 @@ async function assemble(deps: {
     config: { dataDir: config.dataDir, ...config.dataDisk },
     clock,
     logger,
+    runs: store,
   });
   const { tasks, flows } = createRuns({
     disk,
@@ -282,6 +283,9 @@ async function assemble(deps: {
     config: config.audit,
   });
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  // What ended runs kept here before this start counts for their apps (after recovery ended the
+  // runs a previous life left unfinished); in the background, each change joins it.
+  void disk.kept.rebuild();
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
   // After recovery too: the runs it failed are notified by the ended events it published.
@@ -297,6 +301,7 @@ async function assemble(deps: {
     tasks,
     flows,
     lifecycle,
+    disk,
   }).catch(async (err: unknown) => {
     await closeAll([
       () => recovery.stop(),
@@ -317,6 +322,7 @@ async function assemble(deps: {
       batch: batchFor(config.retention.batch, store.dialect),
       dataDir: config.dataDir,
     },
+    onRemoved: disk.kept.forget,
   });
   retention.start();
 
