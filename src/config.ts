@@ -91,7 +91,7 @@ export interface Config {
    * The data directory's disk under flow runs' script nodes (docs/security.md, "Disk"):
    * SCRIPT_RUN_DISK_BYTES per run's directory, DATA_DIR_FREE_BYTES_MIN, DATA_DIR_CHECK_MS.
    */
-  dataDisk: { runBytes: number; freeBytesMin: number; checkMs: number };
+  dataDisk: { runBytes: number; freeBytesMin: number; checkMs: number; keptBytesPerApp: number };
 }
 
 export interface RetentionConfig {
@@ -174,7 +174,10 @@ export function loadConfig(env: Env = process.env): Config {
   };
 }
 
-/** SCRIPT_RUN_DISK_BYTES, DATA_DIR_FREE_BYTES_MIN (0: off) and DATA_DIR_CHECK_MS (docs/security.md, "Disk"). */
+/**
+ * SCRIPT_RUN_DISK_BYTES, DATA_DIR_FREE_BYTES_MIN, SCRIPT_KEPT_BYTES_PER_APP (0: off; by default
+ * four runs' budgets) and DATA_DIR_CHECK_MS (docs/security.md, "Disk").
+ */
 function dataDiskConfigOf(env: Env): Config["dataDisk"] {
   const whole = (key: string, fallback: number, min: number) => {
     const n = int(env, key, fallback);
@@ -182,10 +185,12 @@ function dataDiskConfigOf(env: Env): Config["dataDisk"] {
       throw new Error(`config: ${key} must be a whole number, ${min} or more, got "${env[key]}"`);
     return n;
   };
+  const runBytes = whole("SCRIPT_RUN_DISK_BYTES", 1024 * MiB, 0);
   return {
-    runBytes: whole("SCRIPT_RUN_DISK_BYTES", 1024 * MiB, 0),
+    runBytes,
     freeBytesMin: whole("DATA_DIR_FREE_BYTES_MIN", 256 * MiB, 0),
     checkMs: whole("DATA_DIR_CHECK_MS", 250, 10),
+    keptBytesPerApp: whole("SCRIPT_KEPT_BYTES_PER_APP", 4 * (runBytes || 1024 * MiB), 0),
   };
 }
 

@@ -39,6 +39,7 @@ export async function startWork(deps: {
   tasks: TaskService;
   flows: FlowRuns;
   lifecycle: FlowLifecycle;
+  disk: DataDisk;
 }): Promise<{ schedules: FlowSchedules; fileSweeper: FileSweeper }> {
   const { config, topology, clock, logger, tasks, flows } = deps;
   const { store, queue } = topology;
@@ -67,6 +68,7 @@ export async function startWork(deps: {
     clock,
     logger,
     config: { dataDir: config.dataDir, ...fc },
+    onRemoved: deps.disk.kept.forget,
   });
   fileSweeper.start();
   return { schedules, fileSweeper };

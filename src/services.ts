@@ -207,6 +207,7 @@ async function assemble(deps: {
     config: { dataDir: config.dataDir, ...config.dataDisk },
     clock,
     logger,
+    runs: store,
   });
   // LIMIT_STORED_BYTES_PER_APP: runs, deploys, uploads and imports ask it first (docs/security.md).
   const stored = createStoredQuota({ store, clock, limit: config.limits.storedBytesPerApp });
@@ -289,6 +290,9 @@ async function assemble(deps: {
     config: config.audit,
   });
   const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  // What ended runs kept here before this start counts for their apps (after recovery ended the
+  // runs a previous life left unfinished); in the background, each change joins it.
+  void disk.kept.rebuild();
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
   // After recovery too: the runs it failed are notified by the ended events it published.
@@ -304,6 +308,7 @@ async function assemble(deps: {
     tasks,
     flows,
     lifecycle,
+    disk,
   }).catch(async (err: unknown) => {
     await closeAll([
       () => recovery.stop(),
@@ -324,6 +329,7 @@ async function assemble(deps: {
       batch: batchFor(config.retention.batch, store.dialect),
       dataDir: config.dataDir,
     },
+    onRemoved: disk.kept.forget,
   });
   retention.start();
 

@@ -10,7 +10,7 @@ import { recordedTraceback } from "../scripts/traceback.ts";
 import type { Run, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
 import { RunEnvironmentSchema } from "./environment-schema.ts";
-import { RunDisplayResp } from "./monitor-schemas.ts";
+import { FilesRemovedSchema, RunDisplayResp } from "./monitor-schemas.ts";
 import { TracebackSchema } from "./traceback-schema.ts";
 
 const Opt = Type.Optional;
@@ -77,6 +77,7 @@ export const RunDetail = Type.Object({
   result: Opt(Type.Unknown()),
   traceback: Opt(TracebackSchema),
   environment: Opt(RunEnvironmentSchema),
+  filesRemoved: Opt(FilesRemovedSchema),
   resumable: Type.Boolean({
     description: "a FAILURE flow run whose node outputs were kept (logContent DETAILED)",
   }),
@@ -119,6 +120,7 @@ export async function consoleApi(
         resumable: false,
       };
       if (run.parentRunId) out.parentRunId = run.parentRunId;
+      if (run.filesRemoved) out.filesRemoved = run.filesRemoved;
       if (run.error) out.error = run.error;
       const traceback = recordedTraceback(run.detail);
       if (traceback) out.traceback = traceback;

@@ -21,6 +21,7 @@ import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 import { RunEnvironmentSchema } from "./environment-schema.ts";
 import {
+  FilesRemovedSchema,
   FlowElementInfoWithInProcess,
   FlowOverviewRecord,
   MonitorRunQuery,
@@ -53,6 +54,7 @@ const RunDisplayWithHandlers = Type.Object({
   traceback: Type.Optional(TracebackSchema),
   /** Script tasks only (docs/script-dependencies.md); a flow run names one per node in run-detail. */
   environment: Type.Optional(RunEnvironmentSchema),
+  filesRemoved: Type.Optional(FilesRemovedSchema),
 });
 
 /** Endpoints 6–8 and 14: monitor flows, runs and one run; the flow list. */
@@ -124,6 +126,7 @@ export async function monitorRoutes(
         ...(deliveries.length > 0 ? { webhookDeliveries: deliveries } : {}),
         ...(traceback ? { traceback } : {}),
         ...(environment !== undefined ? { environment } : {}),
+        ...(run.filesRemoved ? { filesRemoved: run.filesRemoved } : {}),
       });
     },
   );

@@ -73,6 +73,18 @@ export const RunDisplayResp = Type.Object({
   ),
 });
 
+/** docs/security.md, "Disk", "Kept directories": the run's kept directory went early. */
+export const FilesRemovedSchema = Type.Object(
+  {
+    time: Int,
+    reason: Str,
+  },
+  {
+    description:
+      "the working directory this ended run kept on its node was removed before its fileCleanup said (SCRIPT_KEPT_BYTES_PER_APP, DATA_DIR_FREE_BYTES_MIN); its artifacts are not affected",
+  },
+);
+
 export const MonitorRunResp = Type.Object({
   totalCount: Int,
   totalPage: Int,

@@ -38,20 +38,23 @@ export function retentionMs(policy: FileCleanup, defaultDays: number): number | 
   }
 }
 
-/** Called as a run ends: only `afterRun` deletes at once. Never throws. */
+/** Called as a run ends: only `afterRun` deletes at once. Answers whether the directory stays. Never throws. */
 export async function cleanupAtRunEnd(
   dataDir: string,
   runId: string,
   policy: FileCleanup,
-): Promise<void> {
+): Promise<boolean> {
   const dir = workDirOf(dataDir, runId);
   if (policy.type !== "afterRun") {
     // Nothing written means nothing to keep: an empty (or absent) directory goes now, whatever
     // the policy, so the sweeper is not left millions of empty folders.
-    await rmdir(dir).catch(() => {});
-    return;
+    return rmdir(dir).then(
+      () => false,
+      (err: NodeJS.ErrnoException) => err.code !== "ENOENT",
+    );
   }
   await rm(dir, { recursive: true, force: true }).catch(() => {});
+  return false;
 }
 
 export interface FileSweeper {
@@ -66,6 +69,8 @@ interface SweeperDeps {
   clock: Clock;
   logger: { error(obj: unknown, msg?: string): void };
   config: FileCleanupConfig;
+  /** Told of each run directory removed (the count of what ended runs keep, kept-dirs.ts). */
+  onRemoved?: ((runId: string) => void) | undefined;
 }
 
 /** The state of a sweeper: its timer, the pass under way, and the policies it has read. */
@@ -141,6 +146,7 @@ async function sweep(w: Sweeper): Promise<string[]> {
       const due = await deadline(w, name, dir);
       if (due === null || due > now) continue;
       await rm(dir, { recursive: true, force: true });
+      w.onRemoved?.(name);
       deleted.push(name);
     } catch (err) {
       w.logger.error({ err, dir }, "file cleanup failed for a run directory");

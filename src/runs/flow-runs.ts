@@ -106,7 +106,10 @@ export function createFlowRuns(deps: FlowRunsDeps): FlowRuns {
       setImmediate(async () => {
         if (nodeFiles)
           await deps.artifacts?.collect(r.id, workDirOf(config.dataDir, r.id), nodeFiles);
-        await cleanupAtRunEnd(config.dataDir, r.id, policy);
+        // A directory that stays counts for its app on this node (docs/security.md, "Disk"):
+        // measured only then, so a run that wrote nothing costs no walk.
+        if (await cleanupAtRunEnd(config.dataDir, r.id, policy))
+          await deps.disk?.kept.add(r.id, r.scope.app);
       });
     };
     try {

@@ -57,6 +57,8 @@ export interface RetentionDeps {
   clock: Clock;
   logger: { info(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
   config: Omit<RetentionConfig, "batch"> & { batch: number; dataDir: string };
+  /** Told of each run directory removed (the count of what ended runs keep, kept-dirs.ts). */
+  onRemoved?: ((runId: string) => void) | undefined;
 }
 
 interface State extends RetentionDeps {
@@ -224,6 +226,7 @@ async function removeDirs(s: State, dirs: Set<string>, ids: readonly string[]): 
     if (!dirs.has(id)) continue;
     try {
       await rm(workDirOf(s.config.dataDir, id), { recursive: true, force: true });
+      s.onRemoved?.(id);
       dirs.delete(id);
       n++;
     } catch (err) {

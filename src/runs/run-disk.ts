@@ -5,6 +5,8 @@
  * while the filesystem's free space is below DATA_DIR_FREE_BYTES_MIN, is stopped: its tasks are
  * killed, its node fails naming the setting, its files are removed. Below the floor, no script
  * node starts. Checks: every DATA_DIR_CHECK_MS while a node runs, and once as each node ends.
+ * The directories ended runs keep are counted per app (kept-dirs.ts): below the floor they are
+ * given back before any script node is refused or stopped.
  *
  * Inodes count as space, and deleted files a run's processes hold open count to the run. Cost: a
  * statfs per check. A directory is walked only when the filesystem's growth since its last walk
@@ -18,6 +20,7 @@ import type { Clock, TimerHandle } from "../clock.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
 import { type DiskProbe, type DiskSpace, realProbe } from "./disk-probe.ts";
 import { workDirOf } from "./file-cleanup.ts";
+import { createKeptDirs, type KeptDirs, type KeptDirsDeps } from "./kept-dirs.ts";
 
 export type { DiskProbe } from "./disk-probe.ts";
 
@@ -29,6 +32,8 @@ export interface DataDiskConfig {
   freeBytesMin: number;
   /** DATA_DIR_CHECK_MS: how often a running node's run is checked. */
   checkMs: number;
+  /** SCRIPT_KEPT_BYTES_PER_APP: what an app's ended runs may keep here; 0: no bound. */
+  keptBytesPerApp: number;
 }
 
 export interface DiskState {
@@ -49,6 +54,8 @@ export interface RunDisk {
 
 export interface DataDisk {
   forRun(runId: string): RunDisk;
+  /** The directories ended runs keep here, per app. */
+  kept: KeptDirs;
   /** The free space, read at most DATA_DIR_CHECK_MS ago (for /health). */
   state(): Promise<DiskState>;
   close(): void;
@@ -69,6 +76,7 @@ interface Disk {
   clock: Clock;
   probe: DiskProbe;
   logger: { error(obj: unknown, msg?: string): void };
+  kept: KeptDirs;
   active: Set<RunState>;
   last: (DiskSpace & { at: number }) | undefined;
   timer: TimerHandle | undefined;
@@ -80,20 +88,30 @@ export function createDataDisk(deps: {
   config: DataDiskConfig;
   clock: Clock;
   logger: { error(obj: unknown, msg?: string): void };
+  /** Run records: a kept directory's app, and the note of its removal. */
+  runs: KeptDirsDeps["runs"];
   probe?: DiskProbe;
 }): DataDisk {
+  const { config, clock, logger, runs } = deps;
+  const probe = deps.probe ?? realProbe;
+  const active = new Set<RunState>();
+  const inUse = (id: string) => [...active].some((r) => r.dir === workDirOf(config.dataDir, id));
+  const perApp = config.keptBytesPerApp;
+  const kept = createKeptDirs({ ...config, perApp, clock, probe, runs, logger, inUse });
   const d: Disk = {
-    config: deps.config,
-    clock: deps.clock,
-    logger: deps.logger,
-    probe: deps.probe ?? realProbe,
-    active: new Set(),
+    config,
+    clock,
+    logger,
+    probe,
+    kept,
+    active,
     last: undefined,
     timer: undefined,
     checking: undefined,
   };
   return {
     forRun: (runId) => runDisk(d, workDirOf(d.config.dataDir, runId)),
+    kept,
     async state() {
       const s = await space(d, false);
       return { freeBytes: s.free, low: isLow(d, s.free) };
@@ -102,6 +120,7 @@ export function createDataDisk(deps: {
       if (d.timer) d.clock.clearTimeout(d.timer);
       d.timer = undefined;
       d.active.clear();
+      kept.close();
     },
   };
 }
@@ -152,7 +171,9 @@ function runDisk(d: Disk, dir: string): RunDisk {
           r.usedAt = s.used;
         }
       }
-      return isLow(d, s.free) ? floorMessage(d, s.free) : undefined;
+      if (!isLow(d, s.free)) return undefined;
+      const now = await giveBackKept(d, s);
+      return isLow(d, now.free) ? floorMessage(d, now.free) : undefined;
     },
     watch(stop) {
       r.stops.add(stop);
@@ -206,7 +227,9 @@ async function check(d: Disk, only?: RunState): Promise<void> {
 
 async function checkOnce(d: Disk, only?: RunState): Promise<void> {
   if (d.active.size === 0) return;
-  const s = await space(d, true);
+  let s = await space(d, true);
+  // Below the floor, what ended runs keep goes before any running node is stopped.
+  if (isLow(d, s.free)) s = await giveBackKept(d, s);
   const low = isLow(d, s.free);
   // Below the floor every run is looked at, to stop the one holding the most.
   const runs = only && !low ? [only] : [...d.active];
@@ -270,6 +293,13 @@ async function checkOnce(d: Disk, only?: RunState): Promise<void> {
       `${floorMessage(d, s.free)}; this run's directory held the most (${largest.known} bytes): ` +
         "the node was stopped and the run's files removed",
     );
+}
+
+/** Below the floor, what ended runs keep goes first (kept-dirs.ts); answers the space then. */
+async function giveBackKept(d: Disk, s: DiskSpace): Promise<DiskSpace> {
+  if (d.kept.bytes() === 0) return s;
+  await d.kept.giveBack(async () => (await space(d, true)).free, d.config.freeBytesMin);
+  return space(d, true);
 }
 
 function stopRun(r: RunState, why: string): void {

@@ -27,6 +27,7 @@ type RunMethods = Pick<
   | "startRun"
   | "endRun"
   | "getRun"
+  | "markFilesRemoved"
   | "deleteRuns"
   | "unfinishedRuns"
   | "childRuns"
@@ -47,6 +48,13 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
     startRun: writes.startRun,
     endRun: writes.endRun,
     getRun: (scope, id) => getRun(readRun, scope, id),
+    markFilesRemoved: async (id, note) => {
+      await db
+        .updateTable("runs")
+        .set({ files_removed: JSON.stringify(note) })
+        .where("id", "=", id)
+        .execute();
+    },
     deleteRuns: (scope, ids) => deleteRuns(db, scope, ids),
     unfinishedRuns: (statuses, nodeId) => unfinishedRuns(db, statuses, nodeId),
     childRuns: (parentRunId) => childRuns(db, parentRunId),

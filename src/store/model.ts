@@ -89,6 +89,18 @@ export interface Run {
   runLimit?: number | null;
   /** The URLs called when the run ends (docs/webhooks.md); absent or null: none. */
   webhooks?: WebhookTarget[] | null;
+  /** Its kept working directory was removed early (docs/security.md, "Disk"); absent: not so. */
+  filesRemoved?: FilesRemoved;
+}
+
+/**
+ * Why and when the working directory an ended run kept on its node went before its `fileCleanup`
+ * said: its app's kept directories past SCRIPT_KEPT_BYTES_PER_APP, or the data directory below
+ * DATA_DIR_FREE_BYTES_MIN (docs/security.md, "Disk", "Kept directories").
+ */
+export interface FilesRemoved {
+  time: number;
+  reason: string;
 }
 
 /**

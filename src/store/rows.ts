@@ -3,6 +3,7 @@ import type { ElementTable, RunTable } from "./schema.ts";
 import type {
   Element,
   ElementType,
+  FilesRemoved,
   FlowStatus,
   Run,
   RunStatus,
@@ -65,7 +66,11 @@ export function toScript(row: ElementRow & { content: Uint8Array | null }): Scri
   };
 }
 
-export function toRun(row: Omit<Selectable<RunTable>, "notify_node">): Run {
+export function toRun(
+  row: Omit<Selectable<RunTable>, "notify_node" | "files_removed"> & {
+    files_removed?: string | null;
+  },
+): Run {
   return {
     id: row.id,
     scope: { app: row.app, space: row.space },
@@ -99,6 +104,10 @@ export function toRun(row: Omit<Selectable<RunTable>, "notify_node">): Run {
     // Only a limited run carries the field: an unlimited one reads back exactly as written.
     ...(row.run_limit == null ? {} : { runLimit: row.run_limit }),
     webhooks: parseJson(row.webhooks),
+    // Only a run whose kept directory went early carries the field.
+    ...(row.files_removed == null
+      ? {}
+      : { filesRemoved: parseJson(row.files_removed) as FilesRemoved }),
   };
 }
 

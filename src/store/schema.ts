@@ -187,6 +187,11 @@ export interface RunTable {
    * outcomes are recorded (docs/error-handlers.md); null: none owed.
    */
   notify_node: string | null;
+  /**
+   * Migration 023: JSON FilesRemoved, when the directory the ended run kept was removed early
+   * (docs/security.md, "Disk"); null: not removed so.
+   */
+  files_removed: string | null;
 }
 
 /** Migration 012: the webhook outbox (docs/webhooks.md). */

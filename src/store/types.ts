@@ -40,6 +40,7 @@ import type {
   AppBounds,
   Element,
   ElementType,
+  FilesRemoved,
   FinishedStatus,
   FlowStatus,
   Folder,
@@ -246,6 +247,8 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   /** Unfinished → terminal; false when the run had already ended (terminal states never change). */
   endRun(id: string, end: RunEnd): Promise<boolean>;
   getRun(scope: ScopeFilter, id: string): Promise<Run | undefined>;
+  /** An ended run's kept directory was removed early: says why in its record (docs/security.md, "Disk"). */
+  markFilesRemoved(id: string, note: FilesRemoved): Promise<void>;
   /** Deletes finished runs; returns the IDs deleted. */
   deleteRuns(scope: ScopeFilter, ids: readonly string[]): Promise<Set<string>>;
   /** IDs of unfinished runs in these statuses, oldest first (restart recovery). */

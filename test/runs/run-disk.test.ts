@@ -39,9 +39,17 @@ function setup(free = 1000 * MiB, config: { runBytes?: number; freeBytesMin?: nu
   const clock = createFakeClock();
   const f = fakeFs(free);
   const disk = createDataDisk({
-    config: { dataDir, runBytes: 100 * MiB, freeBytesMin: 50 * MiB, checkMs: 100, ...config },
+    config: {
+      dataDir,
+      runBytes: 100 * MiB,
+      freeBytesMin: 50 * MiB,
+      checkMs: 100,
+      keptBytesPerApp: 0,
+      ...config,
+    },
     clock,
     logger: silent,
+    runs: { getRun: async () => undefined, markFilesRemoved: async () => {} },
     probe: f.probe,
   });
   return { clock, disk, ...f };

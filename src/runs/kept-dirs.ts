@@ -1,0 +1,208 @@
+/**
+ * The working directories ended flow runs keep on this node's data directory (`fileCleanup`
+ * `keep`, `default`, `days`; docs/security.md, "Disk", "Kept directories"), counted per app:
+ * measured once as the run ends (nothing of a run writes after its end), and again for what the
+ * directory holds at start. An app's total past SCRIPT_KEPT_BYTES_PER_APP gives back its oldest;
+ * below DATA_DIR_FREE_BYTES_MIN they are given back before any script node is refused or stopped:
+ * the app keeping the most first, its oldest first. Every removal is Node's (removeTree: no
+ * symlink followed), and the run's record says so (`filesRemoved`). Directories of no ended run
+ * (a script task's, a deleted run's) are not counted: the file sweeper's.
+ */
+import { readdir } from "node:fs/promises";
+import path from "node:path";
+import type { Clock } from "../clock.ts";
+import { removeTree } from "../scripts/safe-tree.ts";
+import type { FilesRemoved, Run } from "../store/types.ts";
+import type { DiskProbe } from "./disk-probe.ts";
+
+export interface KeptDirs {
+  /** A run ended here and its directory stays: counted for its app, whose oldest go past the bound. Never throws. */
+  add(runId: string, app: string): Promise<void>;
+  /** Its directory was removed by another (the file sweeper, retention): no longer counted. */
+  forget(runId: string): void;
+  /**
+   * Below the floor (`floor` bytes, DATA_DIR_FREE_BYTES_MIN): gives back kept directories one at a
+   * time until `free()` is not below it, or nothing is left to give; answers how many went.
+   */
+  giveBack(free: () => Promise<number>, floor: number): Promise<number>;
+  /** At start: counts the directories of ended runs the data directory holds. */
+  rebuild(): Promise<void>;
+  /** Bytes kept by an app (all of its spaces), by every app when absent. */
+  bytes(app?: string): number;
+  close(): void;
+}
+
+export interface KeptDirsDeps {
+  dataDir: string;
+  /** SCRIPT_KEPT_BYTES_PER_APP; 0: no bound (the floor still gives back). */
+  perApp: number;
+  clock: Clock;
+  probe: DiskProbe;
+  runs: {
+    getRun(scope: null, id: string): Promise<Run | undefined>;
+    markFilesRemoved(id: string, note: FilesRemoved): Promise<void>;
+  };
+  /** A run whose nodes run here now: its directory is never given back. */
+  inUse(runId: string): boolean;
+  logger: { error(obj: unknown, msg?: string): void };
+}
+
+interface Entry {
+  runId: string;
+  app: string;
+  bytes: number;
+  /** When it became kept: the oldest go first. */
+  at: number;
+}
+
+interface State extends KeptDirsDeps {
+  root: string;
+  entries: Map<string, Entry>;
+  byApp: Map<string, number>;
+  /** Every change goes through this chain: measures, removals and the rebuild never interleave. */
+  chain: Promise<unknown>;
+  closed: boolean;
+}
+
+export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
+  const s: State = {
+    ...deps,
+    root: path.join(deps.dataDir, "tasks"),
+    entries: new Map(),
+    byApp: new Map(),
+    chain: Promise.resolve(),
+    closed: false,
+  };
+  // One change at a time; a failure is logged, never thrown (callers are a run's end and admit).
+  const serial = <T>(f: () => Promise<T>, failed: T): Promise<T> => {
+    const next = s.chain.then(f).catch((err: unknown) => {
+      s.logger.error({ err }, "could not account for kept run directories");
+      return failed;
+    });
+    s.chain = next;
+    return next;
+  };
+  return {
+    add: (runId, app) =>
+      serial(async () => {
+        if (s.closed) return;
+        put(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
+        await bound(s, app);
+      }, undefined),
+    forget: (runId) => drop(s, runId),
+    giveBack: (free, floor) => serial(() => giveBack(s, free, floor), 0),
+    rebuild: () => serial(() => rebuild(s), undefined),
+    bytes: (app) =>
+      app === undefined
+        ? [...s.byApp.values()].reduce((a, b) => a + b, 0)
+        : (s.byApp.get(app) ?? 0),
+    close() {
+      s.closed = true;
+    },
+  };
+}
+
+async function measure(s: State, runId: string): Promise<number> {
+  const { entryBytes } = await s.probe.space(s.dataDir);
+  return s.probe.size(path.join(s.root, runId), entryBytes ?? 0);
+}
+
+function put(s: State, e: Entry): void {
+  drop(s, e.runId);
+  if (e.bytes === 0) return; // gone meanwhile (or empty): nothing kept
+  s.entries.set(e.runId, e);
+  s.byApp.set(e.app, (s.byApp.get(e.app) ?? 0) + e.bytes);
+}
+
+function drop(s: State, runId: string): void {
+  const e = s.entries.get(runId);
+  if (!e) return;
+  s.entries.delete(runId);
+  const left = (s.byApp.get(e.app) ?? 0) - e.bytes;
+  if (left > 0) s.byApp.set(e.app, left);
+  else s.byApp.delete(e.app);
+}
+
+/** The oldest directory an app keeps that no node of its run uses now. */
+function oldestOf(s: State, app: string): Entry | undefined {
+  let oldest: Entry | undefined;
+  for (const e of s.entries.values())
+    if (e.app === app && (!oldest || e.at < oldest.at) && !s.inUse(e.runId)) oldest = e;
+  return oldest;
+}
+
+/** Removes a kept directory (by Node, no symlink followed) and says so in its run's record. */
+async function remove(s: State, e: Entry, reason: string): Promise<void> {
+  drop(s, e.runId);
+  await removeTree(path.join(s.root, e.runId));
+  await s.runs
+    .markFilesRemoved(e.runId, { time: s.clock.now(), reason })
+    .catch((err: unknown) =>
+      s.logger.error({ err, runId: e.runId }, "could not record a kept directory's removal"),
+    );
+}
+
+/** An app past SCRIPT_KEPT_BYTES_PER_APP gives back its oldest until it is within it. */
+async function bound(s: State, app: string): Promise<void> {
+  if (s.perApp <= 0) return;
+  for (;;) {
+    const held = s.byApp.get(app) ?? 0;
+    if (held <= s.perApp) return;
+    const oldest = oldestOf(s, app);
+    if (!oldest) return;
+    await remove(
+      s,
+      oldest,
+      `the app's kept run directories on this node held ${held} bytes, past ` +
+        `SCRIPT_KEPT_BYTES_PER_APP (${s.perApp}): this run's directory, its oldest, was removed ` +
+        "(its artifacts, kept in the database, are not affected)",
+    );
+  }
+}
+
+async function giveBack(s: State, free: () => Promise<number>, floor: number): Promise<number> {
+  for (let n = 0; ; n++) {
+    const bytes = await free();
+    if (bytes >= floor) return n;
+    // The app keeping the most (of what may go), its oldest.
+    let oldest: Entry | undefined;
+    let most = 0;
+    for (const [app, held] of s.byApp) {
+      if (held <= most) continue;
+      const e = oldestOf(s, app);
+      if (e) [oldest, most] = [e, held];
+    }
+    if (!oldest) return n;
+    await remove(
+      s,
+      oldest,
+      `the data directory's filesystem had ${bytes} bytes free, below DATA_DIR_FREE_BYTES_MIN ` +
+        `(${floor}): kept run directories were given back, of the app keeping the most on this ` +
+        "node its oldest first, and this run's was removed (its artifacts, kept in the database, are not affected)",
+    );
+  }
+}
+
+/**
+ * What a previous life kept: each directory of an ended run is measured and counted for its app;
+ * an unfinished run's is skipped (it ends here or is recovered), and one of no run (a script
+ * task's `u<uid>`, a deleted run's) too. The bound then applies to each app.
+ */
+async function rebuild(s: State): Promise<void> {
+  const names = await readdir(s.root).catch(() => [] as string[]);
+  const apps = new Set<string>();
+  for (const runId of names) {
+    if (s.closed) return;
+    if (s.entries.has(runId)) continue;
+    try {
+      const run = await s.runs.getRun(null, runId);
+      if (!run || run.endTime === null) continue;
+      const app = run.scope.app;
+      put(s, { runId, app, bytes: await measure(s, runId), at: run.endTime });
+      apps.add(app);
+    } catch (err) {
+      s.logger.error({ err, runId }, "could not count a kept run directory");
+    }
+  }
+  for (const app of apps) await bound(s, app);
+}
