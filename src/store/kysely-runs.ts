@@ -3,13 +3,8 @@ import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
-import {
-  countNewFlowRuns,
-  createRunWrites,
-  type HotWrites,
-  hotWrites,
-  runRow,
-} from "./run-writes.ts";
+import { type HotWrites, hotWrites, runRow } from "./run-write-rows.ts";
+import { countNewFlowRuns, createRunWrites } from "./run-writes.ts";
 import { applyStartsAndEnds } from "./run-writes-pg.ts";
 import type { Database, RunTable } from "./schema.ts";
 import { bound, shapeCache, shapeOf } from "./shapes.ts";
