@@ -16,15 +16,6 @@ import type { Dialect } from "./types.ts";
 
 type Tx = Transaction<Database>;
 
-/** Cron triggers of a configure, counted as the deploy validator counts them (any shape). */
-export function cronCount(configure: unknown): number {
-  const triggers = (configure as { triggers?: unknown } | null | undefined)?.triggers;
-  if (!Array.isArray(triggers)) return 0;
-  return triggers.filter(
-    (t) => typeof t === "object" && t !== null && (t as { type?: unknown }).type === "cron",
-  ).length;
-}
-
 /** Whether a bound is set (0: no bound). */
 export const bounded = (n: number | undefined): n is number => n !== undefined && n > 0;
 

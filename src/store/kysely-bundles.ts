@@ -1,10 +1,10 @@
 import { type Kysely, sql, type Transaction } from "kysely";
+import { cronCount } from "../flows/cron-triggers.ts";
 import {
   activeSchedules,
   bounded,
   checkNewElements,
   checkSchedules,
-  cronCount,
   lockApp,
 } from "./app-bounds.ts";
 import { ensureFolderAt } from "./folders.ts";
