@@ -249,6 +249,13 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
     assert.equal(movedDry.body.code, 28010007, movedDry.text);
     assert.match(movedDry.body.message, /5 active schedules.*LIMIT_SCHEDULES_PER_APP \(4\)/);
     assert.equal((await df(t, "/import", { bundle: moved })).body.code, 28010007);
+    // Back to one trigger: the release it replaces counted off, the app stays at 4.
+    await deployOk(cs, "c", crons(1));
+    const back = await exportOf(cs);
+    const backDry = await dry(t, back);
+    assert.equal(backDry.body.code, 0, backDry.text);
+    assert.equal(backDry.body.data.updated.length, 1, backDry.text);
+    assert.equal((await df(t, "/import", { bundle: back })).body.code, 0);
     const ds = headersOf("dry-cron-src2");
     await deployOk(ds, "d", crons(1));
     assert.equal((await activate(ds, "d")).body.data, "APPROVED");
