@@ -116,13 +116,17 @@ export function createRunParts(deps: Omit<RunsDeps, "artifacts" | "expressions" 
   return { artifacts: { store: artifactStore, keeper }, expressionPool, disk, tasks, flows };
 }
 
-interface RunsDeps {
+/** What every part of the service is built with (services.ts, `base`). */
+export interface ServiceBase {
   config: Config;
   topology: Topology;
   events: RunEvents;
   clock: Clock;
   logger: Logger;
   nodeId: string;
+}
+
+interface RunsDeps extends ServiceBase {
   runner: ScriptRunner;
   metrics: Metrics;
   secrets: Secrets;
@@ -221,21 +225,17 @@ export async function startRecovery(deps: {
  * deliveries and notifications owed, the audit purge, the queue's worker side and schedules (a
  * failure there stops what started before it), retention.
  */
-export async function startBackground(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
-  tasks: TaskService;
-  flows: FlowRuns;
-  lifecycle: FlowLifecycle;
-  webhooks: Webhooks;
-  owed: OwedSweep;
-  audit: AuditTrail;
-  expressionPool: ExpressionPool;
-}): Promise<{
+export async function startBackground(
+  deps: ServiceBase & {
+    tasks: TaskService;
+    flows: FlowRuns;
+    lifecycle: FlowLifecycle;
+    webhooks: Webhooks;
+    owed: OwedSweep;
+    audit: AuditTrail;
+    expressionPool: ExpressionPool;
+  },
+): Promise<{
   recovery: Recovery;
   schedules: FlowSchedules;
   fileSweeper: FileSweeper;

@@ -1,5 +1,3 @@
-import type { Logger } from "pino";
-import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createMetrics, type Metrics } from "./http/metrics.ts";
 import { createProgressHub, type ProgressHub } from "./progress/hub.ts";
@@ -11,12 +9,11 @@ import {
 } from "./runs/error-handlers/index.ts";
 import { createOwedSweep, type OwedSweep } from "./runs/error-handlers/recover.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
-import type { RunEvents } from "./runs/run-events.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { TaskService } from "./scripts/task-service.ts";
+import type { ServiceBase } from "./service-parts.ts";
 import { createNoticeStore } from "./store/kysely-notices.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
-import type { Topology } from "./topology.ts";
 import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/index.ts";
 
 /*
@@ -25,14 +22,9 @@ import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/i
  */
 
 /** Metrics and live progress, relayed from other nodes when the database is shared. */
-export async function observeRuns(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  runner: ScriptRunner;
-  clock: Clock;
-  logger: Logger;
-}): Promise<{ metrics: Metrics; progress: ProgressHub; relay: PgProgressRelay | undefined }> {
+export async function observeRuns(
+  deps: Omit<ServiceBase, "nodeId"> & { runner: ScriptRunner },
+): Promise<{ metrics: Metrics; progress: ProgressHub; relay: PgProgressRelay | undefined }> {
   const { config, topology, events, runner, clock, logger } = deps;
   const metrics = createMetrics();
   metrics.observe(events, topology.store);
@@ -52,16 +44,11 @@ export async function observeRuns(deps: {
 }
 
 /** What follows a run's end: error handlers, what a dead process owed of them, webhooks. */
-export function followRuns(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  flows: FlowRuns;
-  tasks: TaskService;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
-}): { errorHandlers: ErrorHandlers; owed: OwedSweep; webhooks: Webhooks } {
+export function followRuns(deps: ServiceBase & { flows: FlowRuns; tasks: TaskService }): {
+  errorHandlers: ErrorHandlers;
+  owed: OwedSweep;
+  webhooks: Webhooks;
+} {
   const { config, topology, events, clock, logger, nodeId } = deps;
   const { store } = topology;
   const notices = createNoticeStore(store.db, store.dialect);

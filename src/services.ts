@@ -27,7 +27,7 @@ import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
 import { createSecrets, type Secrets } from "./secrets/secrets.ts";
-import { closeAll, createRunParts, startBackground } from "./service-parts.ts";
+import { closeAll, createRunParts, type ServiceBase, startBackground } from "./service-parts.ts";
 import { followRuns, observeRuns } from "./service-subscribers.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import type { ArtifactStore } from "./store/kysely-artifacts.ts";
@@ -132,16 +132,9 @@ async function closeAfter(err: unknown, steps: (() => Promise<void> | void)[]): 
 }
 
 /** Everything built on the topology and the runner; its background work starts last. */
-async function assemble(deps: {
-  config: Config;
-  logger: Logger;
-  clock: Clock;
-  nodeId: string;
-  events: RunEvents;
-  topology: Topology;
-  runner: PythonRunner;
-  secrets: Secrets;
-}): Promise<Services> {
+async function assemble(
+  deps: ServiceBase & { runner: PythonRunner; secrets: Secrets },
+): Promise<Services> {
   const { config, logger, clock, nodeId, events, topology, runner, secrets } = deps;
   const { store, queue, bridge } = topology;
   // What every part below is built with.
@@ -219,15 +212,9 @@ async function assemble(deps: {
 }
 
 /** What the API's requests use beside the runs: idempotency keys, the flow lifecycle, the audit. */
-function createApiParts(deps: {
-  config: Config;
-  topology: Topology;
-  clock: Clock;
-  logger: Logger;
-  runner: PythonRunner;
-  secrets: Secrets;
-  flows: FlowRuns;
-}): { idempotency: Idempotency; lifecycle: FlowLifecycle; audit: AuditTrail } {
+function createApiParts(
+  deps: ServiceBase & { runner: PythonRunner; secrets: Secrets; flows: FlowRuns },
+): { idempotency: Idempotency; lifecycle: FlowLifecycle; audit: AuditTrail } {
   const { config, clock, logger, runner, secrets, flows } = deps;
   const { store } = deps.topology;
   // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
