@@ -51,6 +51,7 @@ import type { TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
 import type { ArtifactStore } from "./store/kysely-artifacts.ts";
 import type { Store } from "./store/types.ts";
+import type { StoredQuota } from "./stored-quota.ts";
 import type { Topology } from "./topology.ts";
 import type { Webhooks } from "./webhooks/index.ts";
 
@@ -89,6 +90,8 @@ export interface AppDeps {
   retention?: Pick<Retention, "preview"> | undefined;
   /** Live progress of runs (docs/live-progress.md); absent: no progress endpoints. */
   progress?: ProgressHub | undefined;
+  /** LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"); absent: no bound. */
+  stored?: StoredQuota | undefined;
 }
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
@@ -215,6 +218,7 @@ async function registerServiceRoutes(
         store: deps.store,
         idempotency: deps.idempotency,
         held: quota,
+        stored: deps.stored,
       });
       await dataflow.register(rerunRoutes, {
         flows: deps.flows,
@@ -228,6 +232,7 @@ async function registerServiceRoutes(
         lifecycle: deps.lifecycle,
         config,
         syntax: deps.syntax,
+        stored: deps.stored,
       });
       await dataflow.register(revisionRoutes, { store: deps.store });
       if (deps.secrets) await dataflow.register(secretRoutes, { secrets: deps.secrets });
@@ -271,6 +276,7 @@ async function registerServiceRoutes(
         syntax: deps.syntax,
         envs: deps.envs,
         disk: deps.disk,
+        stored: deps.stored,
       });
     },
     { prefix: config.scriptPrefix },

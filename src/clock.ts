@@ -24,7 +24,10 @@ class LongTimer implements TimerHandle {
   #arm(fn: () => void, at: number): ReturnType<typeof setTimeout> {
     const left = at - Date.now();
     const t = setTimeout(
-      () => (left > LONGEST_MS ? (this.#timer = this.#arm(fn, at)) : fn()),
+      () => {
+        if (left > LONGEST_MS) this.#timer = this.#arm(fn, at);
+        else fn();
+      },
       Math.min(Math.max(left, 0), LONGEST_MS),
     );
     if (this.#unref) t.unref();

@@ -55,6 +55,10 @@ export interface LimitsConfig {
   elementsPerApp: number;
   /** LIMIT_SCHEDULES_PER_APP; 0: no bound (docs/scheduler.md, "Apps share the scheduler"). */
   schedulesPerApp: number;
+  /** LIMIT_SCHEDULE_MIN_INTERVAL_S; 0: none (docs/scheduler.md, "Apps share the scheduler"). */
+  scheduleMinIntervalS: number;
+  /** LIMIT_STORED_BYTES_PER_APP; 0: no bound (docs/security.md, "What an app may store"). */
+  storedBytesPerApp: number;
   /** Waiting requests (event streams, long polls) on a node, and per app (docs/live-progress.md). */
   heldRequests: number;
   heldRequestsPerApp: number;
@@ -122,6 +126,8 @@ export function limitsConfig(env: Env): LimitsConfig {
     versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
     elementsPerApp: keptCount(env, "LIMIT_ELEMENTS_PER_APP", 10_000),
     schedulesPerApp: keptCount(env, "LIMIT_SCHEDULES_PER_APP", 1_000),
+    scheduleMinIntervalS: wholeSeconds(env, "LIMIT_SCHEDULE_MIN_INTERVAL_S", 0, 31_622_400),
+    storedBytesPerApp: storedBytes(env),
     heldRequests,
     heldRequestsPerApp: Math.min(
       heldRequests,
@@ -154,6 +160,26 @@ function runBytesConfig(env: Env, one: number) {
     runBytesInFlight,
     runBytesInFlightPerApp: Math.min(runBytesInFlight, Math.max(one, perApp)),
   };
+}
+
+/** LIMIT_SCHEDULE_MIN_INTERVAL_S and the like: whole seconds within 0..max. */
+function wholeSeconds(env: Env, key: string, fallback: number, max: number): number {
+  const n = int(env, key, fallback);
+  if (!Number.isSafeInteger(n) || n < 0 || n > max)
+    throw new Error(
+      `config: ${key} must be a whole number of seconds from 0 to ${max}, got "${env[key]}"`,
+    );
+  return n;
+}
+
+/** LIMIT_STORED_BYTES_PER_APP: 10 GiB by default (docs/security.md, "What an app may store"). */
+function storedBytes(env: Env): number {
+  const n = int(env, "LIMIT_STORED_BYTES_PER_APP", 10 * 1024 * MiB);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new Error(
+      `config: LIMIT_STORED_BYTES_PER_APP must be a whole number of bytes, 0 for no bound, got "${env.LIMIT_STORED_BYTES_PER_APP}"`,
+    );
+  return n;
 }
 
 /**

@@ -17,6 +17,7 @@ export const ErrorCode = {
   REVISION_LIMIT: 28010005,
   ELEMENT_LIMIT: 28010006,
   SCHEDULE_LIMIT: 28010007,
+  STORAGE_LIMIT: 28010008,
   FLOW_NOT_RUNNABLE: 28020001,
   RUN_NOT_FOUND: 28020002,
   RUN_NOT_FINISHED: 28020003,
@@ -75,6 +76,11 @@ const messages: Record<ErrorCodeValue, { en: string; "zh-cn": string }> = {
     en: "schedule limit reached: app {0} would have {1} active schedules (cron triggers of its APPROVED flows), more than LIMIT_SCHEDULES_PER_APP ({2}) allows; refused, nothing changed: {3}; deactivate other flows or remove cron triggers first",
     "zh-cn":
       "已达定时任务数上限：应用 {0} 将有 {1} 个生效的定时任务（已启用流程的 cron 触发器），超过 LIMIT_SCHEDULES_PER_APP（{2}）；已拒绝且未做更改：{3}；请先停用其他流程或删除 cron 触发器",
+  },
+  28010008: {
+    en: "storage limit reached: app {0} stores {1} bytes (runs' parameters, results, output and node logs, flow revisions and script versions, all its spaces), and LIMIT_STORED_BYTES_PER_APP allows {2}; refused, nothing stored: {3}; delete runs (POST /run/delete) or wait for run retention to free space",
+    "zh-cn":
+      "已达存储上限：应用 {0} 已存储 {1} 字节（所有空间的运行参数、结果、输出和节点日志，流程版本和脚本版本），LIMIT_STORED_BYTES_PER_APP 允许 {2} 字节；已拒绝且未写入：{3}；请删除运行记录（POST /run/delete）或等待运行记录保留期满后释放空间",
   },
   28020001: {
     en: "flow not runnable: {0} has no approved release (status {1})",

@@ -27,6 +27,7 @@ import type { Secrets } from "./secrets/secrets.ts";
 import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createRetentionStore } from "./store/retention-store.ts";
 import type { NewRun } from "./store/types.ts";
+import type { StoredQuota } from "./stored-quota.ts";
 import type { Topology } from "./topology.ts";
 import type { Webhooks } from "./webhooks/index.ts";
 
@@ -63,6 +64,7 @@ export async function startWork(deps: {
     config: {
       scheduleSyncMs: fc.scheduleSyncMs,
       scheduledStartsPerApp: config.limits.scheduledStartsPerApp,
+      scheduleMinIntervalMs: config.limits.scheduleMinIntervalS * 1000,
     },
     shared: topology.bridge,
   });
@@ -133,6 +135,7 @@ interface RunsDeps extends ServiceBase {
   artifacts: ArtifactKeeper;
   expressions: ExpressionsFor;
   disk: DataDisk;
+  stored: StoredQuota;
 }
 
 /** The two executors of the one run lifecycle (docs/architecture.md), wired to the topology. */

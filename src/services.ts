@@ -32,6 +32,7 @@ import { followRuns, observeRuns } from "./service-subscribers.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
 import type { ArtifactStore } from "./store/kysely-artifacts.ts";
 import type { OpenedStore } from "./store/open-store.ts";
+import { createStoredQuota, type StoredQuota } from "./stored-quota.ts";
 import { createTopology, type Topology } from "./topology.ts";
 import type { Webhooks } from "./webhooks/index.ts";
 
@@ -69,6 +70,8 @@ export interface Services {
   progress: ProgressHub;
   /** The data directory's disk under flow runs' script nodes (docs/security.md, "Disk"). */
   disk: DataDisk;
+  /** LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"). */
+  stored: StoredQuota;
   close(): Promise<void>;
 }
 
@@ -147,13 +150,22 @@ async function assemble(
     logger,
   });
   const { metrics, progress, relay } = await observeRuns({ ...base, runner });
+  // LIMIT_STORED_BYTES_PER_APP: runs, deploys, uploads and imports ask it first (docs/security.md).
+  const stored = createStoredQuota({ store, clock, limit: config.limits.storedBytesPerApp });
   const { artifacts, expressionPool, disk, tasks, flows } = createRunParts({
+    stored,
     ...base,
     runner,
     metrics,
     secrets,
   });
-  const { idempotency, lifecycle, audit } = createApiParts({ ...base, runner, secrets, flows });
+  const { idempotency, lifecycle, audit } = createApiParts({
+    ...base,
+    runner,
+    secrets,
+    flows,
+    stored,
+  });
   const { errorHandlers, owed, webhooks } = followRuns({ ...base, flows, tasks });
   const { recovery, schedules, fileSweeper, retention } = await startBackground({
     ...base,
@@ -188,6 +200,7 @@ async function assemble(
     retention,
     progress,
     disk,
+    stored,
     // In this order: nothing new starts, then the work stops, then what it used closes.
     close: () =>
       closeAll([
@@ -213,9 +226,14 @@ async function assemble(
 
 /** What the API's requests use beside the runs: idempotency keys, the flow lifecycle, the audit. */
 function createApiParts(
-  deps: ServiceBase & { runner: PythonRunner; secrets: Secrets; flows: FlowRuns },
+  deps: ServiceBase & {
+    runner: PythonRunner;
+    secrets: Secrets;
+    flows: FlowRuns;
+    stored: StoredQuota;
+  },
 ): { idempotency: Idempotency; lifecycle: FlowLifecycle; audit: AuditTrail } {
-  const { config, clock, logger, runner, secrets, flows } = deps;
+  const { config, clock, logger, runner, secrets, flows, stored } = deps;
   const { store } = deps.topology;
   // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
   const idempotency = createIdempotency({
@@ -232,6 +250,7 @@ function createApiParts(
     secrets,
     keepRevisions: config.limits.revisionsPerFlow,
     bounds: appBounds(config.limits),
+    stored,
   });
   // Element changes happen through the lifecycle; cached flow locators must not outlive them.
   lifecycle.onChange(() => flows.forget());

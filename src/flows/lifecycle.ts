@@ -5,6 +5,7 @@ import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { SecretLookup } from "../secrets/secrets.ts";
 import type { AppBounds, Element, FlowStatus, Scope, Store } from "../store/types.ts";
+import type { StoredQuota } from "../stored-quota.ts";
 import { dropGraphNulls } from "./graph-nulls.ts";
 import { activateRelease as releaseRevision, scriptPins } from "./releases.ts";
 import type { ValidationContext, ValidationResult } from "./validation-codes.ts";
@@ -56,6 +57,8 @@ interface Lifecycle {
   keepRevisions?: number | undefined;
   /** What one app may hold (docs/security.md, "What an app may hold"); absent: no bound. */
   bounds?: AppBounds | undefined;
+  /** LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"); absent: no bound. */
+  stored?: StoredQuota | undefined;
   listeners: ((e: Element) => void)[];
 }
 
@@ -70,6 +73,8 @@ export function createFlowLifecycle(deps: {
   keepRevisions?: number | undefined;
   /** LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP; absent: no bound. */
   bounds?: AppBounds | undefined;
+  /** LIMIT_STORED_BYTES_PER_APP; absent: no bound. */
+  stored?: StoredQuota | undefined;
 }): FlowLifecycle {
   const l: Lifecycle = { ...deps, listeners: [] };
   return {
@@ -273,6 +278,9 @@ async function deploy(
     validationContext(deps, scope),
   );
   if (results.some((r) => r.severity === 2)) return results;
+  // A new revision adds bytes; a rename (above), status changes and deactivations do not.
+  const bytes = Buffer.byteLength(JSON.stringify([req.flow, req.configure]), "utf8");
+  await deps.stored?.admit(scope.app, bytes, `a deploy of flow ${req.elementName}`);
   const folder = await deployTarget(store, scope, req, clock.now());
   const release = req.release ?? true;
   const { element } = await store.deployFlow({

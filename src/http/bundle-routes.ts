@@ -12,6 +12,7 @@ import { validateFlow } from "../flows/validator.ts";
 import { checkScriptBytes } from "../scripts/importer.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Scope, Store } from "../store/types.ts";
+import type { StoredQuota } from "../stored-quota.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 
@@ -21,6 +22,8 @@ interface BundleOptions {
   lifecycle: FlowLifecycle;
   config: Config;
   syntax: SyntaxChecker;
+  /** LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"); absent: no bound. */
+  stored?: StoredQuota | undefined;
 }
 
 /** Endpoints 24–25: export and import (docs/export-import.md), in the caller's app and space. */
@@ -53,6 +56,8 @@ export async function bundleRoutes(fastify: FastifyInstance, opts: BundleOptions
     },
     async (req) => {
       const scope = scopeOf(req);
+      const bytes = Buffer.byteLength(JSON.stringify(req.body), "utf8");
+      await opts.stored?.admit(scope.app, bytes, "an import");
       const { report, flowIds } = await importBundle(
         {
           store,

@@ -287,6 +287,8 @@ const MEANINGS: Record<ErrorCodeValue, string> = {
     "element refused: the app holds as many elements (flows and scripts, all its spaces) as LIMIT_ELEMENTS_PER_APP allows; nothing stored",
   28010007:
     "release change refused: the app's active cron schedules would pass LIMIT_SCHEDULES_PER_APP; nothing changed",
+  28010008:
+    "refused: the app stores as many bytes (runs, revisions, script versions, all its spaces) as LIMIT_STORED_BYTES_PER_APP allows; nothing stored",
   28020001: "flow not runnable: no approved and enabled release",
   28020002: "run does not exist",
   28020003: "run not finished yet",

@@ -7,6 +7,7 @@ import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { Idempotency } from "../runs/idempotency.ts";
 import type { TaskService } from "../scripts/task-service.ts";
 import type { Run, Scope, Store } from "../store/types.ts";
+import type { StoredQuota } from "../stored-quota.ts";
 import { scopeOf } from "./context.ts";
 import { AnyEnvelope, Envelope, ok, okJson } from "./envelope.ts";
 import {
@@ -30,6 +31,8 @@ interface RunDeps {
   idempotency: Idempotency;
   /** Waiting requests per app and node (docs/live-progress.md#bounds). */
   held: HeldQuota;
+  /** Forgets an app's stored bytes once a delete freed some (docs/security.md). */
+  stored?: Pick<StoredQuota, "forget"> | undefined;
 }
 
 /** Endpoints 1–5: start, result, run-sync, terminate, delete. */
@@ -165,7 +168,7 @@ function registerTerminate(app: TypedApp, { flows, tasks, store }: RunDeps): voi
   );
 }
 
-function registerDelete(app: TypedApp, { store }: RunDeps): void {
+function registerDelete(app: TypedApp, { store, stored }: RunDeps): void {
   app.post(
     "/run/delete",
     {
@@ -174,6 +177,8 @@ function registerDelete(app: TypedApp, { store }: RunDeps): void {
     },
     async (req) => {
       const deleted = await store.deleteRuns(req.ctx.scope, req.body.runIds);
+      // Never refused by LIMIT_STORED_BYTES_PER_APP: it is how an app at it makes room.
+      if (deleted.size > 0 && req.ctx.scope) stored?.forget(req.ctx.scope.app);
       return ok(Object.fromEntries(req.body.runIds.map((id) => [id, deleted.has(id)])));
     },
   );

@@ -10,6 +10,7 @@ import { importScripts, type UploadFile } from "../scripts/importer.ts";
 import type { ScriptEnvs } from "../scripts/script-envs.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { Store } from "../store/types.ts";
+import type { StoredQuota } from "../stored-quota.ts";
 import { scopeOf } from "./context.ts";
 import { Envelope, ok } from "./envelope.ts";
 import { formBoolean, formFields } from "./request-forms.ts";
@@ -26,6 +27,8 @@ export async function uploadRoutes(
     envs?: ScriptEnvs | undefined;
     /** Below its free-space floor, no environment is built (docs/security.md, "Disk"). */
     disk?: Pick<DataDisk, "state"> | undefined;
+    /** LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"); absent: no bound. */
+    stored?: StoredQuota | undefined;
   },
 ): Promise<void> {
   await app.register(multipart, {
@@ -70,6 +73,9 @@ export async function uploadRoutes(
       if (files.length === 0) throw badRequest("batchFile is required");
       const form = formFields(fields);
       const overwrite = parseBool(form.overwrite, "overwrite");
+      // Before anything is written, its folders included (docs/security.md, "What an app may store").
+      const bytes = files.reduce((n, f) => n + f.bytes.length, 0);
+      await opts.stored?.admit(scope.app, bytes, `an upload of ${files.length} file(s)`);
       const folder = await targetFolder(
         opts.store,
         scope,

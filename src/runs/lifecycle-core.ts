@@ -110,11 +110,22 @@ export async function run<Req extends RunRequest>(
     deps.logger.error({ err, runId: rec.id, status: end.status }, "could not record a run's end");
   }
   if (recorded) {
+    chargeEnd(c, rec, end);
     if (pending?.wroteEnded) events.publish({ type: "created", run: rec });
     events.publish({ type: "ended", runId: rec.id, end, run: rec, configure });
   } else events.notify(rec.id);
   afterEnd?.();
   return { end, recorded };
+}
+
+/** What the end wrote, counted towards its app until the next read (stored-quota.ts). */
+function chargeEnd<Req extends RunRequest>(c: Lifecycle<Req>, rec: ExecRun, end: RunEnd): void {
+  const { stored } = c.deps;
+  if (!stored) return;
+  const texts = [end.summary, end.result, end.error, end.stdout, end.stderr];
+  let bytes = end.detail ? JSON.stringify(end.detail).length : 0;
+  for (const t of texts) bytes += t?.length ?? 0;
+  stored.charge(rec.scope.app, bytes);
 }
 
 /** The record of a run that was prepared to start at once but has to wait for its turn. */
@@ -138,6 +149,17 @@ export async function commitQueued<Req extends RunRequest>(
     throw err;
   }
   events.publish({ type: "created", run: rec });
+}
+
+/**
+ * Refuses a new run, before anything is written, when its app stores LIMIT_STORED_BYTES_PER_APP
+ * (28010008; docs/security.md, "What an app may store"); counts its parameter towards the app.
+ */
+export function checkStored<Req extends RunRequest>(c: Lifecycle<Req>, rec: NewRun): Promise<void> {
+  const bytes = rec.runParam ? Buffer.byteLength(rec.runParam, "utf8") : 0;
+  return (
+    c.deps.stored?.admit(rec.scope.app, bytes, `a run of ${rec.elementName}`) ?? Promise.resolve()
+  );
 }
 
 /** Refuses a run that would wait when the queued runs, or its app's, are at their limit (429). */

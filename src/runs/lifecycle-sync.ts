@@ -3,6 +3,7 @@ import { type NewRun, TERMINAL } from "../store/types.ts";
 import {
   asQueued,
   checkBound,
+  checkStored,
   commitQueued,
   holdParameter,
   type Lifecycle,
@@ -38,6 +39,7 @@ export async function runSync<Req extends RunRequest>(
   const { store, clock, events, limits, executor, active } = c;
   executor.admit?.();
   const rec = await executor.prepare(req, "STARTED", true);
+  await checkStored(c, rec);
   if (rec.runLimit != null) return runSyncLimited(c, asQueued(rec), req.parameter, wait);
   holdParameter(c, rec);
   const pending: PendingRecord = { rec, inserted: null, wroteEnded: false };

@@ -3,6 +3,7 @@ import type { Clock } from "../clock.ts";
 import type { ErrorCodeValue } from "../errors.ts";
 import type { RunJob, RunQueue } from "../queue/types.ts";
 import type { NewRun, Run, ScopeFilter, Store } from "../store/types.ts";
+import type { StoredQuota } from "../stored-quota.ts";
 import type { Execution } from "./outcome.ts";
 import type { QueuedShare } from "./queued-share.ts";
 import type { RunEvents } from "./run-events.ts";
@@ -51,6 +52,8 @@ export interface LifecycleDeps {
   queued: QueuedShare;
   /** What executing runs hold in memory, shared by every lifecycle of the process. */
   memory: RunMemory;
+  /** LIMIT_STORED_BYTES_PER_APP (stored-quota.ts); absent: no bound. */
+  stored?: StoredQuota | undefined;
   /** Commits a QUEUED run and hands its job to the queue: one call, so it can be one transaction. */
   commitQueued(run: NewRun, job: RunJob): Promise<void>;
   /** The queue delivers this process's jobs back to it (embedded), so queued records can be kept. */

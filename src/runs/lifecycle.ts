@@ -2,6 +2,7 @@ import { LRUCache } from "lru-cache";
 import {
   asQueued,
   checkBound,
+  checkStored,
   commitQueued,
   holdParameter,
   type Lifecycle,
@@ -82,6 +83,7 @@ async function create<Req extends RunRequest>(
     }
     const started = rec.status === "STARTED";
     const { parameter } = req;
+    await checkStored(c, rec);
     if (!started) await checkBound(c, rec);
     if (started) {
       // Refused (429) before anything is stored when its parameter does not fit (run-memory.ts).

@@ -14,6 +14,12 @@ export interface CronSpec {
   readonly key: string;
   readonly cron: Cron;
   /**
+   * LIMIT_SCHEDULE_MIN_INTERVAL_S in ms (0: none): of the crontab's ticks only the first in each
+   * window of this length, counted from the epoch, is a tick of the schedule (docs/scheduler.md,
+   * "Apps share the scheduler").
+   */
+  readonly windowMs: number;
+  /**
    * Memo of the last `nextTick` query. Many schedules with the same spec (10,000 × `* * * * *`)
    * ask for the tick after the same instant on every fire; one croner computation (~40 µs)
    * then serves them all.
@@ -45,8 +51,13 @@ function isValidTimeZone(zone: string): boolean {
  * Throws CronSpecError with a readable message. Day-of-month and day-of-week combine with OR,
  * as in Vixie cron (croner's default).
  */
-export function parseCronSpec(crontab: string, timezone: string = DEFAULT_TIMEZONE): CronSpec {
+export function parseCronSpec(
+  crontab: string,
+  timezone: string = DEFAULT_TIMEZONE,
+  windowMs = 0,
+): CronSpec {
   const normalized = normalizeCrontab(crontab);
+  const window = windowMs > 1000 ? windowMs : 0; // ticks are whole seconds: a second thins nothing
   const fields = normalized === "" ? 0 : normalized.split(" ").length;
   if (fields !== 5 && fields !== 6) {
     throw new CronSpecError(`crontab needs 5 fields, or 6 with seconds first; got ${fields}`);
@@ -62,8 +73,9 @@ export function parseCronSpec(crontab: string, timezone: string = DEFAULT_TIMEZO
   return {
     crontab: normalized,
     timezone,
-    key: `${normalized}|${timezone}`,
+    key: specKey(normalized, timezone, window),
     cron,
+    windowMs: window,
     memoAfter: Number.NaN,
     memoNext: null,
   };
@@ -96,19 +108,46 @@ export function cronSpecError(crontab: string, timezone: string = DEFAULT_TIMEZO
   }
 }
 
+const specKey = (crontab: string, timezone: string, windowMs: number) =>
+  `${crontab}|${timezone}|${windowMs}`;
+
+function rawNext(spec: CronSpec, afterMs: number): number | null {
+  const next = spec.cron.nextRun(new Date(afterMs));
+  return next === null ? null : next.getTime();
+}
+
+function rawPrevious(spec: CronSpec, beforeMs: number): number | null {
+  const prev = spec.cron.previousRuns(1, new Date(beforeMs))[0];
+  return prev === undefined ? null : prev.getTime();
+}
+
+/** Where `t`'s window starts (epoch-aligned, so every node of a cluster agrees without state). */
+const windowStart = (spec: CronSpec, t: number) => t - (t % spec.windowMs);
+
+/** Whether the crontab's tick `t` is the first of its window, and so a tick of the schedule. */
+function firstOfWindow(spec: CronSpec, t: number): boolean {
+  const prev = rawPrevious(spec, t);
+  return prev === null || prev < windowStart(spec, t);
+}
+
 /** First tick strictly after `afterMs` (epoch ms), or null when the pattern never fires again. */
 export function nextTick(spec: CronSpec, afterMs: number): number | null {
   if (spec.memoAfter === afterMs) return spec.memoNext;
-  const next = spec.cron.nextRun(new Date(afterMs));
+  let next = rawNext(spec, afterMs);
+  // Not the first of its window: the first of a later window is (its previous is before it).
+  if (next !== null && spec.windowMs > 0 && !firstOfWindow(spec, next))
+    next = rawNext(spec, windowStart(spec, next) + spec.windowMs - 1);
   spec.memoAfter = afterMs;
-  spec.memoNext = next === null ? null : next.getTime();
-  return spec.memoNext;
+  spec.memoNext = next;
+  return next;
 }
 
 /** Last tick strictly before `beforeMs`, or null. Used only for catch-up after missed ticks. */
 export function previousTick(spec: CronSpec, beforeMs: number): number | null {
-  const prev = spec.cron.previousRuns(1, new Date(beforeMs))[0];
-  return prev === undefined ? null : prev.getTime();
+  const prev = rawPrevious(spec, beforeMs);
+  if (prev === null || spec.windowMs === 0 || firstOfWindow(spec, prev)) return prev;
+  // The first tick of that window is before `prev`, so before `beforeMs` too.
+  return rawNext(spec, windowStart(spec, prev) - 1);
 }
 
 /**
@@ -128,19 +167,21 @@ export function scheduleIdFor(elementId: string, triggerName: string): string {
  * Shares one CronSpec per `crontab|timezone` so that the nextTick memo works across schedules.
  * Bounded by the number of distinct specs deployed; entries are dropped when unused.
  */
-export function createSpecCache(): {
+export function createSpecCache(windowMs = 0): {
   acquire(crontab: string, timezone: string): CronSpec;
   release(spec: CronSpec): void;
 } {
   const specs = new Map<string, { spec: CronSpec; refs: number }>();
   return {
     acquire(crontab, timezone) {
-      const hit = specs.get(`${normalizeCrontab(crontab)}|${timezone}`);
+      const hit = specs.get(
+        specKey(normalizeCrontab(crontab), timezone, windowMs > 1000 ? windowMs : 0),
+      );
       if (hit) {
         hit.refs++;
         return hit.spec;
       }
-      const spec = parseCronSpec(crontab, timezone);
+      const spec = parseCronSpec(crontab, timezone, windowMs);
       specs.set(spec.key, { spec, refs: 1 });
       return spec;
     },

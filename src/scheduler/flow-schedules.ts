@@ -46,6 +46,8 @@ export interface AttachSchedulerDeps {
     scheduleSyncMs: number;
     /** LIMIT_SCHEDULED_STARTS_PER_APP: an app's ticks on their way at once (start-lanes.ts). */
     scheduledStartsPerApp: number;
+    /** LIMIT_SCHEDULE_MIN_INTERVAL_S in ms; 0: none (docs/scheduler.md). */
+    scheduleMinIntervalMs?: number;
   };
   /**
    * Flow changes between the nodes sharing the database (the cluster's NOTIFY bridge); absent
@@ -110,6 +112,7 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
       logger,
       fire: (schedule, tick) => fire(s, schedule, tick),
       store: createDbScheduleState(store),
+      minIntervalMs: deps.config.scheduleMinIntervalMs ?? 0,
     }),
     known: new Map(),
     pending: new Map(),
@@ -194,7 +197,8 @@ async function claimAndStart(s: FlowSched, schedule: Schedule, tick: number, app
     );
     return true;
   };
-  await startWithinWindow({ clock: s.clock, logger: s.logger }, schedule, tick, start);
+  const windowMs = s.deps.config.scheduleMinIntervalMs ?? 0;
+  await startWithinWindow({ clock: s.clock, logger: s.logger, windowMs }, schedule, tick, start);
 }
 
 function apply(

@@ -14,7 +14,7 @@ const MAX_DELAY_MS = 5000;
  * wanted (the flow was deactivated meanwhile, the scheduler stopped).
  */
 export async function startWithinWindow(
-  deps: { clock: Clock; logger: SchedulerLogger },
+  deps: { clock: Clock; logger: SchedulerLogger; windowMs?: number },
   schedule: Schedule,
   tick: number,
   start: () => Promise<boolean>,
@@ -27,7 +27,7 @@ export async function startWithinWindow(
       return;
     } catch (err) {
       if (!(err instanceof SluiceError) || err.code !== ErrorCode.TOO_MANY) throw err;
-      spec ??= parseCronSpec(schedule.crontab, schedule.timezone);
+      spec ??= parseCronSpec(schedule.crontab, schedule.timezone, deps.windowMs);
       const windowEnd = nextTick(spec, tick) ?? tick;
       if (deps.clock.now() + delay >= windowEnd) throw err;
       deps.logger.warn(

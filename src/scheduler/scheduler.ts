@@ -47,6 +47,8 @@ export interface SchedulerDeps {
   /** Starts the run. Not awaited one by one: a slow or failing fire never delays other schedules. */
   fire(schedule: Schedule, tickMs: number): Promise<void>;
   store?: ScheduleState;
+  /** LIMIT_SCHEDULE_MIN_INTERVAL_S in ms: one tick per window of it (cron-spec.ts); 0: none. */
+  minIntervalMs?: number;
 }
 
 export interface Scheduler {
@@ -79,7 +81,7 @@ export function createScheduler(deps: SchedulerDeps): Scheduler {
     logger: deps.logger,
     fire: deps.fire,
     store: deps.store ?? createMemoryScheduleState(),
-    specs: createSpecCache(),
+    specs: createSpecCache(deps.minIntervalMs),
     flows: new Map(),
     heap: new TickHeap<Entry>(),
     persisted: null,

@@ -23,6 +23,8 @@ export interface CounterKey {
   element_id: number;
   trigger_type: string;
   status: string;
+  /** The texts the run's end wrote (stored-bytes.ts); absent: none. */
+  bytes?: number;
 }
 
 /**
@@ -38,13 +40,17 @@ function counterOrder(a: CounterKey, b: CounterKey): number {
 }
 
 /** The counters' changes for `keys`, one per counter, in counterOrder. */
-function counterDeltas(keys: readonly CounterKey[], delta: 1 | -1): (CounterKey & { n: number })[] {
-  const grouped = new Map<string, CounterKey & { n: number }>();
+function counterDeltas(
+  keys: readonly CounterKey[],
+  delta: 1 | -1,
+): (CounterKey & { n: number; bytes: number })[] {
+  const grouped = new Map<string, CounterKey & { n: number; bytes: number }>();
   for (const k of keys) {
     if (!(FINISHED as readonly string[]).includes(k.status)) continue;
     const id = JSON.stringify([k.app, k.space, k.element_id, k.trigger_type, k.status]);
-    const g = grouped.get(id) ?? { ...k, n: 0 };
+    const g = grouped.get(id) ?? { ...k, n: 0, bytes: 0 };
     g.n += delta;
+    g.bytes += delta * Number(k.bytes ?? 0);
     grouped.set(id, g);
   }
   return [...grouped.values()].sort(counterOrder);
@@ -67,11 +73,18 @@ export function countFinished(
 
 /**
  * The counter upserts of the run writes' hot path, compiled once (shapes.ts): `countRun` adds new
- * runs to their element's `totalRuns` (one row per element, so the overview never counts runs),
- * `countFinished` as above.
+ * runs to their element's `totalRuns` (one row per element, so the overview never counts runs)
+ * and their parameters' bytes to its `bytes` (docs/security.md, "What an app may store"),
+ * `countFinished` as above, with the bytes the ends wrote.
  */
 export interface CounterWrites {
-  countRun(tx: Kysely<Database>, elementId: string, runs: number): Promise<void>;
+  countRun(
+    tx: Kysely<Database>,
+    app: string,
+    elementId: string,
+    runs: number,
+    bytes: number,
+  ): Promise<void>;
   countFinished(tx: Kysely<Database>, keys: readonly CounterKey[], delta: 1 | -1): Promise<void>;
 }
 
@@ -84,11 +97,12 @@ export function counterWrites(db: Kysely<Database>): CounterWrites {
     shapeOf((slot) =>
       m
         .insertInto("element_run_stats")
-        .values({ element_id: slot(0), total_runs: slot(1) })
+        .values({ element_id: slot(0), total_runs: slot(1), app: slot(2), bytes: slot(3) })
         .onConflict((oc) =>
-          oc
-            .column("element_id")
-            .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${slot(1)}` }),
+          oc.column("element_id").doUpdateSet({
+            total_runs: sql`element_run_stats.total_runs + ${slot(1)}`,
+            bytes: sql`element_run_stats.bytes + ${slot(3)}`,
+          }),
         ),
     );
   const finishedShape = () =>
@@ -102,24 +116,34 @@ export function counterWrites(db: Kysely<Database>): CounterWrites {
           trigger_type: slot(3),
           status: slot(4),
           n: slot(5),
+          bytes: slot(6),
         })
         .onConflict((oc) =>
-          oc
-            .columns(["app", "space", "element_id", "trigger_type", "status"])
-            .doUpdateSet({ n: sql`run_status_counts.n + ${slot(5)}` }),
+          oc.columns(["app", "space", "element_id", "trigger_type", "status"]).doUpdateSet({
+            n: sql`run_status_counts.n + ${slot(5)}`,
+            bytes: sql`run_status_counts.bytes + ${slot(6)}`,
+          }),
         ),
     );
   return {
-    async countRun(tx, elementId, runs) {
+    async countRun(tx, app, elementId, runs, bytes) {
       run ??= runShape();
-      await tx.executeQuery(bound(run, [Number(elementId), runs]));
+      await tx.executeQuery(bound(run, [Number(elementId), runs, app, bytes]));
     },
     async countFinished(tx, keys, delta) {
       finished ??= finishedShape();
       const shape = finished;
       for (const g of counterDeltas(keys, delta))
         await tx.executeQuery(
-          bound(shape, [g.app, g.space, Number(g.element_id), g.trigger_type, g.status, g.n]),
+          bound(shape, [
+            g.app,
+            g.space,
+            Number(g.element_id),
+            g.trigger_type,
+            g.status,
+            g.n,
+            g.bytes,
+          ]),
         );
     },
   };

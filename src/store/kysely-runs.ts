@@ -1,13 +1,14 @@
-import { CompiledQuery, type Kysely, type Selectable, type Transaction } from "kysely";
+import { CompiledQuery, type Kysely, type Selectable, sql, type Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
 import { type HotWrites, hotWrites, runRow } from "./run-write-rows.ts";
-import { countNewFlowRuns, createRunWrites } from "./run-writes.ts";
+import { countNewRuns, createRunWrites } from "./run-writes.ts";
 import { applyStartsAndEnds } from "./run-writes-pg.ts";
 import type { Database, RunTable } from "./schema.ts";
 import { bound, shapeCache, shapeOf } from "./shapes.ts";
+import { END_BYTES_SQL, PARAM_BYTES_SQL, storedBytes, uncountParams } from "./stored-bytes.ts";
 import type {
   Dialect,
   ElementType,
@@ -33,6 +34,7 @@ type RunMethods = Pick<
   | "heartbeat"
   | "orphanedRuns"
   | "queuedBefore"
+  | "storedBytes"
 >;
 
 /** Run records and node heartbeats over Kysely for both dialects. */
@@ -52,6 +54,7 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
     heartbeat: (nodeId, now) => heartbeat(db, nodeId, now),
     orphanedRuns: (cutoff) => orphanedRuns(db, cutoff),
     queuedBefore: (cutoff, limit) => queuedBefore(db, cutoff, limit),
+    storedBytes: (app) => storedBytes(db, app),
   };
 }
 
@@ -103,7 +106,7 @@ async function insertRunsWith(
       tx,
       runs.map((r) => runRow(r)),
     );
-    await countNewFlowRuns(tx, runs, hot.counters);
+    await countNewRuns(tx, runs, hot.counters);
     await also({
       executeSql: async (text, values) => {
         const r = await tx.executeQuery(CompiledQuery.raw(text, values ?? []));
@@ -156,7 +159,13 @@ export async function deleteRunsIn(
       q.where("app", "=", scope?.app ?? "").where("space", "=", scope?.space ?? ""),
     )
     .returning(["id", "app", "space", "element_id", "trigger_type", "status"])
+    // What they stored (docs/security.md, "What an app may store"), read without their texts.
+    .returning([
+      sql<number>`${PARAM_BYTES_SQL}`.as("param_bytes"),
+      sql<number>`${END_BYTES_SQL}`.as("bytes"),
+    ])
     .execute();
+  await uncountParams(tx, deleted);
   await countFinished(tx, deleted, -1);
   if (deleted.length === 0) return [];
   const gone = deleted.map((r) => r.id);

@@ -3,7 +3,8 @@
  * code, which keeps them exact, reads or writes them.
  */
 export type MonitorTables = {
-  element_run_stats: { element_id: number; total_runs: number };
+  /** Migration 023: `bytes` the parameters of the element's runs, `app` its app (to sum by app). */
+  element_run_stats: { element_id: number; total_runs: number; app: string | null; bytes: number };
   /** Migration 006: finished runs only, kept exact by countFinished. */
   run_status_counts: {
     app: string;
@@ -12,5 +13,7 @@ export type MonitorTables = {
     trigger_type: string;
     status: string;
     n: number;
+    /** Migration 023: the texts the runs' ends wrote (docs/security.md, "What an app may store"). */
+    bytes: number;
   };
 };

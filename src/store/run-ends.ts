@@ -2,6 +2,7 @@ import { sql, type Transaction } from "kysely";
 import type { CounterKey } from "./kysely-monitor.ts";
 import { type EndRow, endColumns, type Write, type WriteResult } from "./run-write-rows.ts";
 import type { Database } from "./schema.ts";
+import { endBytes } from "./stored-bytes.ts";
 
 /**
  * Writes the batch's ends through `write`, in run ID order and in parts of bounded size, and
@@ -18,7 +19,14 @@ export async function applyEnds(
   const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
   const ended = new Map<string, CounterKey>();
   const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
-  for (const part of byBytes(rows)) for (const [id, k] of await write(part)) ended.set(id, k);
+  for (const part of byBytes(rows)) {
+    const changed = await write(part);
+    // Each run's counter key with the bytes its end wrote (docs/security.md, "What an app may store").
+    for (const r of part) {
+      const k = changed.get(r.id);
+      if (k) ended.set(r.id, { ...k, bytes: endBytes(r.c) });
+    }
+  }
   for (const e of first) results[e.i] = ended.has(e.id);
   for (const e of ends) results[e.i] ??= false;
   return [...ended.values()];

@@ -4,6 +4,7 @@ import { applyEnds, endValues } from "./run-ends.ts";
 import type { EndRow, Write, WriteResult } from "./run-write-rows.ts";
 import { startAll } from "./run-writes.ts";
 import type { Database } from "./schema.ts";
+import { END_BYTES_SQL } from "./stored-bytes.ts";
 
 /**
  * PostgreSQL, a batch without inserts (a worker's claims and ends): each statement alone, with no
@@ -25,7 +26,7 @@ export async function applyStartsAndEnds(
 }
 
 /**
- * The ends of `ends` and their counters (migration 006) in one statement: the `UPDATE … FROM
+ * The ends of `ends` and their counters (migration 006, with the bytes the ends wrote: 023) in one statement: the `UPDATE … FROM
  * (VALUES …)` of run-ends.ts's endAll feeds the counter upsert through a data-modifying CTE.
  * Counter rows are taken in the order countFinished takes them (kysely-monitor.ts, counterOrder),
  * so that this statement and another writer's transaction never wait on each other's rows
@@ -48,16 +49,18 @@ async function endCounted(
         stdout = v.stdout, stderr = v.stderr, detail = v.detail, notify_node = v.notify_node
       from v
       where runs.id = v.id and (runs.status || '') in ('QUEUED', 'STARTED')
-      returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status
+      returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status,
+        ${END_BYTES_SQL} as bytes
     ), c as (
-      insert into run_status_counts (app, space, element_id, trigger_type, status, n)
-      select app, space, element_id, trigger_type, status, count(*) from e
+      insert into run_status_counts (app, space, element_id, trigger_type, status, n, bytes)
+      select app, space, element_id, trigger_type, status, count(*), sum(bytes) from e
       where status in ('SUCCESS', 'FAILURE', 'CANCELED')
       group by app, space, element_id, trigger_type, status
       order by app collate "C", space collate "C", element_id::text collate "C",
         trigger_type collate "C", status collate "C"
       on conflict (app, space, element_id, trigger_type, status)
-        do update set n = run_status_counts.n + excluded.n
+        do update set n = run_status_counts.n + excluded.n,
+          bytes = run_status_counts.bytes + excluded.bytes
     )
     select id, app, space, element_id, trigger_type, status from e`.execute(db);
   return new Map(rows.map((r) => [r.id, r]));

@@ -18,6 +18,7 @@ import {
   type WriteResult,
 } from "./run-write-rows.ts";
 import type { Database } from "./schema.ts";
+import { endBytes } from "./stored-bytes.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
 
 /**
@@ -80,7 +81,9 @@ export async function applyWrites(
   const inserts = writes.flatMap((w) => (w.kind === "insert" ? [runRow(w.run, w.end)] : []));
   if (inserts.length > 0) await hot.insertRuns(tx, inserts);
   await startAll(tx, writes, results);
-  const finished: CounterKey[] = inserts.filter((r) => r.end_time !== null);
+  const finished: CounterKey[] = inserts.flatMap((r) =>
+    r.end_time !== null ? [{ ...r, bytes: endBytes(r) }] : [],
+  );
   finished.push(...(await applyEnds(writes, results, (part) => endAll(tx, part))));
   await applyCounters(tx, writes, finished, hot.counters);
   return results;
@@ -98,23 +101,31 @@ async function applyCounters(
   counters: CounterWrites,
 ): Promise<void> {
   const inserted = writes.flatMap((w) => (w.kind === "insert" ? [w.run] : []));
-  await countNewFlowRuns(tx, inserted, counters);
+  await countNewRuns(tx, inserted, counters);
   if (finished.length > 0) await counters.countFinished(tx, finished, 1);
 }
 
 /**
- * Adds new flow runs to their elements' `totalRuns`, elements sorted so that two transactions
- * never wait on each other's counter rows crosswise.
+ * Adds new flow runs to their elements' `totalRuns`, and every new run's parameter to its
+ * element's bytes (docs/security.md, "What an app may store"), elements sorted so that two
+ * transactions never wait on each other's counter rows crosswise.
  */
-export async function countNewFlowRuns(
+export async function countNewRuns(
   tx: Kysely<Database>,
   runs: readonly NewRun[],
   counters: CounterWrites,
 ): Promise<void> {
-  const flows = new Map<string, number>();
-  for (const r of runs)
-    if (r.elementType === "DPL") flows.set(r.elementId, (flows.get(r.elementId) ?? 0) + 1);
-  for (const id of [...flows.keys()].sort()) await counters.countRun(tx, id, flows.get(id) ?? 0);
+  const elements = new Map<string, { app: string; runs: number; bytes: number }>();
+  for (const r of runs) {
+    const e = elements.get(r.elementId) ?? { app: r.scope.app, runs: 0, bytes: 0 };
+    if (r.elementType === "DPL") e.runs += 1;
+    e.bytes += r.runParam ? Buffer.byteLength(r.runParam, "utf8") : 0;
+    elements.set(r.elementId, e);
+  }
+  for (const id of [...elements.keys()].sort()) {
+    const e = elements.get(id);
+    if (e && (e.runs > 0 || e.bytes > 0)) await counters.countRun(tx, e.app, id, e.runs, e.bytes);
+  }
 }
 
 /**
@@ -185,9 +196,10 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
     return results[0];
   }
   if (w.kind === "end") {
-    const [ended] = await endAll(tx, [{ id: w.id, c: endColumns(w.end, 0) }]);
+    const c = endColumns(w.end, 0);
+    const [ended] = await endAll(tx, [{ id: w.id, c }]);
     if (ended) {
-      await countFinished(tx, [ended[1]], 1);
+      await countFinished(tx, [{ ...ended[1], bytes: endBytes(c) }], 1);
       return true;
     }
     const row = await tx
@@ -214,6 +226,7 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
       throw new Error(`run ID ${w.run.id} is taken by another run`);
     return true;
   }
-  await applyCounters(tx, [w], row.end_time !== null ? [row] : [], counterWrites(tx));
+  const finished = row.end_time !== null ? [{ ...row, bytes: endBytes(row) }] : [];
+  await applyCounters(tx, [w], finished, counterWrites(tx));
   return true;
 }

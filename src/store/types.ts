@@ -261,6 +261,12 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */
   queuedBefore(cutoff: number, limit: number): Promise<Pick<Run, "id" | "elementType">[]>;
 
+  /**
+   * The bytes the app stores, every space of it (docs/security.md, "What an app may store"): its
+   * runs' parameters and the texts their ends wrote, its flows' revisions, its scripts' versions.
+   */
+  storedBytes(app: string): Promise<number>;
+
   /** One page of an element's runs with the five status counts (docs/monitoring.md). */
   monitorRuns(scope: Scope, elementId: string, query: RunQuery): Promise<RunPage>;
   /** Every DPL element of the scope with its release name, run counter and newest run. */

@@ -112,3 +112,31 @@ describe("cron triggers end to end", () => {
     assert.equal((await scheduledRuns("ticking")).length, before, "no fires while not APPROVED");
   });
 });
+
+describe("LIMIT_SCHEDULE_MIN_INTERVAL_S through a real server", () => {
+  let server: TestServer;
+  const h = scopeHeaders();
+  before(async () => {
+    server = await startServer({ LIMIT_SCHEDULE_MIN_INTERVAL_S: "3600" });
+  });
+  after(() => server.close());
+
+  it("a per-second crontab is shown, and armed, at the next whole hour", async () => {
+    await deployAndActivate(server, "thinned", NO_SCRIPT_FLOW, {
+      triggers: [{ type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS }],
+    });
+    await server.services.schedules.settled();
+    const r = await server.call("GET", `${DF}/monitor/flows`, { headers: h });
+    const sched = r.body.data.find(
+      (f: { element: { elementName: string } }) => f.element.elementName === "thinned",
+    )?.schedule;
+    const HOUR = 3_600_000;
+    // Read after the call: the next hour then, or the one after if the hour turned meanwhile.
+    const now = Date.now();
+    const nextHour = now - (now % HOUR) + HOUR;
+    assert.ok(
+      sched.nextRunAt === nextHour || sched.nextRunAt === nextHour - HOUR,
+      `nextRunAt ${new Date(sched.nextRunAt).toISOString()}`,
+    );
+  });
+});

@@ -126,32 +126,36 @@ describe("compiled shapes", () => {
           fc.integer({ min: 1, max: 200 }),
           fc.string({ maxLength: 8 }),
           fc.constantFrom(1 as const, -1 as const),
-          async (element, runs, app, delta) => {
+          fc.integer({ min: 0, max: 1e9 }),
+          async (element, runs, app, delta, bytes) => {
             sent.length = 0;
-            await counters.countRun(db, String(element), runs);
+            await counters.countRun(db, app, String(element), runs, bytes);
             assertSame(
               sent[0],
               m
                 .insertInto("element_run_stats")
-                .values({ element_id: element, total_runs: runs })
+                .values({ element_id: element, total_runs: runs, app, bytes })
                 .onConflict((oc) =>
-                  oc
-                    .column("element_id")
-                    .doUpdateSet({ total_runs: sql`element_run_stats.total_runs + ${runs}` }),
+                  oc.column("element_id").doUpdateSet({
+                    total_runs: sql`element_run_stats.total_runs + ${runs}`,
+                    bytes: sql`element_run_stats.bytes + ${bytes}`,
+                  }),
                 )
                 .compile(),
             );
             const key = { app, space: "s", element_id: element, trigger_type: "API" };
-            await counters.countFinished(db, [{ ...key, status: "SUCCESS" }], delta);
+            const change = bytes === 0 ? 0 : delta * bytes;
+            await counters.countFinished(db, [{ ...key, status: "SUCCESS", bytes }], delta);
             assertSame(
               sent[1],
               m
                 .insertInto("run_status_counts")
-                .values({ ...key, status: "SUCCESS", n: delta })
+                .values({ ...key, status: "SUCCESS", n: delta, bytes: change })
                 .onConflict((oc) =>
-                  oc
-                    .columns(["app", "space", "element_id", "trigger_type", "status"])
-                    .doUpdateSet({ n: sql`run_status_counts.n + ${delta}` }),
+                  oc.columns(["app", "space", "element_id", "trigger_type", "status"]).doUpdateSet({
+                    n: sql`run_status_counts.n + ${delta}`,
+                    bytes: sql`run_status_counts.bytes + ${change}`,
+                  }),
                 )
                 .compile(),
             );
