@@ -1,18 +1,22 @@
 import type { Logger } from "pino";
-import type { ArtifactKeeper } from "./artifacts/keeper.ts";
+import { type ArtifactKeeper, createArtifactKeeper } from "./artifacts/keeper.ts";
+import type { AuditTrail } from "./audit/audit-trail.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { ExpressionsFor } from "./flows/expr-jobs.ts";
+import { createExpressionLanes } from "./flows/expr-lanes.ts";
+import { createExpressionPool, type ExpressionPool } from "./flows/expr-pool.ts";
 import type { FlowLifecycle } from "./flows/lifecycle.ts";
 import { outboundFetch } from "./guarded-fetch.ts";
 import type { Metrics } from "./http/metrics.ts";
 import type { RunJob } from "./queue/types.ts";
-import type { ErrorHandlerConfig } from "./runs/error-handlers/index.ts";
+import type { OwedSweep } from "./runs/error-handlers/recover.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
 import { createQueuedShare } from "./runs/queued-share.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
-import type { DataDisk } from "./runs/run-disk.ts";
+import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
+import { createDataDisk, type DataDisk } from "./runs/run-disk.ts";
 import type { RunEvents } from "./runs/run-events.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
 import { createRunMemory } from "./runs/run-memory.ts";
@@ -20,10 +24,12 @@ import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
+import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
+import { createRetentionStore } from "./store/retention-store.ts";
 import type { NewRun } from "./store/types.ts";
 import type { StoredQuota } from "./stored-quota.ts";
 import type { Topology } from "./topology.ts";
-import type { WebhooksConfig } from "./webhooks/index.ts";
+import type { Webhooks } from "./webhooks/index.ts";
 
 /*
  * The parts src/services.ts assembles, each wired to the topology: still wiring (the one place
@@ -74,14 +80,58 @@ export async function startWork(deps: {
   return { schedules, fileSweeper };
 }
 
-/** The two executors of the one run lifecycle (docs/architecture.md), wired to the topology. */
-export function createRuns(deps: {
+/** The runs' executors and what they use: kept files, flow expressions' processes, the data disk. */
+export function createRunParts(deps: Omit<RunsDeps, "artifacts" | "expressions" | "disk">): {
+  artifacts: { store: ArtifactStore; keeper: ArtifactKeeper };
+  expressionPool: ExpressionPool;
+  disk: DataDisk;
+  tasks: TaskService;
+  flows: FlowRuns;
+} {
+  const { config, topology, clock, logger } = deps;
+  const { store } = topology;
+  const artifactStore = createArtifactStore(store.db);
+  const keeper = createArtifactKeeper({
+    store: artifactStore,
+    runs: store,
+    clock,
+    logger,
+    limits: config.artifacts,
+  });
+  // Tenants' flow expressions run in child processes this one can stop, but for those whose
+  // every step JSONata's own limits bound (docs/security.md, "Flow expressions").
+  const expressionPool = createExpressionPool({
+    config: { ...config.flowConfig.expressions, resultBytes: config.limits.resultBytes },
+    clock,
+    logger,
+  });
+  const expressions = createExpressionLanes({
+    pool: expressionPool,
+    inlineMs: config.flowConfig.expressions.inlineMs,
+    sizeBudget: config.limits.resultBytes,
+  });
+  // Runs' directories on the data directory's disk, watched where their script nodes run.
+  const disk = createDataDisk({
+    config: { dataDir: config.dataDir, ...config.dataDisk },
+    clock,
+    logger,
+    runs: store,
+  });
+  const { tasks, flows } = createRuns({ ...deps, disk, expressions, artifacts: keeper });
+  return { artifacts: { store: artifactStore, keeper }, expressionPool, disk, tasks, flows };
+}
+
+/** What every part of the service is built with (services.ts, `base`). */
+export interface ServiceBase {
   config: Config;
   topology: Topology;
   events: RunEvents;
   clock: Clock;
   logger: Logger;
   nodeId: string;
+}
+
+interface RunsDeps extends ServiceBase {
   runner: ScriptRunner;
   metrics: Metrics;
   secrets: Secrets;
@@ -89,7 +139,10 @@ export function createRuns(deps: {
   expressions: ExpressionsFor;
   disk: DataDisk;
   stored: StoredQuota;
-}): { tasks: TaskService; flows: FlowRuns } {
+}
+
+/** The two executors of the one run lifecycle (docs/architecture.md), wired to the topology. */
+function createRuns(deps: RunsDeps): { tasks: TaskService; flows: FlowRuns } {
   const { config, topology } = deps;
   const { store, queue } = topology;
   const memory = createRunMemory(config.limits);
@@ -137,31 +190,6 @@ export async function closeAll(steps: (() => Promise<void> | void)[]): Promise<v
   if (failures.length > 0) throw failures[0];
 }
 
-export function errorHandlerConfig(config: Config): ErrorHandlerConfig {
-  const fc = config.flowConfig;
-  return {
-    smtpUrl: config.smtpUrl,
-    smtpFrom: fc.smtpFrom,
-    language: fc.notifyLanguage,
-    allowPrivateWebhooks: fc.allowPrivateWebhooks,
-    attempts: fc.handlerAttempts,
-    backoffMs: fc.handlerBackoffMs,
-    webhookTimeoutMs: fc.webhookTimeoutMs,
-    customWaitS: fc.customHandlerWaitS,
-    concurrency: fc.handlerConcurrency,
-  };
-}
-
-export function webhooksConfig(config: Config): WebhooksConfig {
-  return {
-    ...config.webhooks,
-    timeoutMs: config.flowConfig.webhookTimeoutMs,
-    allowPrivate: config.flowConfig.allowPrivateWebhooks,
-    dataflowPrefix: config.dataflowPrefix,
-    scriptPrefix: config.scriptPrefix,
-  };
-}
-
 /** Recovers what a previous life left unfinished, then beats (and sweeps) on a timer. */
 export async function startRecovery(deps: {
   config: Config;
@@ -196,4 +224,75 @@ export async function startRecovery(deps: {
   if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
   recovery.start();
   return recovery;
+}
+
+/**
+ * The background work, in this order: recovery of what a previous life left unfinished, the
+ * deliveries and notifications owed, the audit purge, the queue's worker side and schedules (a
+ * failure there stops what started before it), retention.
+ */
+export async function startBackground(
+  deps: ServiceBase & {
+    tasks: TaskService;
+    flows: FlowRuns;
+    lifecycle: FlowLifecycle;
+    webhooks: Webhooks;
+    owed: OwedSweep;
+    audit: AuditTrail;
+    expressionPool: ExpressionPool;
+    disk: DataDisk;
+  },
+): Promise<{
+  recovery: Recovery;
+  schedules: FlowSchedules;
+  fileSweeper: FileSweeper;
+  retention: Retention;
+}> {
+  const { config, topology, events, clock, logger, nodeId, tasks, flows, lifecycle } = deps;
+  const { webhooks, owed, audit, expressionPool, disk } = deps;
+  const { store } = topology;
+  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  // What ended runs kept here before this start counts for their apps (after recovery ended the
+  // runs a previous life left unfinished); in the background, each change joins it.
+  void disk.kept.rebuild();
+  // After recovery: the runs it ended have their deliveries, and those a previous life missed.
+  await webhooks.start();
+  // After recovery too: the runs it failed are notified by the ended events it published.
+  await owed.start();
+  audit.start();
+
+  // A later part that fails to start stops what started here (createServices closes the rest).
+  const { schedules, fileSweeper } = await startWork({
+    config,
+    topology,
+    clock,
+    logger,
+    tasks,
+    flows,
+    lifecycle,
+    disk,
+  }).catch(async (err: unknown) => {
+    await closeAll([
+      () => recovery.stop(),
+      () => owed.stop(),
+      () => webhooks.stop(),
+      () => audit.stop(),
+      () => expressionPool.close(),
+    ]).catch(() => undefined);
+    throw err;
+  });
+  // Every node purges: batches take disjoint rows, so nodes share the work (docs/retention.md).
+  const retention = createRetention({
+    store: createRetentionStore(store.db, store.dialect),
+    clock,
+    logger,
+    config: {
+      ...config.retention,
+      batch: batchFor(config.retention.batch, store.dialect),
+      dataDir: config.dataDir,
+    },
+    onRemoved: disk.kept.forget,
+  });
+  retention.start();
+  return { recovery, schedules, fileSweeper, retention };
 }

@@ -1,26 +1,22 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
-import { type ArtifactKeeper, createArtifactKeeper } from "./artifacts/keeper.ts";
+import type { ArtifactKeeper } from "./artifacts/keeper.ts";
 import { createAuditStore } from "./audit/audit-store.ts";
 import { type AuditTrail, createAuditTrail } from "./audit/audit-trail.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { appBounds } from "./config-limits.ts";
-import { createExpressionLanes } from "./flows/expr-lanes.ts";
-import { createExpressionPool } from "./flows/expr-pool.ts";
 import { createFlowLifecycle, type FlowLifecycle } from "./flows/lifecycle.ts";
-import { createMetrics, type Metrics } from "./http/metrics.ts";
-import { createProgressHub, type ProgressHub } from "./progress/hub.ts";
-import { startPgProgressRelay } from "./progress/pg-relay.ts";
+import type { Metrics } from "./http/metrics.ts";
+import type { ProgressHub } from "./progress/hub.ts";
 import type { RunQueue } from "./queue/types.ts";
-import { createErrorHandlers, type ErrorHandlers } from "./runs/error-handlers/index.ts";
-import { createOwedSweep } from "./runs/error-handlers/recover.ts";
+import type { ErrorHandlers } from "./runs/error-handlers/index.ts";
 import type { FileSweeper } from "./runs/file-cleanup.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
-import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
-import { createDataDisk, type DataDisk } from "./runs/run-disk.ts";
+import type { Retention } from "./runs/retention.ts";
+import type { DataDisk } from "./runs/run-disk.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
 import type { FlowSchedules } from "./scheduler/flow-schedules.ts";
 import { startEnvCollector } from "./scripts/env-collector.ts";
@@ -31,23 +27,14 @@ import type { SyntaxChecker } from "./scripts/syntax-check.ts";
 import type { TaskService } from "./scripts/task-service.ts";
 import { createSecretStore } from "./secrets/secret-store.ts";
 import { createSecrets, type Secrets } from "./secrets/secrets.ts";
-import {
-  closeAll,
-  createRuns,
-  errorHandlerConfig,
-  startRecovery,
-  startWork,
-  webhooksConfig,
-} from "./service-parts.ts";
+import { closeAll, createRunParts, type ServiceBase, startBackground } from "./service-parts.ts";
+import { followRuns, observeRuns } from "./service-subscribers.ts";
 import { createIdempotencyKeys } from "./store/idempotency-keys.ts";
-import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
-import { createNoticeStore } from "./store/kysely-notices.ts";
-import { createWebhookStore } from "./store/kysely-webhooks.ts";
+import type { ArtifactStore } from "./store/kysely-artifacts.ts";
 import type { OpenedStore } from "./store/open-store.ts";
-import { createRetentionStore } from "./store/retention-store.ts";
 import { createStoredQuota, type StoredQuota } from "./stored-quota.ts";
 import { createTopology, type Topology } from "./topology.ts";
-import { createWebhooks, type Webhooks } from "./webhooks/index.ts";
+import type { Webhooks } from "./webhooks/index.ts";
 
 export interface Services {
   config: Config;
@@ -148,18 +135,13 @@ async function closeAfter(err: unknown, steps: (() => Promise<void> | void)[]): 
 }
 
 /** Everything built on the topology and the runner; its background work starts last. */
-async function assemble(deps: {
-  config: Config;
-  logger: Logger;
-  clock: Clock;
-  nodeId: string;
-  events: RunEvents;
-  topology: Topology;
-  runner: PythonRunner;
-  secrets: Secrets;
-}): Promise<Services> {
+async function assemble(
+  deps: ServiceBase & { runner: PythonRunner; secrets: Secrets },
+): Promise<Services> {
   const { config, logger, clock, nodeId, events, topology, runner, secrets } = deps;
   const { store, queue, bridge } = topology;
+  // What every part below is built with.
+  const base = { config, topology, events, clock, logger, nodeId };
   const envCollector = startEnvCollector({
     envs: runner.envs,
     store,
@@ -167,183 +149,42 @@ async function assemble(deps: {
     everyMs: config.python.envs.gcMs,
     logger,
   });
-  const metrics = createMetrics();
-  metrics.observe(events, store);
-  const progress = createProgressHub({ clock, events });
-  // Progress of a run executing on another node reaches this one only with a shared database.
-  const relay =
-    topology.bridge && config.databaseUrl
-      ? await startPgProgressRelay({
-          connectionString: config.databaseUrl,
-          hub: progress,
-          logger,
-          clock,
-        })
-      : undefined;
-  metrics.watch(queue, runner);
-
-  const artifactStore = createArtifactStore(store.db);
-  const keeper = createArtifactKeeper({
-    store: artifactStore,
-    runs: store,
-    clock,
-    logger,
-    limits: config.artifacts,
-  });
-  // Tenants' flow expressions run in child processes this one can stop, but for those whose
-  // every step JSONata's own limits bound (docs/security.md, "Flow expressions").
-  const expressionPool = createExpressionPool({
-    config: { ...config.flowConfig.expressions, resultBytes: config.limits.resultBytes },
-    clock,
-    logger,
-  });
-  const expressions = createExpressionLanes({
-    pool: expressionPool,
-    inlineMs: config.flowConfig.expressions.inlineMs,
-    sizeBudget: config.limits.resultBytes,
-  });
-  // Runs' directories on the data directory's disk, watched where their script nodes run.
-  const disk = createDataDisk({
-    config: { dataDir: config.dataDir, ...config.dataDisk },
-    clock,
-    logger,
-    runs: store,
-  });
+  const { metrics, progress, relay } = await observeRuns({ ...base, runner });
   // LIMIT_STORED_BYTES_PER_APP: runs, deploys, uploads and imports ask it first (docs/security.md).
   const stored = createStoredQuota({ store, clock, limit: config.limits.storedBytesPerApp });
-  const { tasks, flows } = createRuns({
+  const { artifacts, expressionPool, disk, tasks, flows } = createRunParts({
     stored,
-    disk,
-    expressions,
-    artifacts: keeper,
-    config,
-    topology,
-    events,
-    clock,
-    logger,
-    nodeId,
+    ...base,
     runner,
     metrics,
     secrets,
   });
-  // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
-  const idempotency = createIdempotency({
-    keys: createIdempotencyKeys(store.db),
-    store,
-    clock,
-    logger,
-    config: { windowS: config.idempotencyWindowS },
-  });
-  const lifecycle = createFlowLifecycle({
-    store,
-    clock,
-    syntax: runner.syntax,
+  const { idempotency, lifecycle, audit } = createApiParts({
+    ...base,
+    runner,
     secrets,
-    keepRevisions: config.limits.revisionsPerFlow,
-    bounds: appBounds(config.limits),
+    flows,
     stored,
   });
-  // Element changes happen through the lifecycle; cached flow locators must not outlive them.
-  lifecycle.onChange(() => flows.forget());
-  const notices = createNoticeStore(store.db, store.dialect);
-  const errorHandlers = createErrorHandlers({
-    store,
-    notices,
-    flows,
-    tasks,
-    events,
-    clock,
-    logger,
-    config: errorHandlerConfig(config),
-  });
-  // What a dead process owed (docs/error-handlers.md, "Durable"): every other holder's when this
-  // process owns the database (at start), else those of nodes that stopped beating (and on a timer).
-  const owed = createOwedSweep({
-    notices,
-    handlers: errorHandlers,
-    clock,
-    logger,
-    nodeId,
-    config: {
-      takeAll: topology.ownsDatabase,
-      heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-      windowMs: config.flowConfig.handlerRecoverMs,
-      // Owning the database, no other holder appears after the start: no timer (a backlog of
-      // more than a batch is still taken, pass after pass, recover.ts).
-      everyMs: topology.ownsDatabase ? 0 : config.heartbeatMs,
-    },
-  });
-  const webhooks = createWebhooks({
-    store,
-    outbox: createWebhookStore(store.db, store.dialect),
-    events,
-    clock,
-    nodeId,
-    logger,
-    config: webhooksConfig(config),
-    ownsDatabase: topology.ownsDatabase,
-  });
-  const audit = createAuditTrail({
-    store: createAuditStore(store.db),
-    clock,
-    logger,
-    config: config.audit,
-  });
-  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
-  // What ended runs kept here before this start counts for their apps (after recovery ended the
-  // runs a previous life left unfinished); in the background, each change joins it.
-  void disk.kept.rebuild();
-  // After recovery: the runs it ended have their deliveries, and those a previous life missed.
-  await webhooks.start();
-  // After recovery too: the runs it failed are notified by the ended events it published.
-  await owed.start();
-  audit.start();
-
-  // A later part that fails to start stops what started here (createServices closes the rest).
-  const { schedules, fileSweeper } = await startWork({
-    config,
-    topology,
-    clock,
-    logger,
+  const { errorHandlers, owed, webhooks } = followRuns({ ...base, flows, tasks });
+  const { recovery, schedules, fileSweeper, retention } = await startBackground({
+    ...base,
     tasks,
     flows,
     lifecycle,
+    webhooks,
+    owed,
+    audit,
+    expressionPool,
     disk,
-  }).catch(async (err: unknown) => {
-    await closeAll([
-      () => recovery.stop(),
-      () => owed.stop(),
-      () => webhooks.stop(),
-      () => audit.stop(),
-      () => expressionPool.close(),
-    ]).catch(() => undefined);
-    throw err;
   });
-  // Every node purges: batches take disjoint rows, so nodes share the work (docs/retention.md).
-  const retention = createRetention({
-    store: createRetentionStore(store.db, store.dialect),
-    clock,
-    logger,
-    config: {
-      ...config.retention,
-      batch: batchFor(config.retention.batch, store.dialect),
-      dataDir: config.dataDir,
-    },
-    onRemoved: disk.kept.forget,
-  });
-  retention.start();
 
   return {
-    config,
-    clock,
-    logger,
-    nodeId,
-    topology,
+    ...base,
     store,
     runner,
     syntax: runner.syntax,
     envs: runner.envs,
-    events,
     queue,
     tasks,
     lifecycle,
@@ -356,7 +197,7 @@ async function assemble(deps: {
     secrets,
     webhooks,
     audit,
-    artifacts: { store: artifactStore, keeper },
+    artifacts,
     retention,
     progress,
     disk,
@@ -382,4 +223,43 @@ async function assemble(deps: {
         () => store.close(),
       ]),
   };
+}
+
+/** What the API's requests use beside the runs: idempotency keys, the flow lifecycle, the audit. */
+function createApiParts(
+  deps: ServiceBase & {
+    runner: PythonRunner;
+    secrets: Secrets;
+    flows: FlowRuns;
+    stored: StoredQuota;
+  },
+): { idempotency: Idempotency; lifecycle: FlowLifecycle; audit: AuditTrail } {
+  const { config, clock, logger, runner, secrets, flows, stored } = deps;
+  const { store } = deps.topology;
+  // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
+  const idempotency = createIdempotency({
+    keys: createIdempotencyKeys(store.db),
+    store,
+    clock,
+    logger,
+    config: { windowS: config.idempotencyWindowS },
+  });
+  const lifecycle = createFlowLifecycle({
+    store,
+    clock,
+    syntax: runner.syntax,
+    secrets,
+    keepRevisions: config.limits.revisionsPerFlow,
+    bounds: appBounds(config.limits),
+    stored,
+  });
+  // Element changes happen through the lifecycle; cached flow locators must not outlive them.
+  lifecycle.onChange(() => flows.forget());
+  const audit = createAuditTrail({
+    store: createAuditStore(store.db),
+    clock,
+    logger,
+    config: config.audit,
+  });
+  return { idempotency, lifecycle, audit };
 }

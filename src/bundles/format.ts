@@ -95,7 +95,11 @@ export type ExportRequest = Static<typeof ExportBody>;
 
 export const ImportBody = Type.Object({
   bundle: Bundle,
-  dryRun: Type.Optional(Type.Boolean({ description: "answer the plan, write nothing" })),
+  dryRun: Type.Optional(
+    Type.Boolean({
+      description: "answer the plan, or the refusal the import would get, and write nothing",
+    }),
+  ),
 });
 
 const ImportItem = Type.Object({

@@ -61,10 +61,14 @@ export async function importBundle(
   for (let attempt = 0; ; attempt++) {
     const { report, writes } = await planImport(deps, scope, req.bundle, user);
     report.dryRun = dryRun;
-    if (dryRun) return { report, flowIds: [] };
+    const bounded = { ...writes, bounds: deps.bounds };
+    // A dry run answers what the import would: its conflicts, else a bound's refusal.
+    if (dryRun) {
+      if (report.conflicts.length === 0) await store.checkImport(scope, bounded);
+      return { report, flowIds: [] };
+    }
     if (report.conflicts.length > 0) throw conflictError(report.conflicts);
     try {
-      const bounded = { ...writes, bounds: deps.bounds };
       return { report, flowIds: await store.applyImport(scope, bounded, now) };
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;

@@ -5,6 +5,7 @@ import type { Locator } from "../elements/locator.ts";
 import { errorText } from "../errors.ts";
 import { MAX_RETENTION_DAYS } from "../runs/retention-rules.ts";
 import { webhookUrlProblem } from "../webhooks/targets.ts";
+import { isCronTrigger } from "./cron-triggers.ts";
 import {
   ErrorHandlers,
   FILE_CLEANUP_VARIANTS,
@@ -187,7 +188,7 @@ function triggerIssues(
     return [issue(ValidationCode.INVALID_CONFIGURE, at, "triggers must be an array")];
   // Checked before any trigger: each costs a croner parse and a zone lookup here, and a schedule
   // on every node after the deploy (docs/scheduler.md, "Apps share the scheduler").
-  const crons = triggers.filter((t) => isRecord(t) && t.type === "cron").length;
+  const crons = triggers.filter(isCronTrigger).length;
   if (crons > MAX_CRON_TRIGGERS)
     return [
       issue(

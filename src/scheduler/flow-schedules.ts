@@ -5,6 +5,7 @@
  * so a cluster of processes sharing one PostgreSQL starts one run per tick.
  */
 import type { Clock, TimerHandle } from "../clock.ts";
+import { isCronTrigger } from "../flows/cron-triggers.ts";
 import { normalizeConfigure, type Trigger } from "../flows/graph.ts";
 import type { FlowLifecycle } from "../flows/lifecycle.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
@@ -97,7 +98,7 @@ const CLAIM_KEEP_MS = 86_400_000;
 const PRUNE_EVERY_MS = 3_600_000;
 
 const cronTriggers = (configure: unknown): Trigger[] =>
-  normalizeConfigure(configure).triggers.filter((t) => t.type === "cron");
+  normalizeConfigure(configure).triggers.filter(isCronTrigger);
 
 export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSchedules> {
   const { store, clock, logger } = deps;

@@ -9,6 +9,7 @@
  * - a tick at or before a schedule's `lastRunAt` never fires, so a clock jump back cannot repeat one.
  */
 import type { Clock } from "../clock.ts";
+import { isCronTrigger } from "../flows/cron-triggers.ts";
 import type { Trigger } from "../flows/graph.ts";
 import { createSpecCache, DEFAULT_TIMEZONE, nextTick, scheduleIdFor } from "./cron-spec.ts";
 import { createMemoryScheduleState, type ScheduleState } from "./schedule-state.ts";
@@ -114,7 +115,7 @@ function upsertFlow(
   const old = new Map(flow.entries.map((e) => [e.schedule.name, e]));
   const entries: Entry[] = [];
   for (const t of triggers) {
-    if (t.type !== "cron") continue;
+    if (!isCronTrigger(t)) continue;
     const timezone = t.timezone ?? DEFAULT_TIMEZONE;
     const schedule: Schedule = {
       scheduleId: scheduleIdFor(elementId, t.name),

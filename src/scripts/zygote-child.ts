@@ -70,3 +70,12 @@ export function destroy(c: Child): void {
   c.out.destroy();
   c.err.destroy();
 }
+
+/** Kills a child's process group (its pid is the group's id), if it is still there. */
+export function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}

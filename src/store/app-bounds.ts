@@ -1,4 +1,4 @@
-import { sql, type Transaction } from "kysely";
+import { type Kysely, sql, type Transaction } from "kysely";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import type { AppBounds } from "./model.ts";
 import type { Database } from "./schema.ts";
@@ -15,15 +15,8 @@ import type { Dialect } from "./types.ts";
  */
 
 type Tx = Transaction<Database>;
-
-/** Cron triggers of a configure, counted as the deploy validator counts them (any shape). */
-export function cronCount(configure: unknown): number {
-  const triggers = (configure as { triggers?: unknown } | null | undefined)?.triggers;
-  if (!Array.isArray(triggers)) return 0;
-  return triggers.filter(
-    (t) => typeof t === "object" && t !== null && (t as { type?: unknown }).type === "cron",
-  ).length;
-}
+/** The counts are read in the writing transaction, or (a dry run) outside any. */
+type Db = Kysely<Database>;
 
 /** Whether a bound is set (0: no bound). */
 export const bounded = (n: number | undefined): n is number => n !== undefined && n > 0;
@@ -40,7 +33,7 @@ export async function lockApp(tx: Tx, dialect: Dialect, app: string): Promise<vo
 }
 
 /** The app's elements, every type and space (the scope's unique index leads with `app`). */
-export async function elementCount(tx: Tx, app: string): Promise<number> {
+export async function elementCount(tx: Db, app: string): Promise<number> {
   const row = await tx
     .selectFrom("elements")
     .select((eb) => eb.fn.countAll().as("n"))
@@ -51,7 +44,7 @@ export async function elementCount(tx: Tx, app: string): Promise<number> {
 
 /** Refuses `adding` new elements (28010006) when the app would then hold more than the bound. */
 export async function checkNewElements(
-  tx: Tx,
+  tx: Db,
   app: string,
   bounds: AppBounds | undefined,
   adding: number,
@@ -69,7 +62,7 @@ export async function checkNewElements(
 }
 
 /** The app's active schedules: the cron triggers of its APPROVED flows' releases. */
-export async function activeSchedules(tx: Tx, app: string): Promise<number> {
+export async function activeSchedules(tx: Db, app: string): Promise<number> {
   const row = await tx
     .selectFrom("elements")
     .select((eb) => eb.fn.sum<number | string | null>("release_crons").as("n"))
@@ -86,18 +79,16 @@ export async function activeSchedules(tx: Tx, app: string): Promise<number> {
  * with the app over a bound lowered since.
  */
 export async function checkSchedules(
-  tx: Tx,
+  tx: Db,
   app: string,
   bounds: AppBounds | undefined,
   what: string,
 ): Promise<void> {
   if (!bounded(bounds?.schedules)) return;
   const active = await activeSchedules(tx, app);
-  if (active > bounds.schedules)
-    throw new SluiceError(ErrorCode.SCHEDULE_LIMIT, [
-      app,
-      String(active),
-      String(bounds.schedules),
-      what,
-    ]);
+  if (active > bounds.schedules) throw scheduleLimit(app, active, bounds.schedules, what);
 }
+
+/** 28010007: the app would have `active` schedules, more than `bound`. */
+export const scheduleLimit = (app: string, active: number, bound: number, what: string) =>
+  new SluiceError(ErrorCode.SCHEDULE_LIMIT, [app, String(active), String(bound), what]);

@@ -1,5 +1,6 @@
 import type { Transaction } from "kysely";
-import { bounded, checkNewElements, cronCount, lockApp } from "./app-bounds.ts";
+import { cronCount } from "../flows/cron-triggers.ts";
+import { bounded, checkNewElements, lockApp } from "./app-bounds.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect, FlowStatus, NewFlowDeploy } from "./types.ts";
 

@@ -1,13 +1,8 @@
 import { type Kysely, sql, type Transaction } from "kysely";
-import {
-  activeSchedules,
-  bounded,
-  checkNewElements,
-  checkSchedules,
-  cronCount,
-  lockApp,
-} from "./app-bounds.ts";
+import { cronCount } from "../flows/cron-triggers.ts";
+import { activeSchedules, checkSchedules } from "./app-bounds.ts";
 import { ensureFolderAt } from "./folders.ts";
+import { checkDryImportBounds, checkImportBounds } from "./import-bounds.ts";
 import { writePins } from "./kysely-keep.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";
 import { addVersion } from "./kysely-scripts.ts";
@@ -16,7 +11,10 @@ import { ELEMENT_COLUMNS, toElement } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect, ImportFlow, ImportWrites, Scope, Store } from "./types.ts";
 
-type BundleMethods = Pick<Store, "elementsUnder" | "allFlowRevisions" | "applyImport">;
+type BundleMethods = Pick<
+  Store,
+  "elementsUnder" | "allFlowRevisions" | "applyImport" | "checkImport"
+>;
 
 /** The reads an export makes and the one transaction of an import (docs/export-import.md). */
 export function bundleMethods(db: Kysely<Database>, dialect: Dialect): BundleMethods {
@@ -86,34 +84,9 @@ export function bundleMethods(db: Kysely<Database>, dialect: Dialect): BundleMet
         return ids;
       });
     },
-  };
-}
 
-/**
- * What the app may hold, before an import writes anything (docs/security.md, "What an app may
- * hold"): its new elements are refused past the bound; the active schedules before it are
- * answered (null: not checked), to be compared once its releases are written.
- */
-async function checkImportBounds(
-  tx: Transaction<Database>,
-  dialect: Dialect,
-  scope: Scope,
-  writes: ImportWrites,
-): Promise<number | null> {
-  const b = writes.bounds;
-  const created = writes.scripts.length + writes.flows.filter((f) => f.elementId === null).length;
-  const elements = created > 0 && bounded(b?.elements);
-  const schedules = bounded(b?.schedules) && writes.flows.some((f) => f.releaseVersion !== null);
-  if (!elements && !schedules) return null;
-  await lockApp(tx, dialect, scope.app);
-  await checkNewElements(
-    tx,
-    scope.app,
-    b,
-    created,
-    `an import of ${created} new elements (nothing was written)`,
-  );
-  return schedules ? activeSchedules(tx, scope.app) : null;
+    checkImport: (scope, writes) => checkDryImportBounds(db, scope, writes),
+  };
 }
 
 function newElement(scope: Scope, folderId: string, type: "PY" | "DPL", name: string, now: number) {

@@ -1,6 +1,7 @@
 import type { Kysely, Transaction } from "kysely";
 import { ErrorCode, SluiceError } from "../errors.ts";
-import { bounded, checkSchedules, cronCount, lockApp } from "./app-bounds.ts";
+import { cronCount } from "../flows/cron-triggers.ts";
+import { bounded, checkSchedules, lockApp } from "./app-bounds.ts";
 import { elementForDeploy } from "./deploy-element.ts";
 import { pruneRevisions, writePins } from "./kysely-keep.ts";
 import { toRevisionInfo } from "./kysely-revisions.ts";

@@ -1,13 +1,8 @@
 import { type Kysely, sql } from "kysely";
 import type { CounterKey } from "./kysely-monitor.ts";
-import {
-  applyEnds,
-  type EndRow,
-  endValues,
-  startAll,
-  type Write,
-  type WriteResult,
-} from "./run-writes.ts";
+import { applyEnds, endValues } from "./run-ends.ts";
+import type { EndRow, Write, WriteResult } from "./run-write-rows.ts";
+import { startAll } from "./run-writes.ts";
 import type { Database } from "./schema.ts";
 import { END_BYTES_SQL } from "./stored-bytes.ts";
 
@@ -32,7 +27,7 @@ export async function applyStartsAndEnds(
 
 /**
  * The ends of `ends` and their counters (migration 006, with the bytes the ends wrote: 023) in one statement: the `UPDATE … FROM
- * (VALUES …)` of run-writes.ts's endAll feeds the counter upsert through a data-modifying CTE.
+ * (VALUES …)` of run-ends.ts's endAll feeds the counter upsert through a data-modifying CTE.
  * Counter rows are taken in the order countFinished takes them (kysely-monitor.ts, counterOrder),
  * so that this statement and another writer's transaction never wait on each other's rows
  * crosswise.

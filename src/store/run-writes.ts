@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from "kysely";
+import type { Kysely, Transaction } from "kysely";
 import { createBatcher } from "./batch.ts";
 import {
   type CounterKey,
@@ -7,21 +7,19 @@ import {
   countFinished,
 } from "./kysely-monitor.ts";
 import { toRun } from "./rows.ts";
+import { applyEnds, endAll } from "./run-ends.ts";
+import {
+  endColumns,
+  type HotWrites,
+  hotWrites,
+  MAX_BATCH,
+  runRow,
+  type Write,
+  type WriteResult,
+} from "./run-write-rows.ts";
 import type { Database } from "./schema.ts";
-import { bound, shapeCache, shapeOf } from "./shapes.ts";
 import { endBytes } from "./stored-bytes.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
-
-export type Write =
-  | { kind: "insert"; run: NewRun; end: RunEnd | undefined }
-  | { kind: "start"; id: string; startTime: number; nodeId: string | null }
-  | { kind: "end"; id: string; end: RunEnd };
-
-/** Per write: inserts true, starts the started run (or undefined), ends whether they ended one. */
-export type WriteResult = boolean | Run | undefined;
-
-/** At most this many writes per transaction (a multi-row insert stays far below SQLite's 32,766 bound values). */
-const MAX_BATCH = 200;
 
 /**
  * Group commit of run writes (docs/architecture.md, "Group commit"): the inserts and ends of runs
@@ -91,80 +89,9 @@ export async function applyWrites(
   return results;
 }
 
-type RunRow = ReturnType<typeof runRow>;
-
-/**
- * The statements every run write makes, compiled once per shape (shapes.ts): the multi-row insert
- * of run rows per row count, and the counter upserts.
- */
-export interface HotWrites {
-  insertRuns(tx: Kysely<Database>, rows: readonly RunRow[]): Promise<void>;
-  counters: CounterWrites;
-}
-
-export function hotWrites(db: Kysely<Database>): HotWrites {
-  // Every run row has every column (runRow), so the first row's names are every row's.
-  let columns: (keyof RunRow)[] | undefined;
-  const insert = shapeCache(MAX_BATCH, (n: number) =>
-    shapeOf((slot) =>
-      db
-        .insertInto("runs")
-        .values(
-          Array.from({ length: n }, (_, r) =>
-            Object.fromEntries(
-              (columns ?? []).map((c, k) => [c, slot(r * (columns ?? []).length + k)]),
-            ),
-          ) as never,
-        ),
-    ),
-  );
-  return {
-    async insertRuns(tx, rows) {
-      if (rows.length === 0) return;
-      columns ??= Object.keys(rows[0] ?? {}) as (keyof RunRow)[];
-      const cols = columns;
-      await tx.executeQuery(
-        bound(
-          insert(rows.length),
-          rows.flatMap((row) => cols.map((c) => row[c])),
-        ),
-      );
-    },
-    counters: counterWrites(db),
-  };
-}
-
 /** Whether `a`, an answered write of the same batch, is a start that started run `id`. */
 const startedBy = (a: { item: Write; result: WriteResult }, id: string) =>
   a.item.kind === "start" && a.item.id === id && typeof a.result === "object";
-
-/**
- * Writes the batch's ends through `write`, in run ID order and in parts of bounded size, and
- * answers each in `results`; returns the counter keys of the runs they ended. A run ends once, so
- * a second end of it in the same batch finds it ended, as it would alone.
- */
-export async function applyEnds(
-  writes: readonly Write[],
-  results: WriteResult[],
-  write: (part: EndRow[]) => Promise<Map<string, CounterKey>>,
-): Promise<CounterKey[]> {
-  const ends = writes.flatMap((w, i) => (w.kind === "end" ? [{ id: w.id, end: w.end, i }] : []));
-  ends.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.i - b.i));
-  const first = ends.filter((e, k) => k === 0 || ends[k - 1]?.id !== e.id);
-  const ended = new Map<string, CounterKey>();
-  const rows = first.map((e) => ({ id: e.id, c: endColumns(e.end, 0) }));
-  for (const part of byBytes(rows)) {
-    const changed = await write(part);
-    // Each run's counter key with the bytes its end wrote (docs/security.md, "What an app may store").
-    for (const r of part) {
-      const k = changed.get(r.id);
-      if (k) ended.set(r.id, { ...k, bytes: endBytes(r.c) });
-    }
-  }
-  for (const e of first) results[e.i] = ended.has(e.id);
-  for (const e of ends) results[e.i] ??= false;
-  return [...ended.values()];
-}
 
 /** The monitoring counters of the batch's new flow runs and of the runs it ended. */
 async function applyCounters(
@@ -302,132 +229,4 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
   const finished = row.end_time !== null ? [{ ...row, bytes: endBytes(row) }] : [];
   await applyCounters(tx, [w], finished, counterWrites(tx));
   return true;
-}
-
-/** The texts of one statement's ends at most: a task's result and output may be ~18 MiB. */
-const MAX_STATEMENT_BYTES = 32 * 1024 * 1024;
-
-export type EndRow = { id: string; c: ReturnType<typeof endColumns> };
-
-/**
- * Ends split so that no statement carries more than MAX_STATEMENT_BYTES of text: many large ends
- * in one message would be refused by the server and fail the whole batch.
- */
-function byBytes(ends: readonly EndRow[]): EndRow[][] {
-  const parts: EndRow[][] = [];
-  let part: EndRow[] = [];
-  let bytes = 0;
-  for (const e of ends) {
-    const { result, error, stdout, stderr, summary, detail } = e.c;
-    const size = [result, error, stdout, stderr, summary, detail].reduce(
-      (n, t) => n + (t?.length ?? 0),
-      0,
-    );
-    if (part.length > 0 && bytes + size > MAX_STATEMENT_BYTES) {
-      parts.push(part);
-      part = [];
-      bytes = 0;
-    }
-    part.push(e);
-    bytes += size;
-  }
-  if (part.length > 0) parts.push(part);
-  return parts;
-}
-
-/**
- * Every end of the batch (or of its part, above) in one `UPDATE … FROM (VALUES …)`: one statement (in a cluster, one round
- * trip) however many runs end together. Only unfinished runs change, so an end that lost to
- * another (a terminate) changes nothing; answers the counter key of each run it ended. `VALUES`
- * columns are `column1…` in both dialects; the casts give PostgreSQL the types its text
- * parameters lack. The status test is an expression (`|| ''`) so that no index on status can
- * serve it: SQLite would otherwise scan every unfinished run for each batch (the queue may hold
- * thousands) instead of looking each run up by its ID.
- */
-async function endAll(
-  tx: Transaction<Database>,
-  ends: readonly EndRow[],
-): Promise<Map<string, CounterKey>> {
-  const rows = endValues(ends);
-  const { rows: changed } = await sql<CounterKey & { id: string }>`
-    update runs set
-      status = v.column2,
-      end_time = cast(v.column3 as bigint),
-      duration = cast(v.column3 as bigint) - coalesce(runs.start_time, runs.create_time),
-      summary = v.column4, result = v.column5, error = v.column6,
-      stdout = v.column7, stderr = v.column8, detail = v.column9, notify_node = v.column10
-    from (values ${sql.join(rows)}) as v
-    where runs.id = v.column1 and (runs.status || '') in ('QUEUED', 'STARTED')
-    returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status`.execute(
-    tx,
-  );
-  return new Map(changed.map((r) => [r.id, r]));
-}
-
-/**
- * The `VALUES` rows of ends: id, status, end time, summary, result, error, stdout, stderr, detail,
- * and the node owing the run's error-handler notifications (null for nearly every end): the mark
- * is written by the statement that records the end, no other (docs/error-handlers.md, "Durable").
- */
-export const endValues = (ends: readonly EndRow[]) =>
-  ends.map(
-    ({ id, c }) =>
-      sql`(${id}, ${c.status}, ${c.end_time}, ${c.summary}, ${c.result}, ${c.error}, ${c.stdout}, ${c.stderr}, ${c.detail}, ${c.notify_node})`,
-  );
-
-const UNFINISHED = {
-  end_time: null,
-  duration: null,
-  summary: null,
-  result: null,
-  error: null,
-  stdout: null,
-  stderr: null,
-  detail: null,
-  notify_node: null,
-};
-
-function endColumns(end: RunEnd, startTime: number) {
-  return {
-    status: end.status,
-    end_time: end.endTime,
-    duration: end.endTime - startTime,
-    summary: end.summary,
-    result: end.result ?? null,
-    error: end.error ?? null,
-    stdout: end.stdout ?? null,
-    stderr: end.stderr ?? null,
-    detail: end.detail ? JSON.stringify(end.detail) : null,
-    notify_node: end.notifyBy ?? null,
-  };
-}
-
-/** The runs table's row for a new run (and its end, when it is written ended). */
-export function runRow(run: NewRun, end?: RunEnd) {
-  return {
-    id: run.id,
-    app: run.scope.app,
-    space: run.scope.space,
-    element_id: Number(run.elementId),
-    element_type: run.elementType,
-    element_name: run.elementName,
-    folder_id: run.folderId,
-    version: run.version,
-    trigger_type: run.triggerType,
-    status: run.status,
-    run_name: run.runName,
-    run_param: run.runParam,
-    initiator: run.initiator ? JSON.stringify(run.initiator) : null,
-    parent_run_id: run.parentRunId,
-    in_process: run.inProcess ? 1 : 0,
-    node_id: run.nodeId,
-    create_time: run.createTime,
-    start_time: run.startTime ?? null,
-    rerun_of: run.rerunOf?.runId ?? null,
-    rerun_kind: run.rerunOf?.kind ?? null,
-    run_limit: run.runLimit ?? null,
-    webhooks: run.webhooks?.length ? JSON.stringify(run.webhooks) : null,
-    // Every row has every column, so that rows with and without an end share one multi-row insert.
-    ...(end ? endColumns(end, run.startTime ?? run.createTime) : UNFINISHED),
-  };
 }

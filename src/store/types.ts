@@ -234,6 +234,8 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   elementsUnder(scope: Scope, path: string): Promise<Element[]>;
   /** An import's writes in one transaction; answers the IDs of the flows written, in order. */
   applyImport(scope: Scope, writes: ImportWrites, now: number): Promise<string[]>;
+  /** A dry run's: refuses (28010006, 28010007) where `applyImport` would, and writes nothing. */
+  checkImport(scope: Scope, writes: ImportWrites): Promise<void>;
 
   /** Inserts a run; with `end`, one that already ended (a fast run-sync is written once). */
   insertRun(run: NewRun, end?: RunEnd): Promise<void>;

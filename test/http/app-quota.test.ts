@@ -206,6 +206,64 @@ describe("what an app may hold (LIMIT_ELEMENTS_PER_APP, LIMIT_SCHEDULES_PER_APP)
     assert.equal(await status(h, "c"), undefined);
   });
 
+  it("a dry run of an import answers what the import would: refused past either bound, the plan within them", async () => {
+    const dry = (h: Record<string, string>, bundle: unknown) =>
+      df(h, "/import", { bundle, dryRun: true });
+    const exportOf = async (h: Record<string, string>) => {
+      const r = await df(h, "/export", { path: "/q" });
+      assert.equal(r.body.code, 0, r.text);
+      return r.body.data;
+    };
+    // Elements: three new ones fit an app holding three, not one holding four.
+    const src = headersOf("dry-src");
+    for (let i = 0; i < 3; i++) await deployOk(src, `e${i}`);
+    const three = await exportOf(src);
+    const h = headersOf("dry-elements");
+    for (let i = 0; i < ELEMENTS - 3; i++) await deployOk(h, `i${i}`);
+    const fits = await dry(h, three);
+    assert.equal(fits.body.code, 0, fits.text);
+    assert.equal(fits.body.data.dryRun, true);
+    assert.equal(fits.body.data.created.length, 3, fits.text);
+    await deployOk(h, "one-more");
+    const over = await dry(h, three);
+    assert.equal(over.body.code, 28010006, over.text);
+    assert.match(over.body.message, /holds 4 elements.*LIMIT_ELEMENTS_PER_APP allows 6/);
+    assert.equal((await df(h, "/import", { bundle: three })).body.code, 28010006);
+    assert.equal(await count("dry-elements"), ELEMENTS - 2);
+
+    // Schedules: an APPROVED flow's cron triggers, new or moved to a release with more of them.
+    const cs = headersOf("dry-cron-src");
+    await deployOk(cs, "c", crons(1));
+    assert.equal((await activate(cs, "c")).body.data, "APPROVED");
+    const oneCron = await exportOf(cs);
+    const t = headersOf("dry-cron");
+    await deployOk(t, "a", crons(3));
+    assert.equal((await activate(t, "a")).body.data, "APPROVED");
+    const within = await dry(t, oneCron);
+    assert.equal(within.body.code, 0, within.text);
+    assert.equal(within.body.data.created.length, 1, within.text);
+    assert.equal((await df(t, "/import", { bundle: oneCron })).body.code, 0); // 4 active
+    await deployOk(cs, "c", crons(2)); // its release moves: 2 triggers
+    const moved = await exportOf(cs);
+    const movedDry = await dry(t, moved);
+    assert.equal(movedDry.body.code, 28010007, movedDry.text);
+    assert.match(movedDry.body.message, /5 active schedules.*LIMIT_SCHEDULES_PER_APP \(4\)/);
+    assert.equal((await df(t, "/import", { bundle: moved })).body.code, 28010007);
+    // Back to one trigger: the release it replaces counted off, the app stays at 4.
+    await deployOk(cs, "c", crons(1));
+    const back = await exportOf(cs);
+    const backDry = await dry(t, back);
+    assert.equal(backDry.body.code, 0, backDry.text);
+    assert.equal(backDry.body.data.updated.length, 1, backDry.text);
+    assert.equal((await df(t, "/import", { bundle: back })).body.code, 0);
+    const ds = headersOf("dry-cron-src2");
+    await deployOk(ds, "d", crons(1));
+    assert.equal((await activate(ds, "d")).body.data, "APPROVED");
+    const newFlow = await dry(t, await exportOf(ds));
+    assert.equal(newFlow.body.code, 28010007, newFlow.text);
+    assert.equal(await status(t, "d"), undefined);
+  });
+
   it("concurrent activates at the schedule bound: exactly one passes", async () => {
     const h = headersOf("cron-race");
     for (let i = 0; i < 4; i++) await deployOk(h, `c${i}`, crons(3));

@@ -7,7 +7,7 @@ import { counterWrites } from "../../src/store/kysely-monitor.ts";
 import { runMethods } from "../../src/store/kysely-runs.ts";
 import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { ELEMENT_COLUMNS } from "../../src/store/rows.ts";
-import { hotWrites, runRow } from "../../src/store/run-writes.ts";
+import { hotWrites, runRow } from "../../src/store/run-write-rows.ts";
 import type { Database } from "../../src/store/schema.ts";
 import { bound, shapeOf } from "../../src/store/shapes.ts";
 import { kyselyOf } from "../helpers/kysely.ts";

@@ -1,6 +1,6 @@
 """Sluice zygote: one warm CPython that forks a fresh child per script task.
 
-Started by src/scripts/python-runner.ts as `python -I zygote.py` (once per service process, and
+Started by src/scripts/zygote-start.ts as `python -I zygote.py` (once per service process, and
 as `python -I -S zygote.py --env=…` per zygote of an environment).
 Node drives it over stdin with one command per line:
     g      go on (only after `hold`: Node has put this zygote in a cgroup of its own)

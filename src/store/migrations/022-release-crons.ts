@@ -1,5 +1,5 @@
 import { type Kysely, sql } from "kysely";
-import { cronCount } from "../app-bounds.ts";
+import { cronCount } from "../../flows/cron-triggers.ts";
 import type { Dialect } from "../types.ts";
 
 /** Releases read per statement while filling the column. */
