@@ -21,6 +21,7 @@ import * as m020 from "./migrations/020-revision-pins.ts";
 import * as m021 from "./migrations/021-notify-owed.ts";
 import * as m022 from "./migrations/022-release-crons.ts";
 import * as m023 from "./migrations/023-stored-bytes.ts";
+import * as m024 from "./migrations/024-stored-created-bytes.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "021-notify-owed": m021,
   "022-release-crons": m022,
   "023-stored-bytes": m023,
+  "024-stored-created-bytes": m024,
 };
 
 /** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */

@@ -123,9 +123,7 @@ describe("LIMIT_SCHEDULE_MIN_INTERVAL_S through a real server", () => {
 
   it("a per-second crontab is shown, and armed, at the next whole hour", async () => {
     await deployAndActivate(server, "thinned", NO_SCRIPT_FLOW, {
-      triggers: [
-        { type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS },
-      ],
+      triggers: [{ type: "cron", name: "every-second", crontab: "* * * * * *", parameter: ORDERS }],
     });
     await server.services.schedules.settled();
     const r = await server.call("GET", `${DF}/monitor/flows`, { headers: h });
