@@ -145,4 +145,20 @@ describe("what an app may store (LIMIT_STORED_BYTES_PER_APP)", () => {
     const held = Number(r.rows[0]?.n);
     assert.ok(held < LIMIT + 512 * 1024, `${ran} runs hold ${held} bytes of names and targets`);
   });
+
+  it("a rename, never refused by the bound, cannot store a revision name of megabytes", async () => {
+    const r = await call(small, "/flow/deploy", {
+      elementName: "echo",
+      path: "/flows",
+      revisionName: "n".repeat(1025),
+    });
+    assert.equal(r.body.code, 400, r.text.slice(0, 300));
+    assert.match(r.body.message, /revisionName/);
+    const ok = await call(small, "/flow/deploy", {
+      elementName: "echo",
+      path: "/flows",
+      revisionName: "n".repeat(1024),
+    });
+    assert.equal(ok.body.code, 0, ok.text.slice(0, 300));
+  });
 });
