@@ -31,7 +31,7 @@ interface Known {
  * LIMIT_STORED_BYTES_PER_APP (docs/security.md, "What an app may store"). The app's total is the
  * store's (every node's writes, counted in the writes' own statements: store/stored-bytes.ts),
  * read at most once per STORED_READ_MS per app and node (sooner once what this node counted since
- * takes half the room the read left), plus what was admitted and ended here since. So the bound is
+ * takes half the room the read left, never sooner when the read found no room), plus what was admitted and ended here since. So the bound is
  * passed by at most what is in flight: the write that crosses it, the ends (results, output, node
  * logs) of runs accepted before, and what other nodes store within one read's age.
  * `limit` 0: no bound, nothing read.
@@ -64,8 +64,11 @@ export function createStoredQuota(deps: {
     async admit(app, adding, what) {
       if (limit <= 0) return;
       let k = known.get(app);
-      // Read again when old, or once what was counted here since takes half the room the read left.
-      if (!k || clock.now() - k.at >= STORED_READ_MS || k.since * 2 >= limit - k.read)
+      // Read again when old, or once what was counted here since takes half the room the read
+      // left. A read at the bound or past it refuses until it is old (or a delete here forgot
+      // it): re-reading for each refusal made a tenant at its bound one database sum a request.
+      const left = limit - (k?.read ?? 0);
+      if (!k || clock.now() - k.at >= STORED_READ_MS || (left > 0 && k.since * 2 >= left))
         k = await read(app);
       const total = k.read + k.since;
       if (total >= limit)

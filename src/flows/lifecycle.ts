@@ -279,7 +279,8 @@ async function deploy(
   );
   if (results.some((r) => r.severity === 2)) return results;
   // A new revision adds bytes; a rename (above), status changes and deactivations do not.
-  const bytes = Buffer.byteLength(JSON.stringify([req.flow, req.configure]), "utf8");
+  const stored = [req.flow, req.configure, req.revisionName, req.description ?? null];
+  const bytes = Buffer.byteLength(JSON.stringify(stored), "utf8");
   await deps.stored?.admit(scope.app, bytes, `a deploy of flow ${req.elementName}`);
   const folder = await deployTarget(store, scope, req, clock.now());
   const release = req.release ?? true;

@@ -43,7 +43,8 @@ export const RunIdMap = Type.Record(Type.String(), Type.Boolean());
 
 export const DeployBody = Type.Object({
   elementName: Type.String({ minLength: 1 }),
-  revisionName: Type.String({ minLength: 1 }),
+  // Bounded: a rename (no flow) stores it without LIMIT_STORED_BYTES_PER_APP's check (docs/security.md).
+  revisionName: Type.String({ minLength: 1, maxLength: 1024 }),
   flow: Type.Optional(
     Type.Object({}, { additionalProperties: true, description: "Graph: {vertexes, edges}" }),
   ),

@@ -1,5 +1,6 @@
 import type { Clock } from "../clock.ts";
 import { errorText, SluiceError } from "../errors.ts";
+import { newRunBytes } from "../store/stored-bytes.ts";
 import { type NewRun, type Run, type RunEnd, type Store, TERMINAL } from "../store/types.ts";
 import { owedEnd } from "./error-handlers/owed.ts";
 import type { ExecRun, LifecycleDeps, RunExecutor, RunRequest } from "./lifecycle-types.ts";
@@ -153,10 +154,11 @@ export async function commitQueued<Req extends RunRequest>(
 
 /**
  * Refuses a new run, before anything is written, when its app stores LIMIT_STORED_BYTES_PER_APP
- * (28010008; docs/security.md, "What an app may store"); counts its parameter towards the app.
+ * (28010008; docs/security.md, "What an app may store"); counts what its record stores (parameter,
+ * name, initiator, webhook targets) towards the app.
  */
 export function checkStored<Req extends RunRequest>(c: Lifecycle<Req>, rec: NewRun): Promise<void> {
-  const bytes = rec.runParam ? Buffer.byteLength(rec.runParam, "utf8") : 0;
+  const bytes = newRunBytes(rec);
   return (
     c.deps.stored?.admit(rec.scope.app, bytes, `a run of ${rec.elementName}`) ?? Promise.resolve()
   );

@@ -22,6 +22,7 @@ import * as m021 from "./migrations/021-notify-owed.ts";
 import * as m022 from "./migrations/022-release-crons.ts";
 import * as m023 from "./migrations/023-stored-bytes.ts";
 import * as m024 from "./migrations/024-files-removed.ts";
+import * as m025 from "./migrations/025-stored-created-bytes.ts";
 import type { Dialect } from "./types.ts";
 
 interface MigrationModule {
@@ -53,6 +54,7 @@ const MIGRATIONS: Record<string, MigrationModule> = {
   "022-release-crons": m022,
   "023-stored-bytes": m023,
   "024-files-removed": m024,
+  "025-stored-created-bytes": m025,
 };
 
 /** Applies every migration, or (tests of an upgrade) those up to and including `upTo`. */

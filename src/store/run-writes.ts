@@ -18,7 +18,7 @@ import {
   type WriteResult,
 } from "./run-write-rows.ts";
 import type { Database } from "./schema.ts";
-import { endBytes } from "./stored-bytes.ts";
+import { endBytes, newRunBytes } from "./stored-bytes.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
 
 /**
@@ -106,8 +106,8 @@ async function applyCounters(
 }
 
 /**
- * Adds new flow runs to their elements' `totalRuns`, and every new run's parameter to its
- * element's bytes (docs/security.md, "What an app may store"), elements sorted so that two
+ * Adds new flow runs to their elements' `totalRuns`, and what every new run stores as it is
+ * created (parameter, name, initiator, webhook targets: stored-bytes.ts) to its element's bytes (docs/security.md, "What an app may store"), elements sorted so that two
  * transactions never wait on each other's counter rows crosswise.
  */
 export async function countNewRuns(
@@ -119,7 +119,7 @@ export async function countNewRuns(
   for (const r of runs) {
     const e = elements.get(r.elementId) ?? { app: r.scope.app, runs: 0, bytes: 0 };
     if (r.elementType === "DPL") e.runs += 1;
-    e.bytes += r.runParam ? Buffer.byteLength(r.runParam, "utf8") : 0;
+    e.bytes += newRunBytes(r);
     elements.set(r.elementId, e);
   }
   for (const id of [...elements.keys()].sort()) {

@@ -28,6 +28,7 @@ describe("what an app may store (LIMIT_STORED_BYTES_PER_APP)", () => {
   const big = scopeHeaders({ app: "big", space: "s1", user: "u" });
   const big2 = scopeHeaders({ app: "big", space: "s2", user: "u" });
   const small = scopeHeaders({ app: "small", space: "s1", user: "u" });
+  const sly = scopeHeaders({ app: "sly", space: "s1", user: "u" });
   const call = (h: Record<string, string>, p: string, body: unknown) =>
     server.call("POST", DF + p, { headers: h, body });
   const runs = async (app: string) => {
@@ -45,6 +46,19 @@ describe("what an app may store (LIMIT_STORED_BYTES_PER_APP)", () => {
     await deployAndActivate(server, "echo", FLOW, {}, big);
     await deployAndActivate(server, "echo", FLOW, {}, big2);
     await deployAndActivate(server, "echo", FLOW, {}, small);
+    // A flow whose runs store far more than their parameter: a run name template that repeats
+    // the parameter 256 times, and 20 webhook targets of 8 KiB URLs each run copies.
+    const hooks = Array.from({ length: 20 }, (_, i) => ({
+      url: `http://hooks.example/${i}/${"u".repeat(8 * 1024)}`,
+      on: ["CANCELED"],
+    }));
+    await deployAndActivate(
+      server,
+      "named",
+      FLOW,
+      { runNameTemplate: "${param.a}".repeat(256), webhooks: hooks },
+      sly,
+    );
   });
   after(() => server.close());
 
@@ -109,5 +123,42 @@ describe("what an app may store (LIMIT_STORED_BYTES_PER_APP)", () => {
     assert.equal(del.body.code, 0, del.text);
     const again = await call(big, "/run-sync", { elementName: "echo", parameter: PARAM });
     assert.equal(again.body.code, 0, again.text.slice(0, 300));
+  });
+
+  it("counts what a run stores besides its parameter: its name and its webhook targets", async () => {
+    // Each run: a 1 KiB parameter, a 256 KiB name rendered from it, 160 KiB of webhook targets.
+    let last: Awaited<ReturnType<typeof call>> | undefined;
+    let ran = 0;
+    for (; ran < 30; ran++) {
+      last = await call(sly, "/run-sync", {
+        elementName: "named",
+        parameter: { a: "a".repeat(1024) },
+      });
+      if (last.body.code !== 0) break;
+    }
+    assert.ok(last && last.body.code !== 0, `${ran} runs, none refused`);
+    refused(last, "run-sync past the bound");
+    // What the rows hold: at most the bound and the run that crossed it.
+    const r = await sql<{ n: number | string }>`select sum(
+        octet_length(coalesce(run_name, '')) + octet_length(coalesce(webhooks, ''))) as n
+      from runs where app = 'sly'`.execute(server.services.store.db);
+    const held = Number(r.rows[0]?.n);
+    assert.ok(held < LIMIT + 512 * 1024, `${ran} runs hold ${held} bytes of names and targets`);
+  });
+
+  it("a rename, never refused by the bound, cannot store a revision name of megabytes", async () => {
+    const r = await call(small, "/flow/deploy", {
+      elementName: "echo",
+      path: "/flows",
+      revisionName: "n".repeat(1025),
+    });
+    assert.equal(r.body.code, 400, r.text.slice(0, 300));
+    assert.match(r.body.message, /revisionName/);
+    const ok = await call(small, "/flow/deploy", {
+      elementName: "echo",
+      path: "/flows",
+      revisionName: "n".repeat(1024),
+    });
+    assert.equal(ok.body.code, 0, ok.text.slice(0, 300));
   });
 });

@@ -33,20 +33,23 @@ const text = (n: number, seed: string) => `${seed}é😀${"x".repeat(Math.max(0,
 async function counted(store: OpenedStore, app: string): Promise<number> {
   const len = (c: string) => sql.raw(`octet_length(coalesce(${c}, ''))`);
   const runs = await sql<{ n: string | number | null }>`
-    select sum(${len("run_param")} + ${len("summary")} + ${len("result")} + ${len("error")}
+    select sum(${len("run_param")} + ${len("run_name")} + ${len("initiator")} + ${len("webhooks")}
+      + ${len("summary")} + ${len("result")} + ${len("error")}
       + ${len("stdout")} + ${len("stderr")} + ${len("detail")}) as n
     from runs where app = ${app}`.execute(store.db);
   const revs = await sql<{ n: string | number | null }>`
-    select sum(octet_length(r.flow) + octet_length(r.configure)) as n
+    select sum(octet_length(r.flow) + octet_length(r.configure) + octet_length(r.name)) as n
     from flow_revisions r join elements e on e.id = r.element_id where e.app = ${app}`.execute(
     store.db,
   );
+  const descriptions = await sql<{ n: string | number | null }>`
+    select sum(${len("description")}) as n from elements runs where app = ${app}`.execute(store.db);
   const versions = await sql<{ n: string | number | null }>`
     select sum(octet_length(v.content)) as n
     from script_versions v join elements e on e.id = v.element_id where e.app = ${app}`.execute(
     store.db,
   );
-  return [runs, revs, versions].reduce((s, r) => s + Number(r.rows[0]?.n ?? 0), 0);
+  return [runs, revs, versions, descriptions].reduce((s, r) => s + Number(r.rows[0]?.n ?? 0), 0);
 }
 
 const end = (status: RunEnd["status"], n: number, seed: string): RunEnd => ({
@@ -68,6 +71,11 @@ const run = (scope: Scope, elementId: string, n: number, over: Partial<NewRun> =
     status: "STARTED",
     startTime: T0,
     runParam: JSON.stringify({ p: text(n, elementId) }),
+    // What a run stores besides its parameter: its name (a template may repeat the parameter in
+    // it), its initiator and its webhook targets (up to 20 URLs of a flow's configure).
+    runName: text(n, `name-${elementId}`),
+    initiator: { userId: text(n / 4, "user") },
+    webhooks: [{ url: `http://h.example/${text(n, "hook")}`, on: ["ANY"] }],
     ...over,
   });
 
@@ -143,10 +151,10 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           scope: A,
           folderId: folder.id,
           name: "big",
-          revisionName: `r${i}`,
+          revisionName: text(1000 * i, `r${i}`),
           flow: { vertexes: [{ id: "in", type: "input", pad: text(2000 * i, "f") }], edges: [] },
           configure: { pad: text(500, "c") },
-          description: null,
+          description: { en: text(700 * i, "title") },
           user: null,
           now: T0 + i,
           keepRevisions: 2,
@@ -185,6 +193,11 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       });
     }
     await migrate(db, dialect, "022-release-crons");
+    await sql`insert into folders (id, app, space, path, created_at)
+      values ('f', 'qa', 's', '/', ${T0})`.execute(db);
+    await sql`insert into elements (app, space, folder_id, type, name, description, created_at,
+        updated_at) values ('qa', 's', 'f', 'DPL', 'd', ${JSON.stringify({ en: text(400, "t") })},
+        ${T0}, ${T0})`.execute(db);
     const rows = [
       ["r1", "qa", 1, "DPL", "SUCCESS", text(900, "p"), text(700, "r")],
       ["r2", "qa", 1, "DPL", "QUEUED", text(400, "q"), null],
@@ -193,9 +206,13 @@ for (const dialect of ["sqlite", "postgres"] as const) {
     ] as const;
     for (const [id, app, el, type, status, param, result] of rows)
       await sql`insert into runs (id, app, space, element_id, element_type, element_name,
-          folder_id, trigger_type, status, run_param, in_process, create_time, result, stdout)
+          folder_id, trigger_type, status, run_param, in_process, create_time, result, stdout,
+          run_name, initiator, webhooks)
         values (${id}, ${app}, 's', ${el}, ${type}, 'x', 'f', 'ASYNC', ${status}, ${param}, 0,
-          ${T0}, ${result}, ${status === "QUEUED" ? null : "out😀"})`.execute(db);
+          ${T0}, ${result}, ${status === "QUEUED" ? null : "out😀"}, ${text(300, `n-${id}`)},
+          ${JSON.stringify({ userId: id })}, ${JSON.stringify([{ url: text(200, "h"), on: [] }])})`.execute(
+        db,
+      );
     await sql`insert into run_status_counts (app, space, element_id, trigger_type, status, n)
       select app, space, element_id, trigger_type, status, count(*) from runs
       where status in ('SUCCESS', 'FAILURE', 'CANCELED')
