@@ -218,6 +218,22 @@ describe("the disk watch gives back kept directories before it refuses or stops"
     t.disk.close();
   });
 
+  it("a run that ended while a node of it still ran is counted once that node ended", async () => {
+    // An aborted run ends without waiting for its nodes (src/flows/executor.ts): its directory
+    // is counted as it ends while the killed task may still write.
+    const t = diskSetup();
+    const run = t.disk.forRun("late");
+    assert.equal(await run.admit(), undefined);
+    const w = run.watch(() => {});
+    fs.mkdirSync(path.join(t.dataDir, "tasks", "late"), { recursive: true });
+    t.sizes.set("late", 10);
+    await t.disk.kept.add("late", "a");
+    t.sizes.set("late", 400); // written after the run's end, before its task died
+    assert.equal(await w.end(), undefined);
+    assert.equal(t.disk.kept.bytes("a"), 400);
+    t.disk.close();
+  });
+
   it("below the floor while a node runs: kept directories go, the running node is not stopped", async () => {
     const t = diskSetup();
     fs.mkdirSync(path.join(t.dataDir, "tasks", "old"), { recursive: true });
