@@ -1,7 +1,8 @@
 /**
  * The working directories ended flow runs keep on this node's data directory (`fileCleanup`
  * `keep`, `default`, `days`; docs/security.md, "Disk", "Kept directories"), counted per app:
- * measured once as the run ends (nothing of a run writes after its end), and again for what the
+ * measured once as the run ends, or once its last node here ended when the run ended first (an
+ * aborted run does not wait for its nodes' tasks to die), and again for what the
  * directory holds at start. An app's total past SCRIPT_KEPT_BYTES_PER_APP gives back its oldest;
  * below DATA_DIR_FREE_BYTES_MIN they are given back before any script node is refused or stopped:
  * the app keeping the most first, its oldest first. Every removal is Node's (removeTree: no
@@ -16,8 +17,14 @@ import type { FilesRemoved, Run } from "../store/types.ts";
 import type { DiskProbe } from "./disk-probe.ts";
 
 export interface KeptDirs {
-  /** A run ended here and its directory stays: counted for its app, whose oldest go past the bound. Never throws. */
+  /**
+   * A run ended here and its directory stays: counted for its app, whose oldest go past the bound;
+   * while a node of it still runs (an aborted run ends without waiting for it), once that node
+   * ended (`settled`). Never throws.
+   */
   add(runId: string, app: string): Promise<void>;
+  /** The last node of a run that runs here ended: counted now if its run ended meanwhile. */
+  settled(runId: string): Promise<void>;
   /** Its directory was removed by another (the file sweeper, retention): no longer counted. */
   forget(runId: string): void;
   /**
@@ -59,6 +66,8 @@ interface State extends KeptDirsDeps {
   root: string;
   entries: Map<string, Entry>;
   byApp: Map<string, number>;
+  /** Runs that ended while a node of theirs still ran: their app, counted once it ended. */
+  pending: Map<string, string>;
   /** Every change goes through this chain: measures, removals and the rebuild never interleave. */
   chain: Promise<unknown>;
   closed: boolean;
@@ -70,6 +79,7 @@ export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
     root: path.join(deps.dataDir, "tasks"),
     entries: new Map(),
     byApp: new Map(),
+    pending: new Map(),
     chain: Promise.resolve(),
     closed: false,
   };
@@ -85,11 +95,19 @@ export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
   return {
     add: (runId, app) =>
       serial(async () => {
-        if (s.closed) return;
-        put(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
-        await bound(s, app);
+        if (s.inUse(runId)) s.pending.set(runId, app);
+        else await count(s, runId, app);
       }, undefined),
-    forget: (runId) => drop(s, runId),
+    settled: (runId) => {
+      const app = s.pending.get(runId);
+      if (app === undefined) return Promise.resolve();
+      s.pending.delete(runId);
+      return serial(() => count(s, runId, app), undefined);
+    },
+    forget: (runId) => {
+      s.pending.delete(runId);
+      drop(s, runId);
+    },
     giveBack: (free, floor) => serial(() => giveBack(s, free, floor), 0),
     rebuild: () => serial(() => rebuild(s), undefined),
     bytes: (app) =>
@@ -105,6 +123,13 @@ export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
 async function measure(s: State, runId: string): Promise<number> {
   const { entryBytes } = await s.probe.space(s.dataDir);
   return s.probe.size(path.join(s.root, runId), entryBytes ?? 0);
+}
+
+/** Measures a run's directory now, counts it for its app, and applies the app's bound. */
+async function count(s: State, runId: string, app: string): Promise<void> {
+  if (s.closed) return;
+  put(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
+  await bound(s, app);
 }
 
 function put(s: State, e: Entry): void {
