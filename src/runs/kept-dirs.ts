@@ -1,7 +1,8 @@
 /**
  * The working directories ended flow runs keep on this node's data directory (`fileCleanup`
  * `keep`, `default`, `days`; docs/security.md, "Disk", "Kept directories"), counted per app:
- * measured once as the run ends (nothing of a run writes after its end), and again for what the
+ * measured once as the run ends, or once its last node here ended when the run ended first (an
+ * aborted run does not wait for its nodes' tasks to die), and again for what the
  * directory holds at start. An app's total past SCRIPT_KEPT_BYTES_PER_APP gives back its oldest;
  * below DATA_DIR_FREE_BYTES_MIN they are given back before any script node is refused or stopped:
  * the app keeping the most first, its oldest first. Every removal is Node's (removeTree: no
@@ -16,8 +17,14 @@ import type { FilesRemoved, Run } from "../store/types.ts";
 import type { DiskProbe } from "./disk-probe.ts";
 
 export interface KeptDirs {
-  /** A run ended here and its directory stays: counted for its app, whose oldest go past the bound. Never throws. */
+  /**
+   * A run ended here and its directory stays: counted for its app, whose oldest go past the bound;
+   * while a node of it still runs (an aborted run ends without waiting for it), once that node
+   * ended (`settled`). Never throws.
+   */
   add(runId: string, app: string): Promise<void>;
+  /** The last node of a run that runs here ended: counted now if its run ended meanwhile. */
+  settled(runId: string): Promise<void>;
   /** Its directory was removed by another (the file sweeper, retention): no longer counted. */
   forget(runId: string): void;
   /**
@@ -55,11 +62,24 @@ interface Entry {
   at: number;
 }
 
+/** What one app keeps here, oldest first: a previous life's directories, then this one's. */
+interface AppKept {
+  bytes: number;
+  /** Counted at start (rebuild), in the order their runs ended. */
+  earlier: Map<string, Entry>;
+  /** Counted as runs ended here, in that order. */
+  later: Map<string, Entry>;
+}
+
 interface State extends KeptDirsDeps {
   root: string;
   entries: Map<string, Entry>;
-  byApp: Map<string, number>;
-  /** Every change goes through this chain: measures, removals and the rebuild never interleave. */
+  apps: Map<string, AppKept>;
+  /** The filesystem's bytes per inode (statfs), read once: what each entry of a walk counts. */
+  entryBytes: number | undefined;
+  /** Runs that ended while a node of theirs still ran: their app, counted once it ended. */
+  pending: Map<string, string>;
+  /** Every change goes through this chain: measures and removals never interleave. */
   chain: Promise<unknown>;
   closed: boolean;
 }
@@ -69,7 +89,9 @@ export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
     ...deps,
     root: path.join(deps.dataDir, "tasks"),
     entries: new Map(),
-    byApp: new Map(),
+    apps: new Map(),
+    entryBytes: undefined,
+    pending: new Map(),
     chain: Promise.resolve(),
     closed: false,
   };
@@ -85,17 +107,25 @@ export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
   return {
     add: (runId, app) =>
       serial(async () => {
-        if (s.closed) return;
-        put(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
-        await bound(s, app);
+        if (s.inUse(runId)) s.pending.set(runId, app);
+        else await count(s, runId, app);
       }, undefined),
-    forget: (runId) => drop(s, runId),
+    settled: (runId) => {
+      const app = s.pending.get(runId);
+      if (app === undefined) return Promise.resolve();
+      s.pending.delete(runId);
+      return serial(() => count(s, runId, app), undefined);
+    },
+    forget: (runId) => {
+      s.pending.delete(runId);
+      drop(s, runId);
+    },
     giveBack: (free, floor) => serial(() => giveBack(s, free, floor), 0),
-    rebuild: () => serial(() => rebuild(s), undefined),
+    rebuild: () => rebuild(s, serial),
     bytes: (app) =>
       app === undefined
-        ? [...s.byApp.values()].reduce((a, b) => a + b, 0)
-        : (s.byApp.get(app) ?? 0),
+        ? [...s.apps.values()].reduce((n, a) => n + a.bytes, 0)
+        : (s.apps.get(app)?.bytes ?? 0),
     close() {
       s.closed = true;
     },
@@ -103,32 +133,50 @@ export function createKeptDirs(deps: KeptDirsDeps): KeptDirs {
 }
 
 async function measure(s: State, runId: string): Promise<number> {
-  const { entryBytes } = await s.probe.space(s.dataDir);
-  return s.probe.size(path.join(s.root, runId), entryBytes ?? 0);
+  s.entryBytes ??= (await s.probe.space(s.dataDir)).entryBytes ?? 0;
+  return s.probe.size(path.join(s.root, runId), s.entryBytes);
 }
 
-function put(s: State, e: Entry): void {
+/** Measures a run's directory now, counts it for its app, and applies the app's bound. */
+async function count(s: State, runId: string, app: string): Promise<void> {
+  if (s.closed) return;
+  put(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
+  await bound(s, app);
+}
+
+/** Counts a directory for its app, last of its tier: `earlier` for what a previous life kept. */
+function put(s: State, e: Entry, earlier = false): void {
   drop(s, e.runId);
   if (e.bytes === 0) return; // gone meanwhile (or empty): nothing kept
   s.entries.set(e.runId, e);
-  s.byApp.set(e.app, (s.byApp.get(e.app) ?? 0) + e.bytes);
+  const a = s.apps.get(e.app) ?? { bytes: 0, earlier: new Map(), later: new Map() };
+  s.apps.set(e.app, a);
+  (earlier ? a.earlier : a.later).set(e.runId, e);
+  a.bytes += e.bytes;
 }
 
 function drop(s: State, runId: string): void {
   const e = s.entries.get(runId);
   if (!e) return;
   s.entries.delete(runId);
-  const left = (s.byApp.get(e.app) ?? 0) - e.bytes;
-  if (left > 0) s.byApp.set(e.app, left);
-  else s.byApp.delete(e.app);
+  const a = s.apps.get(e.app);
+  if (!a) return;
+  a.earlier.delete(runId);
+  a.later.delete(runId);
+  a.bytes -= e.bytes;
+  if (a.earlier.size === 0 && a.later.size === 0) s.apps.delete(e.app);
 }
 
-/** The oldest directory an app keeps that no node of its run uses now. */
+/**
+ * The oldest directory an app keeps that no node of its run uses now: the first of its own, in
+ * order (not a scan of every app's: this runs at each run's end past the bound).
+ */
 function oldestOf(s: State, app: string): Entry | undefined {
-  let oldest: Entry | undefined;
-  for (const e of s.entries.values())
-    if (e.app === app && (!oldest || e.at < oldest.at) && !s.inUse(e.runId)) oldest = e;
-  return oldest;
+  const a = s.apps.get(app);
+  if (!a) return undefined;
+  for (const tier of [a.earlier, a.later])
+    for (const e of tier.values()) if (!s.inUse(e.runId)) return e;
+  return undefined;
 }
 
 /** Removes a kept directory (by Node, no symlink followed) and says so in its run's record. */
@@ -146,7 +194,7 @@ async function remove(s: State, e: Entry, reason: string): Promise<void> {
 async function bound(s: State, app: string): Promise<void> {
   if (s.perApp <= 0) return;
   for (;;) {
-    const held = s.byApp.get(app) ?? 0;
+    const held = s.apps.get(app)?.bytes ?? 0;
     if (held <= s.perApp) return;
     const oldest = oldestOf(s, app);
     if (!oldest) return;
@@ -167,7 +215,7 @@ async function giveBack(s: State, free: () => Promise<number>, floor: number): P
     // The app keeping the most (of what may go), its oldest.
     let oldest: Entry | undefined;
     let most = 0;
-    for (const [app, held] of s.byApp) {
+    for (const [app, { bytes: held }] of s.apps) {
       if (held <= most) continue;
       const e = oldestOf(s, app);
       if (e) [oldest, most] = [e, held];
@@ -184,25 +232,36 @@ async function giveBack(s: State, free: () => Promise<number>, floor: number): P
 }
 
 /**
- * What a previous life kept: each directory of an ended run is measured and counted for its app;
- * an unfinished run's is skipped (it ends here or is recovered), and one of no run (a script
- * task's `u<uid>`, a deleted run's) too. The bound then applies to each app.
+ * What a previous life kept: each directory of an ended run is counted for its app, oldest by
+ * the run's end; an unfinished run's is skipped (it ends here or is recovered), and one of no run
+ * (a script task's `u<uid>`, a deleted run's) too. The run records are read first, then each
+ * directory is walked as a change of its own, so that giving back below the floor and runs'
+ * ends wait for one walk, not for all. The bound then applies to each app.
  */
-async function rebuild(s: State): Promise<void> {
+async function rebuild(
+  s: State,
+  serial: (f: () => Promise<void>, failed: undefined) => Promise<void>,
+): Promise<void> {
   const names = await readdir(s.root).catch(() => [] as string[]);
-  const apps = new Set<string>();
+  const found: Omit<Entry, "bytes">[] = [];
   for (const runId of names) {
     if (s.closed) return;
-    if (s.entries.has(runId)) continue;
     try {
       const run = await s.runs.getRun(null, runId);
-      if (!run || run.endTime === null) continue;
-      const app = run.scope.app;
-      put(s, { runId, app, bytes: await measure(s, runId), at: run.endTime });
-      apps.add(app);
+      if (run && run.endTime !== null) found.push({ runId, app: run.scope.app, at: run.endTime });
     } catch (err) {
       s.logger.error({ err, runId }, "could not count a kept run directory");
     }
   }
-  for (const app of apps) await bound(s, app);
+  found.sort((a, b) => a.at - b.at);
+  for (const f of found)
+    await serial(async () => {
+      // Counted as it ended here meanwhile (a run recovered at start): that count stands.
+      if (s.closed || s.entries.has(f.runId) || s.pending.has(f.runId)) return;
+      put(s, { ...f, bytes: await measure(s, f.runId) }, true);
+    }, undefined);
+  const apps = new Set(found.map((f) => f.app));
+  await serial(async () => {
+    for (const app of apps) if (!s.closed) await bound(s, app);
+  }, undefined);
 }

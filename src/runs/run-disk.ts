@@ -62,6 +62,7 @@ export interface DataDisk {
 }
 
 interface RunState {
+  runId: string;
   dir: string;
   /** Bytes at the last walk; undefined: not known (walked at the next check). */
   known: number | undefined;
@@ -95,7 +96,7 @@ export function createDataDisk(deps: {
   const { config, clock, logger, runs } = deps;
   const probe = deps.probe ?? realProbe;
   const active = new Set<RunState>();
-  const inUse = (id: string) => [...active].some((r) => r.dir === workDirOf(config.dataDir, id));
+  const inUse = (id: string) => [...active].some((r) => r.runId === id);
   const perApp = config.keptBytesPerApp;
   const kept = createKeptDirs({ ...config, perApp, clock, probe, runs, logger, inUse });
   const d: Disk = {
@@ -110,7 +111,7 @@ export function createDataDisk(deps: {
     checking: undefined,
   };
   return {
-    forRun: (runId) => runDisk(d, workDirOf(d.config.dataDir, runId)),
+    forRun: (runId) => runDisk(d, runId),
     kept,
     async state() {
       const s = await space(d, false);
@@ -143,8 +144,10 @@ function floorMessage(d: Disk, free: number): string {
   );
 }
 
-function runDisk(d: Disk, dir: string): RunDisk {
+function runDisk(d: Disk, runId: string): RunDisk {
+  const dir = workDirOf(d.config.dataDir, runId);
   const r: RunState = {
+    runId,
     dir,
     known: undefined,
     usedAt: 0,
@@ -193,6 +196,8 @@ function runDisk(d: Disk, dir: string): RunDisk {
           d.clock.clearTimeout(d.timer); // no node runs: nothing to check
           d.timer = undefined;
         }
+        // The run ended before this node (it was aborted): its directory is counted now.
+        await d.kept.settled(r.runId);
         return r.stopped;
       };
       // Idempotent: a caller's finally may end it again.

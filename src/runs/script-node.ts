@@ -51,6 +51,13 @@ export function scriptNodeRunner(deps: {
     const taskId = `${deps.runId}.${req.nodeId}.${seq++}`;
     const onAbort = () => deps.runner.kill(taskId, "terminate");
     req.signal.addEventListener("abort", onAbort, { once: true });
+    // Aborted while it waited above (admission may give kept directories back): the listener
+    // would never fire, so no task starts; the run has ended, its directory counted
+    // (docs/security.md, "Disk", "Kept directories").
+    if (req.signal.aborted) {
+      req.signal.removeEventListener("abort", onAbort);
+      return { ok: false, error: "run canceled", stdout: "", stderr: "" };
+    }
     // Stopped from outside when the run passes its disk budget, or the filesystem its floor.
     const watch = deps.disk?.watch(() => deps.runner.kill(taskId, "timeout"));
     try {

@@ -173,6 +173,30 @@ describe("what ended runs keep, per app", () => {
     assert.equal(t.kept.bytes(), 120);
     assert.ok(!t.walks.includes("running") && !t.walks.includes("u1234"), "not measured");
   });
+
+  it("below the floor, giving back does not wait for a rebuild still reading the store", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const ended = { id: "old", scope: { app: "b", space: "s" }, endTime: 1 } as Run;
+    const t = setup({ capacity: 100 });
+    t.runs.getRun = async (_scope: null, id: string) => {
+      await gate; // a store slow to answer, or many directories
+      return id === "old" ? ended : undefined;
+    };
+    await t.end("a1", "a", 60);
+    fs.mkdirSync(path.join(t.dataDir, "tasks", "old"), { recursive: true });
+    t.sizes.set("old", 30);
+    const rebuilt = t.kept.rebuild();
+    // 10 free, a floor of 50: what this life counted goes at once.
+    const n = await t.kept.giveBack(async () => (await t.probe.space("")).free, 50);
+    assert.equal(n, 1);
+    assert.deepEqual(t.present(["a1", "old"]), ["old"]);
+    release();
+    await rebuilt;
+    assert.equal(t.kept.bytes("b"), 30, "the previous life's directory is counted");
+  });
 });
 
 describe("the disk watch gives back kept directories before it refuses or stops", () => {
@@ -215,6 +239,22 @@ describe("the disk watch gives back kept directories before it refuses or stops"
     t.sizes.set("b1", 450);
     const refused = await t.disk.forRun("next").admit();
     assert.match(refused ?? "", /DATA_DIR_FREE_BYTES_MIN/);
+    t.disk.close();
+  });
+
+  it("a run that ended while a node of it still ran is counted once that node ended", async () => {
+    // An aborted run ends without waiting for its nodes (src/flows/executor.ts): its directory
+    // is counted as it ends while the killed task may still write.
+    const t = diskSetup();
+    const run = t.disk.forRun("late");
+    assert.equal(await run.admit(), undefined);
+    const w = run.watch(() => {});
+    fs.mkdirSync(path.join(t.dataDir, "tasks", "late"), { recursive: true });
+    t.sizes.set("late", 10);
+    await t.disk.kept.add("late", "a");
+    t.sizes.set("late", 400); // written after the run's end, before its task died
+    assert.equal(await w.end(), undefined);
+    assert.equal(t.disk.kept.bytes("a"), 400);
     t.disk.close();
   });
 
