@@ -10,6 +10,7 @@ import { toRun } from "./rows.ts";
 import type { Database } from "./schema.ts";
 import { bound, shapeCache, shapeOf } from "./shapes.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
+import { RunIdTaken } from "./unique-violation.ts";
 
 export type Write =
   | { kind: "insert"; run: NewRun; end: RunEnd | undefined }
@@ -271,13 +272,15 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
     .returning("id")
     .executeTakeFirst();
   if (!inserted) {
+    // Its own row (the batch committed unseen) has its time and node: a run ID derived from its
+    // purpose is made alike by two nodes, in one millisecond too (docs/error-handlers.md).
     const stored = await tx
       .selectFrom("runs")
-      .select("create_time")
+      .select(["create_time", "node_id"])
       .where("id", "=", w.run.id)
       .executeTakeFirst();
-    if (Number(stored?.create_time) !== w.run.createTime)
-      throw new Error(`run ID ${w.run.id} is taken by another run`);
+    if (Number(stored?.create_time) !== w.run.createTime || stored?.node_id !== w.run.nodeId)
+      throw new RunIdTaken(w.run.id);
     return true;
   }
   await applyCounters(tx, [w], row.end_time !== null ? [row] : [], counterWrites(tx));
