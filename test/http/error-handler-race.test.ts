@@ -10,10 +10,12 @@ import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts
 import { gate } from "../helpers/wait.ts";
 
 /**
- * Two senders of one notification at once (docs/error-handlers.md, "Durable"): a node that took
- * a mark over while its holder still sent it. A custom handler's run ID is derived from the
- * failed run, the event and the attempt, so only one of them can create the handler's run; the
- * other finds it, in both stores.
+ * Two senders of one notification at once (docs/error-handlers.md, "Durable"), as a node that
+ * took a mark over while its holder still sent it would be; here both on one node, over one run
+ * lifecycle, in both modes. A custom handler's run ID is derived from the failed run, the event
+ * and the attempt, so only one of them creates the handler's run; the other's start is refused
+ * as a taken ID and it waits for that run. (Another node's row of the same ID refused by the
+ * store: test/store/store-contract.test.ts, both dialects.)
  */
 
 const FAILING = {
