@@ -1,4 +1,4 @@
-import { randomFillSync } from "node:crypto";
+import { createHash, randomFillSync } from "node:crypto";
 
 const ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
 let lastMs = 0;
@@ -29,4 +29,16 @@ export function newId(now: number = Date.now()): string {
   for (let i = used; i < used + 8; i++) tail += ALPHABET[(pool[i] as number) % 36];
   used += 8;
   return time + counter + tail;
+}
+
+/**
+ * An ID of newId's shape made from `key` instead of drawn: 9 base-36 chars of `at`, 11 of the
+ * key's SHA-256. The same key gives the same ID, so a second creation of that record is refused
+ * by its primary key (a custom error handler's run, docs/error-handlers.md, "Durable").
+ */
+export function derivedId(at: number, key: string): string {
+  const hash = createHash("sha256").update(key).digest();
+  let tail = "";
+  for (let i = 0; i < 11; i++) tail += ALPHABET[(hash[i] as number) % 36];
+  return Math.max(0, Math.trunc(at)).toString(36).padStart(9, "0") + tail;
 }

@@ -74,9 +74,10 @@ export function followRuns(deps: ServiceBase & { flows: FlowRuns; tasks: TaskSer
       takeAll: topology.ownsDatabase,
       heartbeatTimeoutMs: config.heartbeatTimeoutMs,
       windowMs: config.flowConfig.handlerRecoverMs,
-      // Owning the database, no other holder appears after the start: no timer (a backlog of
-      // more than a batch is still taken, pass after pass, recover.ts).
-      everyMs: topology.ownsDatabase ? 0 : config.heartbeatMs,
+      // Owning the database, no other holder appears after the start: the timer's passes look
+      // only at this node's own marks it gave up, and cost nothing while there are none
+      // (a backlog of more than a batch is still taken, pass after pass, recover.ts).
+      everyMs: config.heartbeatMs,
     },
   });
   const webhooks = createWebhooks({

@@ -29,6 +29,8 @@ export interface Lifecycle<Req extends RunRequest> {
   endedEarly: { has(runId: string): boolean };
   /** What runs starting or executing here hold in memory (run-memory.ts), until they end. */
   holds: Map<string, RunHold>;
+  /** Inserts of STARTED runs under way here, by run ID: a second start of one waits for it. */
+  inserting: Map<string, Promise<void>>;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import { RunIdTaken } from "../store/unique-violation.ts";
 import {
   asQueued,
   checkBound,
@@ -36,6 +37,7 @@ export function createRunLifecycle<Req extends RunRequest>(
     queuedHere: createQueuedHere(),
     endedEarly,
     holds: new Map(),
+    inserting: new Map(),
   };
   // A run that ended elsewhere (terminated through another node) while it executes here; or
   // before it does: terminated while its start was being committed, it stops as soon as it runs.
@@ -86,13 +88,26 @@ async function create<Req extends RunRequest>(
     await checkStored(c, rec);
     if (!started) await checkBound(c, rec);
     if (started) {
+      // A run of this ID starting or executing here (a derived ID, docs/error-handlers.md): the
+      // second start is refused as the store refuses a taken ID, once the first's insert is
+      // answered (the run is then readable), and the hold stays the first's. No await between
+      // this look and the insert's entry below: two starts cannot both pass it.
+      const first = c.inserting.get(rec.id) ?? (c.holds.has(rec.id) ? Promise.resolve() : null);
+      if (first) {
+        await first.catch(() => {});
+        throw new RunIdTaken(rec.id);
+      }
       // Refused (429) before anything is stored when its parameter does not fit (run-memory.ts).
       holdParameter(c, rec);
-      await store.insertRun(rec).catch((err: unknown) => {
-        c.holds.get(rec.id)?.free();
-        c.holds.delete(rec.id);
-        throw err;
-      });
+      const insert = store.insertRun(rec);
+      c.inserting.set(rec.id, insert);
+      await insert
+        .catch((err: unknown) => {
+          c.holds.get(rec.id)?.free();
+          c.holds.delete(rec.id);
+          throw err;
+        })
+        .finally(() => c.inserting.delete(rec.id));
       events.publish({ type: "created", run: rec });
       if (slot) slot.run(() => run(c, rec, parameter));
       else void run(c, rec, parameter);

@@ -29,6 +29,15 @@ export interface NoticeStore {
   clear(runId: string, nodeId: string): Promise<boolean>;
   /** Clears the marks the rule allows of runs ended before `cutoff`: too old to send; their IDs. */
   dropBefore(rule: OwnerRule, cutoff: number): Promise<string[]>;
+  /**
+   * Of `runIds`, those whose mark `nodeId` still holds: `due` (ended at `cutoff` or later) and
+   * `old` (before). One SELECT.
+   */
+  held(
+    nodeId: string,
+    runIds: readonly string[],
+    cutoff: number,
+  ): Promise<{ due: string[]; old: string[] }>;
 }
 
 export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): NoticeStore {
@@ -88,6 +97,19 @@ export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): Notic
         .returning("id")
         .execute();
       return rows.map((r) => r.id);
+    },
+    async held(nodeId, runIds, cutoff) {
+      if (runIds.length === 0) return { due: [], old: [] };
+      const rows = await db
+        .selectFrom("runs")
+        .select(["id", "end_time"])
+        .where("notify_node", "=", nodeId)
+        .where("id", "in", runIds)
+        .execute();
+      const due: string[] = [];
+      const old: string[] = [];
+      for (const r of rows) (Number(r.end_time) >= cutoff ? due : old).push(r.id);
+      return { due, old };
     },
   };
 }

@@ -20,6 +20,7 @@ import {
 import type { Database } from "./schema.ts";
 import { endBytes, newRunBytes } from "./stored-bytes.ts";
 import type { NewRun, Run, RunEnd } from "./types.ts";
+import { RunIdTaken } from "./unique-violation.ts";
 
 /**
  * Group commit of run writes (docs/architecture.md, "Group commit"): the inserts and ends of runs
@@ -217,13 +218,15 @@ export async function retryAlone(tx: Transaction<Database>, w: Write): Promise<W
     .returning("id")
     .executeTakeFirst();
   if (!inserted) {
+    // Its own row (the batch committed unseen) has its time and node: a run ID derived from its
+    // purpose is made alike by two nodes, in one millisecond too (docs/error-handlers.md).
     const stored = await tx
       .selectFrom("runs")
-      .select("create_time")
+      .select(["create_time", "node_id"])
       .where("id", "=", w.run.id)
       .executeTakeFirst();
-    if (Number(stored?.create_time) !== w.run.createTime)
-      throw new Error(`run ID ${w.run.id} is taken by another run`);
+    if (Number(stored?.create_time) !== w.run.createTime || stored?.node_id !== w.run.nodeId)
+      throw new RunIdTaken(w.run.id);
     return true;
   }
   const finished = row.end_time !== null ? [{ ...row, bytes: endBytes(row) }] : [];

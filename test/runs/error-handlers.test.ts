@@ -52,7 +52,9 @@ function loopingFlow(stored: Map<string, Run>) {
     });
   const deps = {
     store: {
-      getRun: async (_scope: unknown, id: string) => stored.get(id) ?? failedRun(id),
+      // Only what was stored or started: a handler's run not started yet is not there (custom.ts
+      // looks for one an earlier send started).
+      getRun: async (_scope: unknown, id: string) => stored.get(id),
       addErrorHandlerResult: async (_id: string, r: ErrorHandlerResult) => {
         recorded.push(r);
       },

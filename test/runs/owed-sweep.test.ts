@@ -66,6 +66,8 @@ describe("owed notifications sweep", () => {
       cond,
       handlers: {
         pending: () => ownUnderWay + underWay,
+        givenUp: () => [],
+        forget() {},
         async resend(runId: string, holder: string) {
           underWay++;
           await new Promise((r) => setImmediate(r));

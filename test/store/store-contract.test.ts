@@ -9,6 +9,7 @@ import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { applyWrites, createRunWrites, retryAlone } from "../../src/store/run-writes.ts";
 import type { RunStatus, Scope } from "../../src/store/types.ts";
+import { isUniqueViolation } from "../../src/store/unique-violation.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { newRun } from "../helpers/runs.ts";
 
@@ -655,6 +656,17 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(await counts(), before, "nothing counted twice");
         const clash = { ...newRun(), id: r.id };
         await assert.rejects(alone({ kind: "insert", run: clash, end: undefined }), /taken/);
+        // An ID derived from its purpose (a custom error handler's run, docs/error-handlers.md)
+        // is made alike by two nodes, in one millisecond too: another node's row is not its own.
+        const derived = newRun({ nodeId: "n1" });
+        await store.insertRun(derived);
+        const twin = { ...derived, nodeId: "n2" };
+        const refused = await alone({ kind: "insert", run: twin, end: undefined }).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        assert.ok(isUniqueViolation(refused), `refused as a taken key: ${String(refused)}`);
+        assert.equal(await alone({ kind: "insert", run: derived, end: undefined }), true);
       });
 
       it("two starts of one run in a batch that failed after committing: only the first is answered as started", async () => {

@@ -21,6 +21,8 @@ import type { FailureEvent, Handler, HandlerEventType } from "./types.ts";
 
 /** Notifications of one app waiting for a slot at most; past it one is recorded as not sent. */
 const WAITING_PER_APP = 1000;
+/** Marks given up kept for the sweep at most; past it one waits for the node to be gone. */
+const GIVEN_UP_MAX = 10_000;
 
 export interface ErrorHandlerConfig {
   smtpUrl: string | undefined;
@@ -69,6 +71,14 @@ export interface ErrorHandlers {
    * the handlers whose outcome is recorded already, then clears the mark. Resolves once done.
    */
   resend(runId: string, holder: string): Promise<void>;
+  /**
+   * This node's marks whose sending ended without clearing them (the store failed): the owed
+   * sweep sends them again (recover.ts). A mark is never sent twice at once on a node: `resend`
+   * of one under way joins it.
+   */
+  givenUp(): string[];
+  /** No longer given up here: cleared, too old, or taken over by another node. */
+  forget(runId: string): void;
   /** Resolves once every notification under way has been recorded (tests, shutdown). */
   idle(): Promise<void>;
   /** Runs whose notifications are under way: sending, waiting for a slot or for a retry. */
@@ -105,6 +115,10 @@ interface Handlers extends ErrorHandlerDeps {
   handlerRuns: LRUCache<string, true>;
   /** Where bot and mail notifications wait for a slot, apps taking turns (src/turn-slots.ts). */
   slots: TurnSlots;
+  /** FAILUREs whose marked notifications are under way here (owe), by run ID. */
+  sending: Map<string, Promise<void>>;
+  /** This node's marks whose sending ended without clearing them, oldest first. */
+  givenUp: Set<string>;
 }
 
 export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
@@ -118,6 +132,8 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
       perApp: Math.ceil(deps.config.concurrency / 2),
       waitingPerApp: WAITING_PER_APP,
     }),
+    sending: new Map(),
+    givenUp: new Set(),
   };
   deps.events.subscribe((e: RunEvent) => {
     if (e.type === "ended") ended(s, e.runId, e.end, e.run, e.configure);
@@ -125,7 +141,9 @@ export function createErrorHandlers(deps: ErrorHandlerDeps): ErrorHandlers {
   });
   return {
     notify: (run, configure, event, error) => notify(s, run, configure, event, error),
-    resend: (runId, holder) => track(s, resend(s, runId, holder)),
+    resend: (runId, holder) => owe(s, runId, holder, () => resend(s, runId)),
+    givenUp: () => [...s.givenUp],
+    forget: (runId) => void s.givenUp.delete(runId),
     async idle() {
       while (s.inFlight.size > 0) await Promise.all(s.inFlight);
     },
@@ -194,12 +212,31 @@ function track(s: Handlers, p: Promise<unknown>): Promise<void> {
 }
 
 /**
- * Clears a FAILURE's mark once its notifications' outcomes are recorded, or once it is known to
- * owe none (docs/error-handlers.md, "Durable"). Not called when reading the run or its release
- * failed: the mark stays, and the notification is sent by whoever takes it over.
+ * Sends a FAILURE's marked notifications (`work`), then clears the mark (docs/error-handlers.md,
+ * "Durable"); one at a time per run on this node: a call while one is under way joins it. When
+ * the store fails (reading the run or its release, or clearing), the mark stays and is given up:
+ * the owed sweep sends it again (recover.ts), or whoever takes it over once this node is gone.
  */
-async function settle(s: Handlers, runId: string, holder: string | null | undefined) {
-  if (holder) await s.notices?.clear(runId, holder);
+function owe(s: Handlers, runId: string, holder: string, work: () => Promise<void>): Promise<void> {
+  const under = s.sending.get(runId);
+  if (under) return under;
+  s.givenUp.delete(runId);
+  const p = track(
+    s,
+    (async () => {
+      try {
+        await work();
+        await s.notices?.clear(runId, holder);
+      } catch (err) {
+        if (s.givenUp.size < GIVEN_UP_MAX) s.givenUp.add(runId);
+        throw err;
+      } finally {
+        s.sending.delete(runId);
+      }
+    })(),
+  );
+  s.sending.set(runId, p);
+  return p;
 }
 
 /**
@@ -220,24 +257,22 @@ function ended(
   if (end.status !== "FAILURE") return;
   // An executed run without a configuration never reached its release: no handlers known.
   if (byHandler || (facts && (facts.elementType !== "DPL" || !given || !hasHandlers(given)))) {
-    if (holder) track(s, settle(s, runId, holder));
+    if (holder) void owe(s, runId, holder, async () => {});
     return;
   }
-  track(
-    s,
-    (async () => {
-      const run = await s.store.getRun(null, runId);
-      const configure =
-        run?.elementType === "DPL" ? (given ?? (await configureOf(s.store, run))) : undefined;
-      if (run && configure && hasHandlers(configure) && !(await startedByHandler(s.store, run)))
-        await notify(s, run, configure, "run.failure");
-      await settle(s, runId, holder);
-    })(),
-  );
+  const work = async () => {
+    const run = await s.store.getRun(null, runId);
+    const configure =
+      run?.elementType === "DPL" ? (given ?? (await configureOf(s.store, run))) : undefined;
+    if (run && configure && hasHandlers(configure) && !(await startedByHandler(s.store, run)))
+      await notify(s, run, configure, "run.failure");
+  };
+  if (holder) void owe(s, runId, holder, work);
+  else track(s, work());
 }
 
-/** A mark taken over (recover.ts): what a previous holder recorded is not sent again. */
-async function resend(s: Handlers, runId: string, holder: string): Promise<void> {
+/** A mark taken over, or given up here (recover.ts): what was recorded is not sent again. */
+async function resend(s: Handlers, runId: string): Promise<void> {
   const run = await s.store.getRun(null, runId);
   const configure = run?.status === "FAILURE" ? await configureOf(s.store, run) : undefined;
   if (run && configure && hasHandlers(configure) && !(await startedByHandler(s.store, run))) {
@@ -245,7 +280,6 @@ async function resend(s: Handlers, runId: string, holder: string): Promise<void>
     const done = new Set(recorded.filter((r) => r.event === "run.failure").map((r) => r.kind));
     await notify(s, run, configure, "run.failure", undefined, done);
   }
-  await settle(s, runId, holder);
 }
 
 function sentinel(s: Handlers, runId: string, configure: Configure, seconds: number): void {

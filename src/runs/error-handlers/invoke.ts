@@ -56,14 +56,18 @@ export async function invoke(
   event: FailureEvent,
 ): Promise<ErrorHandlerResult> {
   const { clock, config } = deps;
-  const ctx = { event, run, language: config.language };
   let attempts = 0;
   let lastError = "";
   let runId: string | undefined;
   while (attempts < config.attempts) {
     attempts++;
     try {
-      const out = await handler.deliver(ctx);
+      const out = await handler.deliver({
+        event,
+        run,
+        language: config.language,
+        attempt: attempts,
+      });
       const started = out?.runId;
       return {
         kind: handler.kind,

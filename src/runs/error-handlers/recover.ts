@@ -13,8 +13,9 @@ export interface OwedSweepConfig {
   /** Marks of runs ended longer ago are dropped, not sent (ERROR_HANDLER_RECOVER_HOURS). */
   windowMs: number;
   /**
-   * How often a node looks (HEARTBEAT_MS); 0: only at start, and again while a pass took all it
-   * had room for (then as soon as room frees up, whatever this says).
+   * How often a node looks (HEARTBEAT_MS): for its own marks it gave up and, unless it takes all
+   * (then other holders' marks only at start), for those of dead holders; 0: only at start. A
+   * pass that took all it had room for is followed as soon as room frees up, whatever this says.
    */
   everyMs: number;
 }
@@ -37,7 +38,7 @@ export interface OwedSweep {
  */
 export function createOwedSweep(deps: {
   notices: NoticeStore;
-  handlers: Pick<ErrorHandlers, "resend">;
+  handlers: Pick<ErrorHandlers, "resend" | "givenUp" | "forget">;
   clock: Clock;
   logger: { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
   nodeId: string;
@@ -52,15 +53,43 @@ export function createOwedSweep(deps: {
   // busy node from taking over what a dead one owed.
   const underWay = new Set<Promise<void>>();
 
-  /** One pass: the runs it took, and whether more may be owed (it took all it had room for). */
-  async function pass(): Promise<{ taken: number; more: boolean }> {
+  /**
+   * This node's own marks it gave up (the store failed while it sent them), sent again while it
+   * still holds them; dropped unsent when too old. Not counted in the batch, as its own FAILUREs'.
+   */
+  async function retryOwn(since: number): Promise<void> {
+    const ids = handlers.givenUp().slice(0, BATCH);
+    if (ids.length === 0) return;
+    const { due, old } = await notices.held(nodeId, ids, since);
+    const held = new Set([...due, ...old]);
+    for (const runId of ids) if (!held.has(runId)) handlers.forget(runId);
+    for (const runId of old) {
+      await notices.clear(runId, nodeId);
+      handlers.forget(runId);
+    }
+    if (old.length > 0)
+      logger.warn(
+        { runs: old.length, runIds: old.slice(0, 20) },
+        "error-handler notifications owed by runs ended before ERROR_HANDLER_RECOVER_HOURS were not sent",
+      );
+    // Tracked by the handlers, never sent twice at once on this node (index.ts, owe).
+    for (const runId of due) void handlers.resend(runId, nodeId);
+  }
+
+  /**
+   * One pass: the runs it took, and whether more may be owed (it took all it had room for).
+   * `others`: whether it looks for dead holders' marks too, not only for its own given up.
+   */
+  async function pass(others: boolean): Promise<{ taken: number; more: boolean }> {
     const now = clock.now();
+    const since = now - config.windowMs;
+    await retryOwn(since);
+    if (!others) return { taken: 0, more: false };
     const rule: OwnerRule = {
       nodeId,
       takeAll: config.takeAll,
       liveSince: now - config.heartbeatTimeoutMs,
     };
-    const since = now - config.windowMs;
     const dropped = await notices.dropBefore(rule, since);
     if (dropped.length > 0)
       logger.warn(
@@ -83,8 +112,8 @@ export function createOwedSweep(deps: {
   }
 
   /** A pass, then the next: as soon as room frees up while more may be owed, else on the timer. */
-  function cycle(): Promise<void> {
-    const p = pass()
+  function cycle(others: boolean): Promise<void> {
+    const p = pass(others)
       .then(({ more }) => more)
       .catch((err: unknown) => {
         logger.error({ err }, "owed error-handler notifications sweep failed");
@@ -100,18 +129,19 @@ export function createOwedSweep(deps: {
     if (more) {
       // Not awaited by stop(): the notifications under way have their own grace (main.ts).
       void halfFree().then(() => {
-        if (!stopped) void cycle();
+        if (!stopped) void cycle(true);
       });
       return;
     }
     if (config.everyMs <= 0) return;
-    timer = clock.setTimeout(() => void cycle(), config.everyMs);
+    // Owning the database, no other holder appears after the start: only its own are looked at.
+    timer = clock.setTimeout(() => void cycle(!config.takeAll), config.everyMs);
     timer.unref?.();
   }
 
   return {
-    sweep: async () => (await pass()).taken,
-    start: () => cycle(),
+    sweep: async () => (await pass(true)).taken,
+    start: () => cycle(true),
     async stop() {
       stopped = true;
       if (timer) clock.clearTimeout(timer);

@@ -23,6 +23,8 @@ export interface HandlerContext {
   event: FailureEvent;
   run: Run;
   language: Language;
+  /** Which attempt this is, from 1 (invoke.ts): a custom handler's run ID is derived from it. */
+  attempt: number;
 }
 
 /** One handler kind: delivers once, throws on failure (the dispatcher retries). */
