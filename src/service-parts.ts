@@ -112,7 +112,11 @@ export function createRunParts(deps: Omit<RunsDeps, "artifacts" | "expressions" 
   });
   // Runs' directories on the data directory's disk, watched where their script nodes run.
   const disk = createDataDisk({
-    config: { dataDir: config.dataDir, ...config.dataDisk },
+    config: {
+      dataDir: config.dataDir,
+      ...config.dataDisk,
+      orphanAfterMs: config.limits.maxRunS * 1000,
+    },
     clock,
     logger,
     runs: store,

@@ -6,10 +6,10 @@
  * directory holds at start. An app's total past SCRIPT_KEPT_BYTES_PER_APP gives back its oldest;
  * below DATA_DIR_FREE_BYTES_MIN they are given back before any script node is refused or stopped:
  * the app keeping the most first, its oldest first. Every removal is Node's (removeTree: no
- * symlink followed), and the run's record says so (`filesRemoved`). Directories of no ended run
- * (a script task's, a deleted run's) are not counted: the file sweeper's.
+ * symlink followed), and the run's record says so (`filesRemoved`). A script task's directory
+ * and an unfinished run's are not counted; a deleted run's is, at start, as no app's (OWNERLESS).
  */
-import { readdir } from "node:fs/promises";
+import { lstat, readdir } from "node:fs/promises";
 import path from "node:path";
 import type { Clock } from "../clock.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
@@ -51,6 +51,11 @@ export interface KeptDirsDeps {
   };
   /** A run whose nodes run here now: its directory is never given back. */
   inUse(runId: string): boolean;
+  /**
+   * MAX_RUN_S in ms: a directory of no run older than this belongs to no run that can still be
+   * running (another process sharing DATA_DIR included), so a rebuild counts it as ownerless.
+   */
+  orphanAfterMs?: number;
   logger: { error(obj: unknown, msg?: string): void };
 }
 
@@ -183,6 +188,7 @@ function oldestOf(s: State, app: string): Entry | undefined {
 async function remove(s: State, e: Entry, reason: string): Promise<void> {
   drop(s, e.runId);
   await removeTree(path.join(s.root, e.runId));
+  if (e.app === OWNERLESS) return; // its run is gone: no record to note it in
   await s.runs
     .markFilesRemoved(e.runId, { time: s.clock.now(), reason })
     .catch((err: unknown) =>
@@ -212,11 +218,11 @@ async function giveBack(s: State, free: () => Promise<number>, floor: number): P
   for (let n = 0; ; n++) {
     const bytes = await free();
     if (bytes >= floor) return n;
-    // The app keeping the most (of what may go), its oldest.
-    let oldest: Entry | undefined;
+    // What deleted runs left first, then the app keeping the most (of what may go), its oldest.
+    let oldest = oldestOf(s, OWNERLESS);
     let most = 0;
     for (const [app, { bytes: held }] of s.apps) {
-      if (held <= most) continue;
+      if (oldest?.app === OWNERLESS || held <= most) continue;
       const e = oldestOf(s, app);
       if (e) [oldest, most] = [e, held];
     }
@@ -238,6 +244,23 @@ async function giveBack(s: State, free: () => Promise<number>, floor: number): P
  * directory is walked as a change of its own, so that giving back below the floor and runs'
  * ends wait for one walk, not for all. The bound then applies to each app.
  */
+/**
+ * The directories of deleted runs: no app is charged for them, yet they hold space. Counted under
+ * this key, they are given back first below the floor and bounded like an app's (a tenant that
+ * deletes its ended runs before a restart does not take its kept files out of every count).
+ */
+const OWNERLESS = "";
+const TASK_DIR = /^u\d+$/; // a script task's per-uid directory: its runner empties it
+
+/** When a directory of no run was last changed, if that is older than any run can be. */
+async function orphanSince(s: State, name: string): Promise<number | undefined> {
+  if (TASK_DIR.test(name) || s.inUse(name)) return undefined;
+  const st = await lstat(path.join(s.root, name)).catch(() => undefined);
+  if (!st?.isDirectory()) return undefined;
+  const old = s.clock.now() - (s.orphanAfterMs ?? Number.POSITIVE_INFINITY);
+  return st.mtimeMs < old ? st.mtimeMs : undefined;
+}
+
 async function rebuild(
   s: State,
   serial: (f: () => Promise<void>, failed: undefined) => Promise<void>,
@@ -249,6 +272,10 @@ async function rebuild(
     try {
       const run = await s.runs.getRun(null, runId);
       if (run && run.endTime !== null) found.push({ runId, app: run.scope.app, at: run.endTime });
+      else if (!run) {
+        const at = await orphanSince(s, runId);
+        if (at !== undefined) found.push({ runId, app: OWNERLESS, at });
+      }
     } catch (err) {
       s.logger.error({ err, runId }, "could not count a kept run directory");
     }

@@ -34,6 +34,8 @@ export interface DataDiskConfig {
   checkMs: number;
   /** SCRIPT_KEPT_BYTES_PER_APP: what an app's ended runs may keep here; 0: no bound. */
   keptBytesPerApp: number;
+  /** MAX_RUN_S in ms: a directory of no run this old is a deleted run's (kept-dirs.ts). */
+  orphanAfterMs?: number;
 }
 
 export interface DiskState {

@@ -21,7 +21,14 @@ after(() => {
   for (const r of roots) fs.rmSync(r, { recursive: true, force: true });
 });
 
-function setup(opts: { perApp?: number; capacity?: number; runs?: Map<string, Run> } = {}) {
+function setup(
+  opts: {
+    perApp?: number;
+    capacity?: number;
+    runs?: Map<string, Run>;
+    orphanAfterMs?: number;
+  } = {},
+) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-kept-"));
   roots.push(dataDir);
   const clock = createFakeClock();
@@ -54,6 +61,7 @@ function setup(opts: { perApp?: number; capacity?: number; runs?: Map<string, Ru
     runs,
     logger: silent,
     inUse: (id) => inUse.has(id),
+    ...(opts.orphanAfterMs !== undefined ? { orphanAfterMs: opts.orphanAfterMs } : {}),
   });
   /** A run ended with `bytes` in its directory, `ms` after the previous. */
   const end = async (id: string, app: string, bytes: number) => {
@@ -172,6 +180,35 @@ describe("what ended runs keep, per app", () => {
     assert.equal(t.kept.bytes("b"), 40);
     assert.equal(t.kept.bytes(), 120);
     assert.ok(!t.walks.includes("running") && !t.walks.includes("u1234"), "not measured");
+  });
+
+  it("a deleted run's directory, older than any run, is counted as no app's and given back first", async () => {
+    const runs = new Map<string, Run>([
+      ["kept", { id: "kept", scope: { app: "a", space: "s" }, endTime: 1 } as Run],
+    ]);
+    const t = setup({ perApp: 1000, capacity: 200, runs, orphanAfterMs: 3_600_000 });
+    t.clock.set(Date.now());
+    const twoHoursAgo = new Date(Date.now() - 7_200_000);
+    for (const [id, n] of [
+      ["kept", 40],
+      ["deleted", 70], // its run deleted two hours before this start
+      ["fresh", 30], // no run yet: maybe another process's run-sync, still running
+      ["u77", 20], // a script task's
+    ] as const) {
+      fs.mkdirSync(path.join(t.dataDir, "tasks", id), { recursive: true });
+      t.sizes.set(id, n);
+    }
+    for (const id of ["kept", "deleted", "u77"])
+      fs.utimesSync(path.join(t.dataDir, "tasks", id), twoHoursAgo, twoHoursAgo);
+    await t.kept.rebuild();
+    assert.equal(t.kept.bytes("a"), 40);
+    assert.equal(t.kept.bytes(""), 70, "the deleted run's directory is counted, as no app's");
+    assert.equal(t.kept.bytes(), 110);
+    // 40 free (200 - 160), a floor of 100: the deleted run's directory goes before app a's.
+    const n = await t.kept.giveBack(async () => (await t.probe.space("")).free, 100);
+    assert.equal(n, 1);
+    assert.deepEqual(t.present(["kept", "deleted", "fresh", "u77"]), ["kept", "fresh", "u77"]);
+    assert.ok(!t.notes.has("deleted"), "no record to note it in");
   });
 
   it("below the floor, giving back does not wait for a rebuild still reading the store", async () => {
