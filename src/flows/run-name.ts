@@ -94,26 +94,52 @@ function paramAt(parameter: unknown, path: string[]): string {
   return typeof cur === "string" ? cur : JSON.stringify(cur);
 }
 
-/** Render; unknown placeholders are kept as written (deploy validation rejects them anyway). */
+/**
+ * The longest run name (docs/flow-graph.md, "Run names"): a rendered one is cut there, a given
+ * `taskName` past it is a 400. Names are labels for lists and searches; without a cut, a template
+ * repeating `${param.a}` multiplied a parameter into a name hundreds of times its size.
+ */
+export const RUN_NAME_MAX = 1024;
+
+/**
+ * Render, cut at RUN_NAME_MAX; placeholders past the cut are not evaluated. Unknown placeholders
+ * are kept as written (deploy validation rejects them anyway).
+ */
 export function renderRunName(template: string | undefined, vars: RunNameVars): string {
+  const text = template || DEFAULT_RUN_NAME_TEMPLATE;
+  let out = "";
+  let at = 0;
+  for (const m of text.matchAll(PLACEHOLDER)) {
+    out += text.slice(at, m.index);
+    if (out.length >= RUN_NAME_MAX) break;
+    out += placeholder(m[0], m[1] ?? "", vars);
+    at = m.index + m[0].length;
+    if (out.length >= RUN_NAME_MAX) break;
+  }
+  if (out.length < RUN_NAME_MAX) out += text.slice(at);
+  if (out.length <= RUN_NAME_MAX) return out;
+  // Not between the two halves of a surrogate pair (a lone half is not text).
+  const high = out.charCodeAt(RUN_NAME_MAX - 1);
+  return out.slice(0, high >= 0xd800 && high <= 0xdbff ? RUN_NAME_MAX - 1 : RUN_NAME_MAX);
+}
+
+function placeholder(whole: string, name: string, vars: RunNameVars): string {
   const tz = vars.timeZone ?? "UTC";
-  return (template || DEFAULT_RUN_NAME_TEMPLATE).replace(PLACEHOLDER, (whole, name: string) => {
-    switch (name) {
-      case "elementName":
-        return vars.elementName;
-      case "runId":
-        return vars.runId;
-      case "version":
-        return String(vars.version);
-      case "triggerType":
-        return vars.triggerType;
-      case "user":
-        return vars.user;
-      case "date":
-        return formatDate(vars.now, "yyyyMMddHHmmss", tz);
-    }
-    if (name.startsWith("date:")) return formatDate(vars.now, name.slice(5), tz);
-    if (PARAM.test(name)) return paramAt(vars.parameter, name.split(".").slice(1));
-    return whole;
-  });
+  switch (name) {
+    case "elementName":
+      return vars.elementName;
+    case "runId":
+      return vars.runId;
+    case "version":
+      return String(vars.version);
+    case "triggerType":
+      return vars.triggerType;
+    case "user":
+      return vars.user;
+    case "date":
+      return formatDate(vars.now, "yyyyMMddHHmmss", tz);
+  }
+  if (name.startsWith("date:")) return formatDate(vars.now, name.slice(5), tz);
+  if (PARAM.test(name)) return paramAt(vars.parameter, name.split(".").slice(1));
+  return whole;
 }

@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { RUN_NAME_MAX } from "../flows/run-name.ts";
 import { CallbackFields, CallbackQueryFields } from "./webhook-schemas.ts";
 
 /** TypeBox schemas of the script service (docs/script-service.md). */
@@ -15,7 +16,7 @@ export const ExternalParams = Type.Object({ elementName: Type.String({ minLength
 export const ExternalRunQuery = Type.Object({
   path: Type.Optional(Str),
   folderId: Type.Optional(Str),
-  taskName: Type.Optional(Str),
+  taskName: Type.Optional(Type.String({ maxLength: RUN_NAME_MAX })),
   compressedFlag: Type.Optional(Type.Boolean({ default: false })),
   elementType: Type.Optional(Str),
   version: Type.Optional(ScriptVersion),

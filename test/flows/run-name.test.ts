@@ -1,7 +1,12 @@
 /* biome-ignore-all lint/suspicious/noTemplateCurlyInString: run-name placeholders are literal text */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { formatDate, renderRunName, unknownPlaceholders } from "../../src/flows/run-name.ts";
+import {
+  formatDate,
+  RUN_NAME_MAX,
+  renderRunName,
+  unknownPlaceholders,
+} from "../../src/flows/run-name.ts";
 
 const vars = {
   elementName: "orders",
@@ -66,5 +71,23 @@ describe("run parameter check", async () => {
     assert.deepEqual(runParameterIssues(graph, { orders: [] }), []);
     const issues = runParameterIssues(graph, { orders: 3 });
     assert.equal(issues[0]?.instancePath, "/orders");
+  });
+
+  it("a name is cut at RUN_NAME_MAX, and placeholders past the cut are not evaluated", () => {
+    let reads = 0;
+    const parameter = {
+      get a() {
+        reads++;
+        return "x".repeat(100_000);
+      },
+    };
+    const name = renderRunName("${param.a}".repeat(256), { ...vars, parameter });
+    assert.equal(name.length, RUN_NAME_MAX);
+    assert.equal(reads, 1, "one placeholder filled the name: the other 255 were not rendered");
+    assert.equal(renderRunName(`${"y".repeat(5000)}\${runId}`, vars).length, RUN_NAME_MAX);
+    assert.equal(renderRunName("short-${runId}", vars), "short-01J0RUN");
+    // A cut that would split a surrogate pair leaves the pair out.
+    const emoji = renderRunName(`${"z".repeat(RUN_NAME_MAX - 1)}😀`, vars);
+    assert.equal(emoji, "z".repeat(RUN_NAME_MAX - 1));
   });
 });
