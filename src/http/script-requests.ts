@@ -5,6 +5,7 @@ import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
+import { unsafeIntegerDetail, unsafeIntegerPath } from "./json-integers.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 
@@ -82,9 +83,14 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
     }
     throw badRequest("body is not base64 gzip data (compressedFlag is true)");
   }
+  let parameter: unknown;
   try {
-    return JSON.parse(text);
+    parameter = JSON.parse(text);
   } catch {
     throw badRequest("body: the decompressed parameters are not valid JSON");
   }
+  // As for a body sent as it is (docs/errors.md, "How fields are read").
+  const unsafe = unsafeIntegerPath(text);
+  if (unsafe !== undefined) throw badRequest(unsafeIntegerDetail(unsafe));
+  return parameter;
 }
