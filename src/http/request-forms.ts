@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
+import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
 import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
-import { unsafeIntegerDetail, unsafeIntegerPath } from "./json-integers.ts";
 
 /**
  * The one place where the forms different client serialisers give the same request are made
@@ -13,7 +13,7 @@ import { unsafeIntegerDetail, unsafeIntegerPath } from "./json-integers.ts";
  * - In a query string or a multipart form (formFields) an empty value is the field left out;
  *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
- * - An integer past ±(2^53 − 1), which JSON.parse rounds, is a 400 naming it (json-integers.ts).
+ * - An integer past ±(2^53 − 1), which JSON.parse rounds, is a 400 naming it (src/schema/json-integers.ts).
  * - An empty body sent as application/json is no body; a route whose schema types its body
  *   answers "body is required" for it, as for no body or a body of `null`, unless its config says
  *   `bodyOptional` (every field has a default): then it is `{}`.

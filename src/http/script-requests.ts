@@ -3,9 +3,9 @@ import type { FastifyRequest } from "fastify";
 import type { Static } from "typebox";
 import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
-import { unsafeIntegerDetail, unsafeIntegerPath } from "./json-integers.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 

@@ -366,4 +366,26 @@ describe("request fields as every client sends them", () => {
       "invalid request: body.orders.0.id is an integer beyond ±(2^53 − 1), which would not be kept exactly; send it as a string",
     );
   });
+
+  it("a script returning an integer past 2^53 fails naming it, never answered rounded", async () => {
+    const up = await upload(
+      server,
+      [
+        {
+          name: "bigid.py",
+          content:
+            "def main(p):\n    return {'ok': 2**53 - 1, 'rows': [{'id': 1789012345678901234}]}\n",
+        },
+      ],
+      { path: "/forms" },
+    );
+    assert.equal(up.body.data[0].status, 0, up.text);
+    const r = await rawJson("POST", "/script/external/bigid/run-sync?path=/forms", "{}");
+    assert.equal(r.headers.get("x-task-status"), "FAILURE", r.text);
+    assert.equal(r.body.code, 28030001, r.text);
+    assert.match(
+      r.body.message,
+      /ValueError: return value\.rows\.0\.id is an integer beyond ±\(2\^53 − 1\), which would not be kept exactly; return it as a string/,
+    );
+  });
 });
