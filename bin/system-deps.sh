@@ -6,8 +6,9 @@
 #             (libseccomp's Python binding: the zygote's filter that denies tasks user namespaces),
 #             python3-venv and python3-pip (elements' own dependencies, built at upload)
 #   tests:    postgresql (server binaries for the throwaway test clusters), chromium (console tests),
-#             default-jdk-headless, libjackson2-databind-java and python3-requests (the Java and
-#             Python client tests, docs/errors.md "Clients as business systems write them")
+#             default-jdk-headless, libjackson2-databind-java, python3-requests and golang-go (the
+#             Java, Python and Go client tests, docs/errors.md "Clients as business systems write
+#             them")
 #
 # When something is missing and this runs as root on Debian, it installs it with apt-get and says
 # so. Otherwise it prints the exact command: mode `install` then only warns (npm install goes on),
@@ -40,6 +41,9 @@ chromium=/usr/bin/chromium # the console tests drive Debian's Chromium
 javac=/usr/bin/javac
 java=/usr/bin/java
 jackson_jars=(/usr/share/java/jackson-databind.jar /usr/share/java/jackson-core.jar /usr/share/java/jackson-annotations.jar)
+# The Go client is built with Debian's Go toolchain (golang-go: /usr/bin/go, Go 1.19 on bookworm);
+# it has no dependencies outside Go's standard library, so nothing else is fetched.
+go=/usr/bin/go
 
 # Found as the tests' PostgreSQL helper finds them: initdb and postgres in one directory of
 # $PG_BIN, /usr/lib/postgresql/<major>/bin, then $PATH.
@@ -139,6 +143,10 @@ check() {
     if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -I -c "import requests" >/dev/null 2>&1; then
       missing_pkgs+=(python3-requests)
       missing_what+=("requests for /usr/bin/python3 (import requests)")
+    fi
+    if [ ! -x "$go" ]; then
+      missing_pkgs+=(golang-go)
+      missing_what+=("a Go toolchain ($go)")
     fi
   fi
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
+import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
 import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
 /**
@@ -12,6 +13,7 @@ import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schem
  * - In a query string or a multipart form (formFields) an empty value is the field left out;
  *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
+ * - An integer past ±(2^53 − 1), which JSON.parse rounds, is a 400 naming it (src/schema/json-integers.ts).
  * - An empty body sent as application/json is no body; a route whose schema types its body
  *   answers "body is required" for it, as for no body or a body of `null`, unless its config says
  *   `bodyOptional` (every field has a default): then it is `{}`.
@@ -32,6 +34,9 @@ export function installRequestForms(app: FastifyInstance): void {
       // nest that deep, and is not walked a second time on the hot path.
       if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(value, MAX_JSON_DEPTH))
         return done(badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`), undefined);
+      // An integer JSON.parse rounded: refused rather than taken as another number.
+      const unsafe = unsafeIntegerPath(text);
+      if (unsafe !== undefined) return done(badRequest(unsafeIntegerDetail(unsafe)), undefined);
       done(null, value);
     });
   });

@@ -3,6 +3,7 @@ import type { FastifyRequest } from "fastify";
 import type { Static } from "typebox";
 import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
@@ -82,9 +83,14 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
     }
     throw badRequest("body is not base64 gzip data (compressedFlag is true)");
   }
+  let parameter: unknown;
   try {
-    return JSON.parse(text);
+    parameter = JSON.parse(text);
   } catch {
     throw badRequest("body: the decompressed parameters are not valid JSON");
   }
+  // As for a body sent as it is (docs/errors.md, "How fields are read").
+  const unsafe = unsafeIntegerPath(text);
+  if (unsafe !== undefined) throw badRequest(unsafeIntegerDetail(unsafe));
+  return parameter;
 }

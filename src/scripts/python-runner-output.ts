@@ -1,3 +1,4 @@
+import { unsafeIntegerPath } from "../schema/json-integers.ts";
 import { readFrames, type TraceFrame } from "./traceback.ts";
 
 /**
@@ -106,15 +107,16 @@ const unreadable: ResultMessage = {
 
 /** The task's result line as a message; anything else a script may have written is unreadable. */
 export function readResult(line: Buffer): ResultMessage {
+  const text = line.toString("utf8");
   let m: unknown;
   try {
-    m = JSON.parse(line.toString("utf8"));
+    m = JSON.parse(text);
   } catch {
     return unreadable;
   }
   if (typeof m !== "object" || m === null) return unreadable;
   const r = m as Record<string, unknown>;
-  if (r.ok === true) return { ok: true, value: r.value };
+  if (r.ok === true) return unroundedValue(text, r.value);
   // sys.exit(True) reports a bool, which Python exits with as 1.
   if (typeof r.exit === "number" || typeof r.exit === "boolean") return { exit: Number(r.exit) };
   const e = r.error as Record<string, unknown> | null | undefined;
@@ -126,6 +128,18 @@ export function readResult(line: Buffer): ResultMessage {
     return { ok: false, error };
   }
   return unreadable;
+}
+
+/**
+ * A return value with an integer past ±(2^53 − 1) fails the task naming it: JSON.parse rounded it,
+ * and the caller would get another number than the script returned (docs/script-service.md).
+ */
+function unroundedValue(text: string, value: unknown): ResultMessage {
+  const at = unsafeIntegerPath(text, "$");
+  if (at === undefined) return { ok: true, value };
+  const where = at.startsWith("$.value") ? `return value${at.slice("$.value".length)}` : at;
+  const message = `${where} is an integer beyond ±(2^53 − 1), which would not be kept exactly; return it as a string`;
+  return { ok: false, error: { type: "ValueError", message } };
 }
 
 const KiB = 1024;

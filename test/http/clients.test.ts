@@ -7,12 +7,13 @@ import { after, before, describe, it } from "node:test";
 import { startServer, type TestServer } from "../helpers/server.ts";
 
 /**
- * Two real clients of the kind business systems use, written as their teams write them
+ * Three real clients of the kind business systems use, written as their teams write them
  * (docs/errors.md, "Clients as business systems write them"): Java with Jackson's default
- * ObjectMapper over java.net.http, and Python with requests and dataclasses. Each runs the same
- * scenario against a real server in signature mode and checks every answer itself; this test
- * compiles the Java client once, runs both as child processes, and checks their exits, their
- * steps, and the runs they started in the store. `npm test` runs this file in both modes.
+ * ObjectMapper over java.net.http, Python with requests and dataclasses, and Go with net/http's
+ * default Client and encoding/json (omitempty). Each runs the same scenario against a real server
+ * in signature mode and checks every answer itself; this test compiles the Java and Go clients
+ * once, runs all three as child processes, and checks their exits, their steps, and the runs they
+ * started in the store. `npm test` runs this file in both modes.
  */
 
 const CLIENTS = path.resolve(import.meta.dirname, "../clients");
@@ -24,6 +25,8 @@ const JACKSON = ["jackson-databind", "jackson-core", "jackson-annotations"].map(
 const JAVAC = "/usr/bin/javac";
 const JAVA = "/usr/bin/java";
 const PYTHON = "/usr/bin/python3";
+// Debian's golang-go (bin/system-deps.sh installs it for the tests).
+const GO = "/usr/bin/go";
 
 const SECRETS = { app: "clients-app-secret", internal: "clients-internal-secret" };
 const ENV = {
@@ -96,7 +99,43 @@ const GRAPHS: Record<string, unknown> = {
     ],
   },
 };
-/** Both clients' configure, its defaults written out, as stored without its nulls. */
+/** The orders' parameter as the Java and Python clients send it: each unset note as null. */
+const NULL_NOTES_PARAM = {
+  orders: [
+    { amount: 2, qty: 3, note: null },
+    { amount: 0, qty: 9, note: null },
+    { amount: 5, qty: 1, note: null },
+  ],
+  tag: "async",
+};
+/**
+ * The Go client's: no note (omitempty), its int64 IDs as strings (`json:",string"`: past 2^53 a
+ * number would be refused, docs/errors.md), its time.Time values as RFC 3339 with nanoseconds.
+ */
+const GO_PARAM = {
+  orders: [
+    {
+      id: "1789012345678901234",
+      amount: 2,
+      qty: 3,
+      placedAt: "2024-03-01T09:30:00.123456789+01:00",
+    },
+    {
+      id: "1789012345678901235",
+      amount: 0,
+      qty: 9,
+      placedAt: "2024-03-01T09:30:01.623456789+01:00",
+    },
+    {
+      id: "1789012345678901237",
+      amount: 5,
+      qty: 1,
+      placedAt: "2024-03-01T09:31:00.123456796+01:00",
+    },
+  ],
+  tag: "async",
+};
+/** Every client's configure, its defaults written out, as stored without its nulls. */
 const CONFIGURE = {
   triggers: [{ type: "manual" }],
   errorHandlers: {},
@@ -106,6 +145,27 @@ const CONFIGURE = {
   fileCleanup: { type: "default" },
 };
 
+/**
+ * `go build` of the Go client without the network (it uses the standard library only): the local
+ * toolchain, no module proxy, no cgo (no C compiler needed), no go env file. The build cache is
+ * the user's cache directory, so only the first build compiles the standard library; GOPATH (the
+ * module cache, never filled without dependencies) is the build's temporary directory.
+ */
+function goEnv(tmp: string): Record<string, string> {
+  const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
+  return {
+    PATH: "/usr/bin:/bin",
+    HOME: os.homedir(),
+    GOCACHE: path.join(cache, "sluice-tests", "go-build"),
+    GOPATH: path.join(tmp, "gopath"),
+    GOTOOLCHAIN: "local",
+    GOPROXY: "off",
+    GOFLAGS: "",
+    GOENV: "off",
+    CGO_ENABLED: "0",
+  };
+}
+
 interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -114,9 +174,14 @@ interface Exit {
 }
 
 /** Runs a program to its end; resolves on its exit, never on a timer. */
-function runProgram(command: string, args: string[], env: Record<string, string>): Promise<Exit> {
+function runProgram(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  cwd?: string,
+): Promise<Exit> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
@@ -142,9 +207,10 @@ function parseSteps(stdout: string): { steps: string[]; ids: Map<string, string>
   return { steps, ids };
 }
 
-describe("business-system clients (Java + Jackson, Python + requests)", () => {
+describe("business-system clients (Java + Jackson, Python + requests, Go + encoding/json)", () => {
   let server: TestServer;
   let classes = "";
+  let goBuild = "";
 
   before(async () => {
     server = await startServer(ENV);
@@ -157,10 +223,21 @@ describe("business-system clients (Java + Jackson, Python + requests)", () => {
       PATH: "/usr/bin:/bin",
     });
     assert.equal(javac.code, 0, `javac failed:\n${javac.stdout}${javac.stderr}`);
+    goBuild = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-go-client-"));
+    const go = await runProgram(
+      GO,
+      ["build", "-o", path.join(goBuild, "sluiceclient"), "."],
+      {
+        ...goEnv(goBuild),
+      },
+      path.join(CLIENTS, "go"),
+    );
+    assert.equal(go.code, 0, `go build failed:\n${go.stdout}${go.stderr}`);
   });
   after(async () => {
     await server?.close();
     if (classes) fs.rmSync(classes, { recursive: true, force: true });
+    if (goBuild) fs.rmSync(goBuild, { recursive: true, force: true });
   });
 
   /** Environment of a client: only what it reads (no proxy or locale of the test runner). */
@@ -178,7 +255,12 @@ describe("business-system clients (Java + Jackson, Python + requests)", () => {
   });
 
   /** The client's own checks passed, and what it says it started is in the store as it says. */
-  async function assertScenario(exit: Exit, space: string, user: string): Promise<void> {
+  async function assertScenario(
+    exit: Exit,
+    space: string,
+    user: string,
+    param: unknown = NULL_NOTES_PARAM,
+  ): Promise<void> {
     assert.equal(exit.code, 0, `client failed (${exit.signal ?? exit.code}):\n${exit.stderr}`);
     assert.equal(exit.stderr, "");
     const { steps, ids } = parseSteps(exit.stdout);
@@ -212,16 +294,9 @@ describe("business-system clients (Java + Jackson, Python + requests)", () => {
       const rev = await server.services.store.flowRevision(el?.id ?? "", 1);
       assert.deepEqual([rev?.flow, rev?.configure], [GRAPHS[name], CONFIGURE], name);
     }
-    // The parameter is free-form: the orders' null notes are stored as the client sent them.
+    // The parameter is free-form: the orders are stored as the client sent them (null notes too).
     const asyncRun = await server.services.store.getRun(scope, ids.get("run-async") ?? "");
-    assert.deepEqual(JSON.parse(asyncRun?.runParam ?? "null"), {
-      orders: [
-        { amount: 2, qty: 3, note: null },
-        { amount: 0, qty: 9, note: null },
-        { amount: 5, qty: 1, note: null },
-      ],
-      tag: "async",
-    });
+    assert.deepEqual(JSON.parse(asyncRun?.runParam ?? "null"), param);
   }
 
   it("the Java client (Jackson default ObjectMapper, java.net.http) runs the whole scenario", async () => {
@@ -231,6 +306,15 @@ describe("business-system clients (Java + Jackson, Python + requests)", () => {
       clientEnv("java", "java-team"),
     );
     await assertScenario(exit, "java", "java-team");
+  });
+
+  it("the Go client (net/http default Client, encoding/json with omitempty) runs the whole scenario", async () => {
+    const exit = await runProgram(
+      path.join(goBuild, "sluiceclient"),
+      [],
+      clientEnv("go", "go-team"),
+    );
+    await assertScenario(exit, "go", "go-team", GO_PARAM);
   });
 
   it("the Python client (requests, dataclasses with None fields) runs the whole scenario", async () => {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
@@ -290,5 +291,101 @@ describe("request fields as every client sends them", () => {
       });
       assert.equal(r.body.data?.totalCount, 3, `${name}: ${r.text}`);
     }
+  });
+
+  /** A JSON body as text: a JavaScript number cannot spell an integer past 2^53. */
+  const rawJson = (method: string, p: string, text: string) =>
+    server.call(method, p, { headers: { ...h, "content-type": "application/json" }, raw: text });
+
+  it("an integer past ±(2^53 − 1) in a JSON body is a 400 naming it, never run rounded (Go's int64)", async () => {
+    // encoding/json writes an int64 ID as a plain number; JSON.parse would make this ID
+    // 1789012345678901200 and the flow would run with another order's ID.
+    const cases: [string, string, string][] = [
+      [
+        `${DF}/run-sync`,
+        '{"elementName":"forms","path":"/forms","parameter":{"orders":[{"amount":2,"qty":3,"id":1789012345678901234}]}}',
+        "body.parameter.orders.0.id",
+      ],
+      [
+        `${DF}/run`,
+        '{"elementName":"forms","path":"/forms","parameter":{"n":-9007199254740992}}',
+        "body.parameter.n",
+      ],
+      [
+        "/script/external/echo/run-sync?path=/forms",
+        '{"a":{"b":[1,9223372036854775807]}}',
+        "body.a.b.1",
+      ],
+      [
+        `${DF}/run-sync`,
+        '{"elementName":"forms","path":"/forms","timeout":18446744073709551615}',
+        "body.timeout",
+      ],
+    ];
+    for (const [p, text, field] of cases) {
+      const r = await rawJson("POST", p, text);
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.body, {
+        status: false,
+        code: 400,
+        message: `invalid request: ${field} is an integer beyond ±(2^53 − 1), which would not be kept exactly; send it as a string`,
+        data: null,
+      });
+      assert.equal(r.headers.get("x-run-id"), null, r.text);
+      assert.equal(r.headers.get("x-task-id"), null, r.text);
+    }
+  });
+
+  it("the same integers as strings, safe integers, and numbers with a fraction or exponent reach the script as sent", async () => {
+    const text =
+      '{"id":"1789012345678901234","max":9007199254740991,"min":-9007199254740991,"f":1.5,"e":1e300,"digits":"12345678901234567890"}';
+    const up = await upload(
+      server,
+      [{ name: "keep.py", content: "def main(p):\n    return p\n" }],
+      {
+        path: "/forms",
+      },
+    );
+    assert.equal(up.body.data[0].status, 0, up.text);
+    const r = await rawJson("POST", "/script/external/keep/run-sync?path=/forms", text);
+    assert.equal(r.headers.get("x-task-status"), "SUCCESS", r.text);
+    // The script's own value, as Python's json wrote it back (1e300 as 1e+300).
+    assert.equal(r.text, text.replace("1e300", "1e+300"));
+  });
+
+  it("an integer past 2^53 in a compressedFlag parameter is a 400 naming it", async () => {
+    const gz = gzipSync(Buffer.from('{"orders":[{"id":1789012345678901234}]}')).toString("base64");
+    const r = await rawJson(
+      "POST",
+      "/script/external/echo/run-sync?path=/forms&compressedFlag=true",
+      JSON.stringify(gz),
+    );
+    assert.equal(r.body.code, 400, r.text);
+    assert.equal(
+      r.body.message,
+      "invalid request: body.orders.0.id is an integer beyond ±(2^53 − 1), which would not be kept exactly; send it as a string",
+    );
+  });
+
+  it("a script returning an integer past 2^53 fails naming it, never answered rounded", async () => {
+    const up = await upload(
+      server,
+      [
+        {
+          name: "bigid.py",
+          content:
+            "def main(p):\n    return {'ok': 2**53 - 1, 'rows': [{'id': 1789012345678901234}]}\n",
+        },
+      ],
+      { path: "/forms" },
+    );
+    assert.equal(up.body.data[0].status, 0, up.text);
+    const r = await rawJson("POST", "/script/external/bigid/run-sync?path=/forms", "{}");
+    assert.equal(r.headers.get("x-task-status"), "FAILURE", r.text);
+    assert.equal(r.body.code, 28030001, r.text);
+    assert.match(
+      r.body.message,
+      /ValueError: return value\.rows\.0\.id is an integer beyond ±\(2\^53 − 1\), which would not be kept exactly; return it as a string/,
+    );
   });
 });

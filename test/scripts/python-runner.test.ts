@@ -298,7 +298,7 @@ describe("fresh state per run", () => {
 
   test("random numbers differ from task to task: each child re-seeds after its fork", async () => {
     const content = Buffer.from(
-      "import random\ndef main(p):\n    return [random.getrandbits(64), random.random()]\n",
+      "import random\ndef main(p):\n    return [str(random.getrandbits(64)), random.random()]\n",
     );
     const seen = new Set<string>();
     for (let i = 0; i < 4; i++) {

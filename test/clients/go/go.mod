@@ -1,0 +1,3 @@
+module sluiceclient
+
+go 1.19
