@@ -56,7 +56,8 @@ export async function bundleRoutes(fastify: FastifyInstance, opts: BundleOptions
     },
     async (req) => {
       const scope = scopeOf(req);
-      const bytes = Buffer.byteLength(JSON.stringify(req.body), "utf8");
+      // A dry run writes nothing: it is refused as the import would be, and counts nothing.
+      const bytes = req.body.dryRun ? 0 : Buffer.byteLength(JSON.stringify(req.body), "utf8");
       await opts.stored?.admit(scope.app, bytes, "an import");
       const { report, flowIds } = await importBundle(
         {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { sql } from "kysely";
+import { BUNDLE_FORMAT } from "../../src/bundles/format.ts";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
@@ -103,6 +104,19 @@ describe("what an app may store (LIMIT_STORED_BYTES_PER_APP)", () => {
       big,
     );
     refused(up, "upload");
+    const dry = await call(big, "/import", {
+      dryRun: true,
+      bundle: {
+        format: BUNDLE_FORMAT,
+        formatVersion: 1,
+        exportedAt: new Date().toISOString(),
+        source: { app: "big", space: "s" },
+        allRevisions: false,
+        flows: [],
+        scripts: [],
+      },
+    });
+    refused(dry, "an import's dry run, as the import would be");
     assert.equal(await runs("big"), stored);
     const els = await sql<{ n: number | string }>`select count(*) as n from elements e
       join flow_revisions r on r.element_id = e.id where e.app = 'big'`.execute(
