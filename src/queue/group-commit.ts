@@ -1,5 +1,6 @@
 import { createBatcher } from "../store/batch.ts";
 import type { NewRun, Store } from "../store/types.ts";
+import { isUniqueViolation } from "../store/unique-violation.ts";
 import type { RunJob } from "./types.ts";
 
 type RunStore = Pick<Store, "insertRunsWith">;
@@ -16,7 +17,9 @@ const MAX_BATCH = 200;
  * transaction together (docs/cluster.md, "Group commit"): on a busy API node each statement costs
  * a round trip that hands the CPU to PostgreSQL, so one transaction for many runs costs about what
  * one did. The batching is the store's own (src/store/batch.ts). A failed commit rejects every
- * submit of its batch: none was accepted.
+ * submit of its batch: none was accepted. Except a taken run ID (a custom error handler's run ID
+ * is derived, docs/error-handlers.md, "Durable"): the statement refused, nothing committed, so
+ * each submit is committed again alone, and only the one whose ID is taken fails.
  */
 export function createGroupCommit(commit: (store: RunStore, batch: Item[]) => Promise<void>): {
   add(store: RunStore, item: Item): Promise<void>;
@@ -31,6 +34,10 @@ export function createGroupCommit(commit: (store: RunStore, batch: Item[]) => Pr
           run: async (items) => {
             await commit(store, items);
             return items.map(() => undefined);
+          },
+          alone: async (item, _answered, failure) => {
+            if (!isUniqueViolation(failure)) throw failure;
+            await commit(store, [item]);
           },
         });
         batchers.set(store, batcher);

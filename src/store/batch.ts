@@ -13,8 +13,11 @@ interface Pending<I, R> {
  */
 export function createBatcher<I, R>(opts: {
   run(items: I[]): Promise<R[]>;
-  /** Runs one item of a failed batch; `answered` holds the items before it and their answers. */
-  alone?: (item: I, answered: readonly { item: I; result: R }[]) => Promise<R>;
+  /**
+   * Runs one item of a failed batch; `answered` holds the items before it and their answers,
+   * `failure` what failed the batch.
+   */
+  alone?: (item: I, answered: readonly { item: I; result: R }[], failure: unknown) => Promise<R>;
   max: number;
 }): (item: I) => Promise<R> {
   let pending: Pending<I, R>[] = [];
@@ -34,7 +37,7 @@ export function createBatcher<I, R>(opts: {
       }
       const answered: { item: I; result: R }[] = [];
       for (const p of batch)
-        await opts.alone(p.item, answered).then((result) => {
+        await opts.alone(p.item, answered, err).then((result) => {
           answered.push({ item: p.item, result });
           p.resolve(result);
         }, p.reject);

@@ -14,8 +14,10 @@ import { gate } from "../helpers/wait.ts";
  * took a mark over while its holder still sent it would be; here both on one node, over one run
  * lifecycle, in both modes. A custom handler's run ID is derived from the failed run, the event
  * and the attempt, so only one of them creates the handler's run; the other's start is refused
- * as a taken ID and it waits for that run. (Another node's row of the same ID refused by the
- * store: test/store/store-contract.test.ts, both dialects.)
+ * as a taken ID and it waits for that run; also when that run waits for its turn (a flow with a
+ * run limit: committed QUEUED with its job). (Another node's row of the same ID refused by the
+ * store: test/store/store-contract.test.ts, both dialects; a taken ID failing only its own
+ * submit of a group commit: test/queue/queue-contract.test.ts, both queues.)
  */
 
 const FAILING = {
@@ -41,14 +43,23 @@ const HANDLER = {
 describe("a custom handler sent twice at once starts one run", () => {
   let server: TestServer;
   before(async () => {
-    server = await startServer({ ERROR_HANDLER_BACKOFF_MS: "5" });
+    // A wait short enough that a handler's run never created fails the case instead of hanging it.
+    server = await startServer({ ERROR_HANDLER_BACKOFF_MS: "5", CUSTOM_HANDLER_WAIT_S: "20" });
     await deployAndActivate(server, "race-handler", HANDLER);
+    // With a run limit, the handler's run waits for its turn: committed QUEUED with its job, in a
+    // cluster through the node's group commit (docs/cluster.md, "Group commit").
+    await deployAndActivate(server, "race-limited", HANDLER, { maxConcurrentRuns: 1 });
     // Deployed without handlers: nothing is sent at its end; the test sends it, twice.
     await deployAndActivate(server, "race-failing", FAILING);
   });
   after(() => server.close());
 
-  it("both senders record the same handler run, and only one exists", async () => {
+  for (const handler of ["race-handler", "race-limited"])
+    it(`both senders record the same handler run, and only one exists (${handler})`, async () => {
+      await raceOnce(handler);
+    });
+
+  async function raceOnce(handler: string) {
     const r = await server.call("POST", `${DF}/run-sync`, {
       headers: scopeHeaders(),
       body: { elementName: "race-failing", parameter: {} },
@@ -85,7 +96,7 @@ describe("a custom handler sent twice at once starts one run", () => {
         config: errorHandlerConfig(services.config),
       });
     const configure = normalizeConfigure({
-      errorHandlers: { custom: { element: { elementName: "race-handler", path: "/flows" } } },
+      errorHandlers: { custom: { element: { elementName: handler, path: "/flows" } } },
     });
     const [a, b] = await Promise.all([
       sender().notify(run, configure, "run.failure"),
@@ -99,5 +110,5 @@ describe("a custom handler sent twice at once starts one run", () => {
       [[["custom", true, only]], [["custom", true, only]]],
     );
     assert.equal(children[0]?.status, "SUCCESS");
-  });
+  }
 });

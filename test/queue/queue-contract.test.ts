@@ -14,6 +14,7 @@ import type { RunJob, RunQueue } from "../../src/queue/types.ts";
 import { createRecovery } from "../../src/runs/recovery.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+import { isUniqueViolation } from "../../src/store/unique-violation.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { newRun } from "../helpers/runs.ts";
 import { condition, gate } from "../helpers/wait.ts";
@@ -126,6 +127,41 @@ for (const [name, make] of Object.entries(backends)) {
         assert.equal(seen.get(r.id), 1, r.id);
         assert.equal((await store.getRun(null, r.id))?.id, r.id);
       }
+      await q.stop();
+    });
+
+    it("a submit whose run ID is taken fails alone: the submits committed with it are accepted", async () => {
+      // A custom error handler's run ID is derived (docs/error-handlers.md, "Durable"): a second
+      // sender's submit of it meets a taken key, and the other tenants' submits committed in the
+      // same group must not fail with it (docs/cluster.md, "Group commit").
+      const q = await queue();
+      const seen = new Map<string, () => void>();
+      await q.start(async (job) => seen.get(job.runId)?.());
+      const first = newRun();
+      const firstRan = delivered(seen, first.id);
+      await q.submit(first, { runId: first.id, kind: "flow" }, store);
+      await firstRan;
+      const other = newRun({ scope: { app: "app2", space: "space2" } });
+      const otherRan = delivered(seen, other.id);
+      // Another sender's record of the taken ID: made elsewhere, a moment later.
+      const again = { ...first, createTime: first.createTime + 1, nodeId: "elsewhere" };
+      const [o, a] = await Promise.allSettled([
+        q.submit(other, { runId: other.id, kind: "flow" }, store),
+        q.submit(again, { runId: again.id, kind: "flow" }, store),
+      ]);
+      assert.equal(
+        o.status,
+        "fulfilled",
+        `the other submit is accepted: ${o.status === "rejected" ? String(o.reason) : ""}`,
+      );
+      assert.equal(a.status, "rejected");
+      assert.ok(
+        a.status === "rejected" && isUniqueViolation(a.reason),
+        `refused as a taken key: ${a.status === "rejected" ? String(a.reason) : ""}`,
+      );
+      await otherRan;
+      assert.equal((await store.getRun(null, other.id))?.id, other.id);
+      assert.equal((await store.getRun(null, first.id))?.createTime, first.createTime);
       await q.stop();
     });
 
