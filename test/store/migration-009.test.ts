@@ -38,6 +38,9 @@ const ALL = [
   "020-revision-pins",
   "021-notify-owed",
   "022-release-crons",
+  "023-stored-bytes",
+  "024-files-removed",
+  "025-stored-created-bytes",
 ];
 
 async function checkLatest(store: OpenedStore): Promise<void> {
