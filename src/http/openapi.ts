@@ -71,6 +71,9 @@ export async function registerOpenApi(app: FastifyInstance, config: Config): Pro
             "`).",
           "Every envelope answer, success or failure, is HTTP 200 with `{status, code, message, data}`.",
           `Auth mode of this server: \`${config.auth.mode}\`.`,
+          "Integers in JSON bodies and in a script's return value must lie within ±(2^53 − 1): a " +
+            "larger one (a 64-bit ID) is a 400 naming the field (a task's result: 28030001), " +
+            "since it would not be kept exactly; send such IDs as strings.",
           "",
           "### Error codes",
           catalog.markdown,
