@@ -137,6 +137,8 @@ export interface RunDetail {
   scripts?: ScriptUse[];
   /** Script tasks: the environment of the version it ran; null: no dependencies. */
   environment?: Environment | null;
+  /** The run's kept working directory was removed (docs/security.md, "Disk"): when and why. */
+  filesRemoved?: { time: number; reason: string };
 }
 
 /** A script version's environment as runs name it (docs/script-dependencies.md). */

@@ -65,6 +65,10 @@ export async function runView(root: HTMLElement, runId: string, selected: string
       d.resumable ? again("Resume from failed node", "resume") : null,
       act("Delete", "delete")),
     d.error ? h("pre", { class: "error" }, d.error) : "",
+    d.filesRemoved
+      ? h("p", { class: "notice", id: "files-removed" },
+          `Working directory removed ${time(d.filesRemoved.time)}: ${d.filesRemoved.reason}`)
+      : "",
     d.traceback ? tracebackView(d.traceback, "traceback") : "",
     d.graph ? h("section", {}, h("h2", {}, "Graph"), h("div", { class: "graph-wrap" }, drawGraph(d, node?.nodeId, select))) : "",
     node
