@@ -39,11 +39,11 @@ def main(p):
 const one = scopeHeaders({ app: "app1", space: "tenant-one", user: "mallory" });
 const two = scopeHeaders({ app: "app2", space: "tenant-two", user: "alice" });
 
-// biome-ignore lint/suspicious/noExplicitAny: a script's JSON value.
 async function run(
   server: TestServer,
   headers: Record<string, string>,
   body: unknown,
+  // biome-ignore lint/suspicious/noExplicitAny: a script's JSON value.
 ): Promise<any> {
   const r = await server.call("POST", "/script/external/probe/run-sync?path=/s", { headers, body });
   assert.equal(r.headers.get("x-task-status"), "SUCCESS", r.text);
