@@ -57,12 +57,14 @@ function systemMounts(executable: string): string[] {
 
 /**
  * The namespaces each task gets of its own (zygote.py `--ns`): IPC, mount (its tmpfs mounts and
- * its /proc) and pid always, the network unless tasks may use it (they then share the zygote's).
- * Only root can create them (docs/security.md).
+ * its /proc), pid, UTS and cgroup (entered once the child is in its task's cgroup) always, the
+ * network unless tasks may use it (they then share the zygote's). Only root can create them
+ * (docs/security.md).
  */
 export function taskNamespaces(network: boolean): string[] {
   if (!isRoot()) return [];
-  return network ? ["ipc", "mnt", "pid"] : ["ipc", "net", "mnt", "pid"];
+  const always = ["ipc", "mnt", "pid", "uts", "cgroup"];
+  return network ? always : ["net", ...always];
 }
 
 /**
