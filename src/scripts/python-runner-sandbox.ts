@@ -78,9 +78,10 @@ export function bwrapArgs(o: {
   /** Absent: no writable directory at all (the upload syntax check needs none). */
   tasksDir?: string;
   /**
-   * An environment of an element's dependencies, read-only at IN_SANDBOX.env: a fixed path, so the
-   * data directory's own path is never shown to tasks, and never under /tmp, which each task's
-   * own tmpfs covers (docs/script-dependencies.md).
+   * An environment of an element's dependencies, read-only at IN_SANDBOX.env: a fixed path, so
+   * tasks never use the data directory's own path (their mount table still shows it,
+   * docs/security.md, "Not yet done"), and never under /tmp, which each task's own tmpfs covers
+   * (docs/script-dependencies.md).
    */
   envDir?: string;
   network: boolean;
