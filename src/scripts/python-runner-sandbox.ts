@@ -57,12 +57,14 @@ function systemMounts(executable: string): string[] {
 
 /**
  * The namespaces each task gets of its own (zygote.py `--ns`): IPC, mount (its tmpfs mounts and
- * its /proc) and pid always, the network unless tasks may use it (they then share the zygote's).
- * Only root can create them (docs/security.md).
+ * its /proc), pid, UTS and cgroup (entered once the child is in its task's cgroup) always, the
+ * network unless tasks may use it (they then share the zygote's). Only root can create them
+ * (docs/security.md).
  */
 export function taskNamespaces(network: boolean): string[] {
   if (!isRoot()) return [];
-  return network ? ["ipc", "mnt", "pid"] : ["ipc", "net", "mnt", "pid"];
+  const always = ["ipc", "mnt", "pid", "uts", "cgroup"];
+  return network ? always : ["net", ...always];
 }
 
 /**
@@ -76,9 +78,10 @@ export function bwrapArgs(o: {
   /** Absent: no writable directory at all (the upload syntax check needs none). */
   tasksDir?: string;
   /**
-   * An environment of an element's dependencies, read-only at IN_SANDBOX.env: a fixed path, so the
-   * data directory's own path is never shown to tasks, and never under /tmp, which each task's
-   * own tmpfs covers (docs/script-dependencies.md).
+   * An environment of an element's dependencies, read-only at IN_SANDBOX.env: a fixed path, so
+   * tasks never use the data directory's own path (their mount table still shows it,
+   * docs/security.md, "Not yet done"), and never under /tmp, which each task's own tmpfs covers
+   * (docs/script-dependencies.md).
    */
   envDir?: string;
   network: boolean;

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { modeEnv, scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
+import { pollUntil } from "../helpers/wait.ts";
 
 /**
  * Attacks of issue 12, "every task in its own cgroup", as tenants would upload them. The memory
@@ -71,12 +72,32 @@ def main(p):
     return len(block) // MiB
 `;
 
-/** Which cgroup the task is in, while the other task of the pair runs too. */
-const WHERE = `import time
+/**
+ * Runs until the test says stop (a file in its working directory), so that two run at once. Its
+ * cgroup is read from the host: the task itself sees only `/` for it (its own cgroup namespace).
+ */
+const WHERE = `import os, time
 def main(p=None):
-    time.sleep(0.5)
+    open("started", "w").close()
+    deadline = time.monotonic() + 30
+    while not os.path.exists("stop") and time.monotonic() < deadline:
+        time.sleep(0.01)
     return open("/proc/self/cgroup").read()
 `;
+
+/** The host pids of the tasks that said `started` and were not told to stop yet. */
+function startedTasks(): number[] {
+  const pids: number[] = [];
+  for (const pid of fs.readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+    try {
+      const cwd = `/proc/${pid}/cwd`;
+      if (fs.existsSync(`${cwd}/started`) && !fs.existsSync(`${cwd}/stop`)) pids.push(Number(pid));
+    } catch {
+      // ended while we looked
+    }
+  }
+  return pids;
+}
 
 describe("every task in its own cgroup", {
   skip: process.getuid?.() !== 0 && "cgroups need root",
@@ -131,13 +152,30 @@ describe("every task in its own cgroup", {
   });
 
   it("tasks running at once are in different cgroups, each of its own", async () => {
-    const [a, b] = await Promise.all([run("where", null), run("where", null)]);
-    const cgroupOf = (text: string) => {
+    const both = Promise.all([run("where", null), run("where", null)]);
+    let pids: number[] = [];
+    await pollUntil(
+      () => {
+        pids = startedTasks();
+        return pids.length;
+      },
+      (n) => n === 2,
+      "both tasks started",
+    );
+    const cgroupOf = (pid: number) => {
+      const text = fs.readFileSync(`/proc/${pid}/cgroup`, "utf8");
       const line = text.split("\n").find((l) => /^(\d+:memory:|0::)\/sluice\//.test(l));
       assert.ok(line, text);
       return line.slice(line.indexOf(":/") + 1);
     };
-    assert.notEqual(cgroupOf(a.body.data), cgroupOf(b.body.data));
+    const [a, b] = pids.map(cgroupOf);
+    for (const pid of pids) fs.writeFileSync(`/proc/${pid}/cwd/stop`, "");
+    assert.notEqual(a, b);
+    // Inside, each sees its own cgroup as the root of its cgroup namespace, named nothing.
+    for (const r of await both) {
+      assert.equal(r.body.status, true, r.text);
+      for (const l of (r.body.data as string).trim().split("\n")) assert.match(l, /:\/$/);
+    }
   });
 });
 

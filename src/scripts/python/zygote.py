@@ -22,11 +22,14 @@ child reported, `k` checks for leftovers of its uid and kills them; with `pidns`
 `x` of a task's child as that confirmation instead (Linux reaps the first process of a pid
 namespace last), and sends `k` only when that `x` is late (docs/security.md).
 
-Arguments: `--ns=ipc,net,mnt,pid` names the namespaces each child gets of its own (a network
-namespace no other task is in at the same time; a mount namespace with a tmpfs of `--disk=BYTES` on
-/tmp, and another over its working directory when the task says `own`; a pid namespace whose first
-process it is, with its own /proc), entered as it is forked, before its task arrives (without `net`
-when tasks may use the network, `--ns=` for none);
+Arguments: `--ns=ipc,net,mnt,pid,uts,cgroup` names the namespaces each child gets of its own (a
+network namespace no other task is in at the same time; a mount namespace with a tmpfs of
+`--disk=BYTES` on /tmp, and another over its working directory when the task says `own`; a pid
+namespace whose first process it is, with its own /proc; a UTS namespace whose hostname is
+`sluice`), entered as it is forked, before its task arrives, except the cgroup namespace, which the
+child enters when its task arrives (Node sends it only once the child is in the task's cgroup,
+which becomes the namespace's root); without `net` when tasks may use the network, `--ns=` for
+none;
 `--tasks=PATH` says where working directories are (default /tasks, bubblewrap's);
 `--env=PATH` is the environment of an element's dependencies (a venv the zygote does not run:
 it is started with the service's interpreter and `-S`, so no `.pth` or `sitecustomize` of the
@@ -128,7 +131,10 @@ _unshare, _setns, _mount = ((_libc.unshare, _libc.setns, _libc.mount) if _libc i
 
 CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWUSER = 0x08000000, 0x40000000, 0x10000000
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
-NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET, "mnt": CLONE_NEWNS, "pid": CLONE_NEWPID}
+CLONE_NEWUTS, CLONE_NEWCGROUP = 0x04000000, 0x02000000
+NAMESPACES = {"ipc": CLONE_NEWIPC, "net": CLONE_NEWNET, "mnt": CLONE_NEWNS, "pid": CLONE_NEWPID,
+              "uts": CLONE_NEWUTS, "cgroup": CLONE_NEWCGROUP}
+HOSTNAME = b"sluice"  # every task's, as bubblewrap's (docs/security.md, "Layers")
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 NR_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
@@ -289,6 +295,15 @@ def _check(ret, what):
         raise OSError(err, f"{what} failed: {os.strerror(err)}")
 
 
+def own_hostname():
+    """The zygote's own UTS namespace, named `sluice` (once, at start): each child's copies it. In
+    bubblewrap that is its name already; with SCRIPT_SANDBOX=none tasks would otherwise read the
+    host's hostname and domain name (docs/security.md, "Layers")."""
+    _check(_unshare(CLONE_NEWUTS), "unshare(uts)")
+    _check(_libc.sethostname(HOSTNAME, len(HOSTNAME)), "sethostname")
+    _check(_libc.setdomainname(b"(none)", 6), "setdomainname")
+
+
 def shared_mounts():
     """Whether any mount of this mount namespace propagates to or from another (optional fields
     `shared:N` or `master:N` in /proc/self/mountinfo)."""
@@ -317,12 +332,16 @@ class TaskNamespaces:
         self.ipc = bool(flags & CLONE_NEWIPC)
         self.net = bool(flags & CLONE_NEWNET)
         self.mnt = bool(flags & CLONE_NEWNS)
+        self.uts = bool(flags & CLONE_NEWUTS)
+        self.cgroup = bool(flags & CLONE_NEWCGROUP)
         # The pid namespace needs the mount namespace: its /proc is mounted there.
         self.pid = bool(flags & CLONE_NEWPID) and self.mnt and NR_CLONE is not None
-        # With a pid namespace, the child is cloned straight into it and into its new IPC and
-        # mount namespaces (fork_into_namespaces): one call instead of a clone and two unshares.
+        # With a pid namespace, the child is cloned straight into it and into its new IPC, mount
+        # and UTS namespaces (fork_into_namespaces): one call instead of a clone and unshares.
         self.at_clone = (CLONE_NEWPID | (CLONE_NEWIPC if self.ipc else 0) | CLONE_NEWNS
-                         if self.pid else 0)
+                         | (CLONE_NEWUTS if self.uts else 0) if self.pid else 0)
+        if self.uts:
+            own_hostname()
         self.clone_flags = ctypes.c_ulong(self.at_clone | signal.SIGCHLD)
         self.disk = disk
         self.tmp_options = b"size=%d,mode=1777" % disk
@@ -367,6 +386,8 @@ class TaskNamespaces:
             _check(_setns(net_fd, CLONE_NEWNET), "setns(net)")
         if self.ipc and not self.at_clone & CLONE_NEWIPC:
             _check(_unshare(CLONE_NEWIPC), "unshare(ipc)")
+        if self.uts and not self.at_clone & CLONE_NEWUTS:
+            _check(_unshare(CLONE_NEWUTS), "unshare(uts)")
         if self.mnt:
             # A mount namespace of its own, so that its tmpfs mounts are seen by this task only
             # and go with its last process; private (made so unless every mount it copied
@@ -382,6 +403,14 @@ class TaskNamespaces:
                 # The /proc of its own pid namespace: only its own processes are in it.
                 _check(_mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                               None), "mount(proc)")
+
+    def arrived(self):
+        """In the child, as its task arrives, before anything of the task runs: a cgroup namespace
+        whose root is the cgroup the child is in now, the task's own (Node sends a task only once
+        its child joined it, in every hierarchy). The task's /proc/self/cgroup then shows `/`, not
+        its slot, the runner's block or the service's own cgroups (docs/security.md, "Layers")."""
+        if self.cgroup:
+            _check(_unshare(CLONE_NEWCGROUP), "unshare(cgroup)")
 
     def own_dir(self, cwd, uid):
         """In the child, once its task has come: a tmpfs over its own working directory, so the
@@ -473,6 +502,7 @@ def isolation_problem(spaces):
         try:
             os.close(r)
             spaces.enter(net_fd)
+            spaces.arrived()
         except BaseException as e:  # noqa: BLE001 - reported to the parent
             os.write(w, str(e).encode())
             code = 1
@@ -665,6 +695,11 @@ def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
         return
     for fd in (task_r, *node_ends):  # Node opened its ends before it sent the task
         os.close(fd)
+    if task_namespaces is not None and problem is None:
+        try:
+            task_namespaces.arrived()
+        except OSError as e:
+            problem = str(e)  # the task does not run without it
     if problem is not None:
         write_result(result_w, task_error(
             "SandboxUnavailable", f"the task's own namespaces could not be created: {problem}"))
