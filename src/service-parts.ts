@@ -13,6 +13,7 @@ import type { RunJob } from "./queue/types.ts";
 import type { OwedSweep } from "./runs/error-handlers/recover.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
+import { createOrphanSweep, type RunsHere } from "./runs/orphans.ts";
 import { createQueuedShare } from "./runs/queued-share.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
@@ -136,6 +137,8 @@ export interface ServiceBase {
 }
 
 interface RunsDeps extends ServiceBase {
+  /** The runs this process holds STARTED, shared by both executors and the orphan sweep. */
+  here: RunsHere;
   runner: ScriptRunner;
   metrics: Metrics;
   secrets: Secrets;
@@ -194,15 +197,11 @@ export async function closeAll(steps: (() => Promise<void> | void)[]): Promise<v
   if (failures.length > 0) throw failures[0];
 }
 
-/** Recovers what a previous life left unfinished, then beats (and sweeps) on a timer. */
-export async function startRecovery(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
-}): Promise<Recovery> {
+/**
+ * Recovers what a previous life left unfinished, then beats (and sweeps) on a timer; and, on its
+ * own timer, ends the runs STARTED here that nothing here executes (orphans.ts). Its stop stops both.
+ */
+export async function startRecovery(deps: ServiceBase & { here: RunsHere }): Promise<Recovery> {
   const { config, topology, logger } = deps;
   const waiting = createLimitWakeups({
     store: topology.store,
@@ -227,7 +226,19 @@ export async function startRecovery(deps: {
   const recovered = await recovery.recoverAtStart();
   if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
   recovery.start();
-  return recovery;
+  const { events, clock, nodeId, here } = deps;
+  const everyMs = config.orphanSweepMs;
+  const orphans = createOrphanSweep({
+    store: topology.store,
+    events,
+    clock,
+    logger,
+    nodeId,
+    here,
+    everyMs,
+  });
+  orphans.start();
+  return { ...recovery, stop: () => closeAll([() => orphans.stop(), () => recovery.stop()]) };
 }
 
 /**
@@ -245,6 +256,7 @@ export async function startBackground(
     audit: AuditTrail;
     expressionPool: ExpressionPool;
     disk: DataDisk;
+    here: RunsHere;
   },
 ): Promise<{
   recovery: Recovery;
@@ -255,7 +267,8 @@ export async function startBackground(
   const { config, topology, events, clock, logger, nodeId, tasks, flows, lifecycle } = deps;
   const { webhooks, owed, audit, expressionPool, disk } = deps;
   const { store } = topology;
-  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  const here = deps.here;
+  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId, here });
   // What ended runs kept here before this start counts for their apps (after recovery ended the
   // runs a previous life left unfinished); in the background, each change joins it.
   void disk.kept.rebuild();

@@ -7,7 +7,7 @@ import { pino } from "pino";
 import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
-import { createOrphanSweep, type RunsHere } from "../../src/runs/orphans.ts";
+import { createOrphanSweep, createRunsHere, type RunsHere } from "../../src/runs/orphans.ts";
 import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents, type RunEvents } from "../../src/runs/run-events.ts";
 import { UNBOUNDED_RUN_MEMORY } from "../../src/runs/run-memory.ts";
@@ -51,7 +51,7 @@ describe("runs STARTED by this node that it does not execute", () => {
     const nodeId = `node-${++nodes}`;
     const clock: FakeClock = createFakeClock();
     const events: RunEvents = createRunEvents({ clock });
-    const here: RunsHere = new Set<string>();
+    const here: RunsHere = createRunsHere();
     const hooks: {
       insert?: ((id: string, commit: () => Promise<void>) => Promise<void>) | undefined;
       end?: ((id: string) => Promise<void>) | undefined;
@@ -70,7 +70,11 @@ describe("runs STARTED by this node that it does not execute", () => {
     const logListeners: ((line: string) => void)[] = [];
     const logger = pino(
       { level: "warn" },
-      { write: (line: string) => logListeners.forEach((l) => l(line)) },
+      {
+        write: (line: string) => {
+          for (const l of logListeners) l(line);
+        },
+      },
     );
     const stopped = new Set<string>();
     const executor: RunExecutor<RunRequest> = {
