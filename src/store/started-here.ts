@@ -1,4 +1,4 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
 import { countFinished } from "./kysely-monitor.ts";
 import { endAll } from "./run-ends.ts";
 import { endColumns } from "./run-write-rows.ts";
@@ -20,28 +20,38 @@ export function startedHereMethods(
 }
 
 /**
- * Through the partial index of unfinished runs (status, create_time): the STARTED runs of every
- * node, of which few are unfinished at any time, read only up to the cutoff. A run starts after
- * it is created, so `create_time <= cutoff` drops none that `start_time <= cutoff` keeps; it
- * bounds the index range. The node is tested on the rows found (no index of its own: every run's
- * writes would pay for it).
+ * Through a partial index of unfinished runs, whose condition is repeated literally for SQLite to
+ * use one (runs_unfinished: status, create_time; PostgreSQL's planner may take
+ * runs_element_unfinished): the STARTED runs of every node, few at any time, read up to the
+ * cutoff. A run starts after it is created, so `create_time <= cutoff` drops none that
+ * `start_time <= cutoff` keeps; it bounds the index range. The node is tested on the rows found:
+ * an index of its own would cost every run's writes.
  */
+export function startedOnQuery(
+  db: Kysely<Database>,
+  nodeId: string,
+  cutoff: number,
+  limit: number,
+) {
+  return db
+    .selectFrom("runs")
+    .select(["id", "element_type"])
+    .where("status", "in", [sql.lit("QUEUED"), sql.lit("STARTED")])
+    .where("status", "=", sql.lit("STARTED"))
+    .where("create_time", "<=", cutoff)
+    .where("start_time", "<=", cutoff)
+    .where("node_id", "=", nodeId)
+    .orderBy("create_time")
+    .limit(limit);
+}
+
 async function startedOn(
   db: Kysely<Database>,
   nodeId: string,
   cutoff: number,
   limit: number,
 ): Promise<Pick<Run, "id" | "elementType">[]> {
-  const rows = await db
-    .selectFrom("runs")
-    .select(["id", "element_type"])
-    .where("status", "=", "STARTED")
-    .where("create_time", "<=", cutoff)
-    .where("start_time", "<=", cutoff)
-    .where("node_id", "=", nodeId)
-    .orderBy("create_time")
-    .limit(limit)
-    .execute();
+  const rows = await startedOnQuery(db, nodeId, cutoff, limit).execute();
   return rows.map((r) => ({ id: r.id, elementType: r.element_type as ElementType }));
 }
 
