@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pino } from "pino";
+import { loadConfig } from "../../src/config.ts";
 import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
@@ -256,5 +257,14 @@ describe("runs STARTED by this node that it does not execute", () => {
     const run = await opened.getRun(null, id);
     assert.equal(run?.status, "FAILURE");
     assert.match(run?.error ?? "", /is not executing this run/);
+  });
+});
+
+describe("ORPHAN_SWEEP_MS (README, configuration)", () => {
+  it("defaults to a minute; takes whole milliseconds, 10 or more; anything else stops the start", () => {
+    assert.equal(loadConfig({}).orphanSweepMs, 60_000);
+    assert.equal(loadConfig({ ORPHAN_SWEEP_MS: "200" }).orphanSweepMs, 200);
+    for (const bad of ["0", "9", "-5", "1.5", "soon"])
+      assert.throws(() => loadConfig({ ORPHAN_SWEEP_MS: bad }), /ORPHAN_SWEEP_MS/);
   });
 });
