@@ -13,18 +13,18 @@ import type { RunJob } from "./queue/types.ts";
 import type { OwedSweep } from "./runs/error-handlers/recover.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
-import { createOrphanSweep, type RunsHere } from "./runs/orphans.ts";
+import type { RunsHere } from "./runs/orphans.ts";
 import { createQueuedShare } from "./runs/queued-share.ts";
-import { createRecovery, type Recovery } from "./runs/recovery.ts";
+import type { Recovery } from "./runs/recovery.ts";
 import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
 import { createDataDisk, type DataDisk } from "./runs/run-disk.ts";
 import type { RunEvents } from "./runs/run-events.ts";
-import { createLimitWakeups } from "./runs/run-limits.ts";
 import { createRunMemory } from "./runs/run-memory.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
+import { startRecovery } from "./service-recovery.ts";
 import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createRetentionStore } from "./store/retention-store.ts";
 import type { NewRun } from "./store/types.ts";
@@ -195,50 +195,6 @@ export async function closeAll(steps: (() => Promise<void> | void)[]): Promise<v
     }
   }
   if (failures.length > 0) throw failures[0];
-}
-
-/**
- * Recovers what a previous life left unfinished, then beats (and sweeps) on a timer; and, on its
- * own timer, ends the runs STARTED here that nothing here executes (orphans.ts). Its stop stops both.
- */
-export async function startRecovery(deps: ServiceBase & { here: RunsHere }): Promise<Recovery> {
-  const { config, topology, logger } = deps;
-  const waiting = createLimitWakeups({
-    store: topology.store,
-    queue: topology.queue,
-    events: deps.events,
-    logger,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-  });
-  const recovery = createRecovery({
-    store: topology.store,
-    queue: topology.queue,
-    events: deps.events,
-    clock: deps.clock,
-    logger,
-    nodeId: deps.nodeId,
-    sharedDatabase: topology.recovery.sweepsOtherNodes,
-    heartbeatMs: config.heartbeatMs,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-    requeue: topology.recovery.requeueAtStart,
-    waiting,
-  });
-  const recovered = await recovery.recoverAtStart();
-  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
-  recovery.start();
-  const { events, clock, nodeId, here } = deps;
-  const everyMs = config.orphanSweepMs;
-  const orphans = createOrphanSweep({
-    store: topology.store,
-    events,
-    clock,
-    logger,
-    nodeId,
-    here,
-    everyMs,
-  });
-  orphans.start();
-  return { ...recovery, stop: () => closeAll([() => orphans.stop(), () => recovery.stop()]) };
 }
 
 /**
