@@ -32,6 +32,8 @@ export interface Config {
   role: "all" | "api" | "worker";
   heartbeatMs: number;
   heartbeatTimeoutMs: number;
+  /** How often a node ends the runs STARTED by it that it does not execute (docs/cluster.md). */
+  orphanSweepMs: number;
   /** Cron and configure (docs/flow-graph.md): error handlers, file retention, schedule resync. */
   flowConfig: {
     smtpFrom: string;
@@ -158,6 +160,7 @@ export function loadConfig(env: Env = process.env): Config {
     role: role(env.SLUICE_ROLE),
     heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
+    orphanSweepMs: orphanSweepMs(env),
     flowConfig: flowConfigOf(env),
     secrets: {
       key: env.SECRETS_KEY ? parseKey(env.SECRETS_KEY, "SECRETS_KEY") : undefined,
@@ -238,6 +241,13 @@ function idempotencyWindow(env: Env): number {
     );
   }
   return s;
+}
+
+/** ORPHAN_SWEEP_MS: whole milliseconds, at least 10 (docs/cluster.md). */
+function orphanSweepMs(env: Env): number {
+  const ms = int(env, "ORPHAN_SWEEP_MS", 60_000);
+  if (Number.isSafeInteger(ms) && ms >= 10) return ms;
+  throw new Error(`config: ORPHAN_SWEEP_MS must be a whole number, 10 or more, got "${ms}"`);
 }
 
 /** Error handlers, file cleanup and schedules (docs/flow-graph.md, docs/scheduler.md). */

@@ -13,17 +13,18 @@ import type { RunJob } from "./queue/types.ts";
 import type { OwedSweep } from "./runs/error-handlers/recover.ts";
 import { createFileSweeper, type FileSweeper } from "./runs/file-cleanup.ts";
 import { createFlowRuns, type FlowRuns } from "./runs/flow-runs.ts";
+import type { RunsHere } from "./runs/orphans.ts";
 import { createQueuedShare } from "./runs/queued-share.ts";
-import { createRecovery, type Recovery } from "./runs/recovery.ts";
+import type { Recovery } from "./runs/recovery.ts";
 import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
 import { createDataDisk, type DataDisk } from "./runs/run-disk.ts";
 import type { RunEvents } from "./runs/run-events.ts";
-import { createLimitWakeups } from "./runs/run-limits.ts";
 import { createRunMemory } from "./runs/run-memory.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
+import { startRecovery } from "./service-recovery.ts";
 import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createRetentionStore } from "./store/retention-store.ts";
 import type { NewRun } from "./store/types.ts";
@@ -136,6 +137,8 @@ export interface ServiceBase {
 }
 
 interface RunsDeps extends ServiceBase {
+  /** The runs this process holds STARTED, shared by both executors and the orphan sweep. */
+  here: RunsHere;
   runner: ScriptRunner;
   metrics: Metrics;
   secrets: Secrets;
@@ -194,42 +197,6 @@ export async function closeAll(steps: (() => Promise<void> | void)[]): Promise<v
   if (failures.length > 0) throw failures[0];
 }
 
-/** Recovers what a previous life left unfinished, then beats (and sweeps) on a timer. */
-export async function startRecovery(deps: {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
-}): Promise<Recovery> {
-  const { config, topology, logger } = deps;
-  const waiting = createLimitWakeups({
-    store: topology.store,
-    queue: topology.queue,
-    events: deps.events,
-    logger,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-  });
-  const recovery = createRecovery({
-    store: topology.store,
-    queue: topology.queue,
-    events: deps.events,
-    clock: deps.clock,
-    logger,
-    nodeId: deps.nodeId,
-    sharedDatabase: topology.recovery.sweepsOtherNodes,
-    heartbeatMs: config.heartbeatMs,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-    requeue: topology.recovery.requeueAtStart,
-    waiting,
-  });
-  const recovered = await recovery.recoverAtStart();
-  if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");
-  recovery.start();
-  return recovery;
-}
-
 /**
  * The background work, in this order: recovery of what a previous life left unfinished, the
  * deliveries and notifications owed, the audit purge, the queue's worker side and schedules (a
@@ -245,6 +212,7 @@ export async function startBackground(
     audit: AuditTrail;
     expressionPool: ExpressionPool;
     disk: DataDisk;
+    here: RunsHere;
   },
 ): Promise<{
   recovery: Recovery;
@@ -255,7 +223,8 @@ export async function startBackground(
   const { config, topology, events, clock, logger, nodeId, tasks, flows, lifecycle } = deps;
   const { webhooks, owed, audit, expressionPool, disk } = deps;
   const { store } = topology;
-  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId });
+  const here = deps.here;
+  const recovery = await startRecovery({ config, topology, events, clock, logger, nodeId, here });
   // What ended runs kept here before this start counts for their apps (after recovery ended the
   // runs a previous life left unfinished); in the background, each change joins it.
   void disk.kept.rebuild();

@@ -15,6 +15,7 @@ import type { ErrorHandlers } from "./runs/error-handlers/index.ts";
 import type { FileSweeper } from "./runs/file-cleanup.ts";
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import { createIdempotency, type Idempotency } from "./runs/idempotency.ts";
+import { createRunsHere } from "./runs/orphans.ts";
 import type { Retention } from "./runs/retention.ts";
 import type { DataDisk } from "./runs/run-disk.ts";
 import { createRunEvents, type RunEvents } from "./runs/run-events.ts";
@@ -152,8 +153,11 @@ async function assemble(
   const { metrics, progress, relay } = await observeRuns({ ...base, runner });
   // LIMIT_STORED_BYTES_PER_APP: runs, deploys, uploads and imports ask it first (docs/security.md).
   const stored = createStoredQuota({ store, clock, limit: config.limits.storedBytesPerApp });
+  // The runs this process holds STARTED: the orphan sweep leaves them (docs/cluster.md).
+  const here = createRunsHere();
   const { artifacts, expressionPool, disk, tasks, flows } = createRunParts({
     stored,
+    here,
     ...base,
     runner,
     metrics,
@@ -177,6 +181,7 @@ async function assemble(
     audit,
     expressionPool,
     disk,
+    here,
   });
 
   return {

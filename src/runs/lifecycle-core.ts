@@ -90,12 +90,14 @@ async function executeLimited<Req extends RunRequest>(
 /**
  * Executes a STARTED run to its end and records it; never throws. With `pending`, the run is not
  * in the store yet (run-sync within its write-behind grace), see write-behind.ts. With `refused`,
- * the run ends FAILURE with that error and executes nothing.
+ * the run ends FAILURE with that error and executes nothing. `release` lets go of the run's hold
+ * among the runs held here (orphans.ts) once its end was written, or that write failed.
  */
 export async function run<Req extends RunRequest>(
   c: Lifecycle<Req>,
   rec: ExecRun,
   parameter: unknown,
+  release: () => void,
   opts: { pending?: PendingRecord; refused?: unknown } = {},
 ) {
   const { store, events, deps } = c;
@@ -112,6 +114,8 @@ export async function run<Req extends RunRequest>(
     // process (docs/errors.md, "Bad input"). A run-sync still sees the failed insert it awaits.
     deps.logger.error({ err, runId: rec.id, status: end.status }, "could not record a run's end");
   }
+  // Not held any more: left STARTED (a failed write, even one that was applied), it is an orphan.
+  release();
   if (recorded) {
     chargeEnd(c, rec, end);
     if (pending?.wroteEnded) events.publish({ type: "created", run: rec });

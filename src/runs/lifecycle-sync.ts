@@ -42,6 +42,8 @@ export async function runSync<Req extends RunRequest>(
   await checkStored(c, rec);
   if (rec.runLimit != null) return runSyncLimited(c, asQueued(rec), req.parameter, wait);
   holdParameter(c, rec);
+  // Held from before its write-behind insert until its end is written (orphans.ts).
+  const release = c.deps.here.hold(rec.id);
   const pending: PendingRecord = { rec, inserted: null, wroteEnded: false };
   const grace = clock.setTimeout(() => {
     insertStarted(store, pending);
@@ -50,7 +52,7 @@ export async function runSync<Req extends RunRequest>(
       () => {},
     );
   }, SYNC_WRITE_BEHIND_MS);
-  const done = run(c, rec, req.parameter, { pending });
+  const done = run(c, rec, req.parameter, release, { pending });
   const waitS = waitSeconds(wait, limits);
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const elapsed = new Promise<null>((resolve) => {

@@ -4,6 +4,7 @@ import type { ErrorCodeValue } from "../errors.ts";
 import type { RunJob, RunQueue } from "../queue/types.ts";
 import type { NewRun, Run, ScopeFilter, Store } from "../store/types.ts";
 import type { StoredQuota } from "../stored-quota.ts";
+import type { RunsHere } from "./orphans.ts";
 import type { Execution } from "./outcome.ts";
 import type { QueuedShare } from "./queued-share.ts";
 import type { RunEvents } from "./run-events.ts";
@@ -52,6 +53,8 @@ export interface LifecycleDeps {
   queued: QueuedShare;
   /** What executing runs hold in memory, shared by every lifecycle of the process. */
   memory: RunMemory;
+  /** The runs this process holds STARTED, shared by every lifecycle of the process (orphans.ts). */
+  here: RunsHere;
   /** LIMIT_STORED_BYTES_PER_APP (stored-quota.ts); absent: no bound. */
   stored?: StoredQuota | undefined;
   /** Commits a QUEUED run and hands its job to the queue: one call, so it can be one transaction. */

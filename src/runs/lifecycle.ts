@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import type { Run } from "../store/types.ts";
 import { RunIdTaken } from "../store/unique-violation.ts";
 import {
   asQueued,
@@ -99,18 +100,22 @@ async function create<Req extends RunRequest>(
       }
       // Refused (429) before anything is stored when its parameter does not fit (run-memory.ts).
       holdParameter(c, rec);
+      // Held here before its row can be STARTED: the orphan sweep leaves it (orphans.ts). A
+      // failed insert may still have committed (its answer lost): then the sweep ends it.
+      const release = deps.here.hold(rec.id);
       const insert = store.insertRun(rec);
       c.inserting.set(rec.id, insert);
       await insert
         .catch((err: unknown) => {
           c.holds.get(rec.id)?.free();
           c.holds.delete(rec.id);
+          release();
           throw err;
         })
         .finally(() => c.inserting.delete(rec.id));
       events.publish({ type: "created", run: rec });
-      if (slot) slot.run(() => run(c, rec, parameter));
-      else void run(c, rec, parameter);
+      if (slot) slot.run(() => run(c, rec, parameter, release));
+      else void run(c, rec, parameter, release);
       return rec.id;
     }
     await commitQueued(c, rec, parameter);
@@ -122,27 +127,44 @@ async function create<Req extends RunRequest>(
 }
 
 async function execute<Req extends RunRequest>(c: Lifecycle<Req>, runId: string): Promise<void> {
-  const { store, clock, events, deps, queuedHere } = c;
+  const { clock, events, deps, queuedHere } = c;
   // startRun moves only a QUEUED run and answers it as started, so a run terminated while it
   // waited is not executed and a worker needs no read of its own (docs/cluster.md).
   const mine = queuedHere.get(runId);
   const startTime = clock.now();
-  // A limited run is not started by startRun; its claim counts its element (docs/run-limits.md).
-  const r =
-    (await store.startRun(runId, startTime, deps.nodeId)) ??
-    (await store.claimLimited(runId, startTime, deps.nodeId));
+  // Held before the start's write; released when the run was not started (orphans.ts).
+  const release = deps.here.hold(runId);
+  const r = await startHere(c, runId, startTime).catch((err: unknown) => {
+    release();
+    throw err;
+  });
   // Not started: ended meanwhile, or a limited run without a free slot, whose job comes again
   // when a run of its element ends (its record stays here until then; a terminate drops it).
-  if (!r) return;
+  if (!r) return release();
   queuedHere.delete(runId);
   events.publish({ type: "started", runId, startTime });
   const rec = { ...(mine?.rec ?? r), startTime, nodeId: deps.nodeId };
   // A parameter that does not fit what runs may hold is not parsed: the run ends FAILURE.
+  let parameter: unknown;
   try {
     holdParameter(c, rec);
+    parameter = mine ? mine.parameter : JSON.parse(r.runParam ?? "null");
   } catch (refused) {
-    await run(c, rec, null, { refused });
+    await run(c, rec, null, release, { refused });
     return;
   }
-  await run(c, rec, mine ? mine.parameter : JSON.parse(r.runParam ?? "null"));
+  await run(c, rec, parameter, release);
+}
+
+/** QUEUED → STARTED by this node; a limited run by its claim, which counts its element. */
+async function startHere<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  runId: string,
+  startTime: number,
+): Promise<Run | undefined> {
+  const { store, deps } = c;
+  return (
+    (await store.startRun(runId, startTime, deps.nodeId)) ??
+    (await store.claimLimited(runId, startTime, deps.nodeId))
+  );
 }

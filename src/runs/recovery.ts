@@ -69,6 +69,24 @@ export function createRecovery(deps: RecoveryDeps): Recovery {
   };
 }
 
+/** The FAILURE end of a run this process did not execute (a lost run): `message` says why. */
+export function lostEnd(
+  run: Pick<Run, "elementType">,
+  message: string,
+  endTime: number,
+  nodeId: string,
+): RunEnd {
+  // A flow run's release is not read here: its end is marked as owing notifications whatever it
+  // says, and the error handlers clear the mark of one without handlers (docs/error-handlers.md).
+  return {
+    status: "FAILURE" as const,
+    endTime,
+    summary: message,
+    error: message,
+    ...(run.elementType === "DPL" ? { notifyBy: nodeId } : {}),
+  };
+}
+
 async function fail(
   r: RecoveryState,
   run: Pick<Run, "id" | "elementType">,
@@ -76,15 +94,7 @@ async function fail(
 ): Promise<boolean> {
   const { store, clock, events, nodeId } = r.deps;
   const runId = run.id;
-  // A flow run's release is not read here: its end is marked as owing notifications whatever it
-  // says, and the error handlers clear the mark of one without handlers (docs/error-handlers.md).
-  const end: RunEnd = {
-    status: "FAILURE" as const,
-    endTime: clock.now(),
-    summary: message,
-    error: message,
-    ...(run.elementType === "DPL" ? { notifyBy: nodeId } : {}),
-  };
+  const end = lostEnd(run, message, clock.now(), nodeId);
   const ended = await store.endRun(runId, end);
   // Published like any other end: waiters wake, metrics count it, error handlers are called.
   if (ended) events.publish({ type: "ended", runId, end });

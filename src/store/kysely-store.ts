@@ -11,6 +11,7 @@ import { scheduleMethods } from "./kysely-schedules.ts";
 import { scriptEnvMethods } from "./kysely-script-envs.ts";
 import { scriptMethods } from "./kysely-scripts.ts";
 import type { Database } from "./schema.ts";
+import { startedHereMethods } from "./started-here.ts";
 import type { Dialect, Store } from "./types.ts";
 
 /**
@@ -35,6 +36,7 @@ export function createKyselyStore(
     ...elementMethods(hot),
     ...runMethods(hot, dialect),
     ...runLimitMethods(hot, dialect),
+    ...startedHereMethods(hot),
     ...scriptEnvMethods(hot),
     db,
     dialect,

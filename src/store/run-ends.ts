@@ -73,8 +73,14 @@ function byBytes(ends: readonly EndRow[]): EndRow[][] {
 export async function endAll(
   tx: Transaction<Database>,
   ends: readonly EndRow[],
+  /** Only runs still STARTED by this node (docs/cluster.md, "Runs STARTED here that nothing executes"). */
+  startedOn?: string,
 ): Promise<Map<string, CounterKey>> {
   const rows = endValues(ends);
+  const onNode =
+    startedOn === undefined
+      ? sql``
+      : sql` and (runs.status || '') = 'STARTED' and runs.node_id = ${startedOn}`;
   const { rows: changed } = await sql<CounterKey & { id: string }>`
     update runs set
       status = v.column2,
@@ -83,7 +89,7 @@ export async function endAll(
       summary = v.column4, result = v.column5, error = v.column6,
       stdout = v.column7, stderr = v.column8, detail = v.column9, notify_node = v.column10
     from (values ${sql.join(rows)}) as v
-    where runs.id = v.column1 and (runs.status || '') in ('QUEUED', 'STARTED')
+    where runs.id = v.column1 and (runs.status || '') in ('QUEUED', 'STARTED')${onNode}
     returning runs.id, runs.app, runs.space, runs.element_id, runs.trigger_type, runs.status`.execute(
     tx,
   );

@@ -263,6 +263,14 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   orphanedRuns(cutoff: number): Promise<Run[]>;
   /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */
   queuedBefore(cutoff: number, limit: number): Promise<Pick<Run, "id" | "elementType">[]>;
+  /** Runs STARTED by `nodeId` at or before `cutoff` (created so too), oldest first, at most `limit`. */
+  startedOn(
+    nodeId: string,
+    cutoff: number,
+    limit: number,
+  ): Promise<Pick<Run, "id" | "elementType">[]>;
+  /** Ends the run only while it is STARTED by `nodeId`; false when it is not (any more). */
+  endStartedOn(id: string, nodeId: string, end: RunEnd): Promise<boolean>;
 
   /**
    * The bytes the app stores, every space of it (docs/security.md, "What an app may store"): its

@@ -11,6 +11,7 @@ import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import type { RunJob, RunQueue } from "../../src/queue/types.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
+import { createRunsHere } from "../../src/runs/orphans.ts";
 import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { createLimitWakeups } from "../../src/runs/run-limits.ts";
@@ -118,6 +119,7 @@ describe("a terminated waiting run (embedded)", () => {
         }),
         commitQueued: (run, job) => queue.submit(run, job, store),
         queueIsLocal: true,
+        here: createRunsHere(),
         notFound: ErrorCode.RUN_NOT_FOUND,
       },
       executor,

@@ -8,6 +8,7 @@ import { systemClock } from "../../src/clock.ts";
 import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
+import { createRunsHere } from "../../src/runs/orphans.ts";
 import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { UNBOUNDED_RUN_MEMORY } from "../../src/runs/run-memory.ts";
@@ -72,6 +73,7 @@ describe("a run terminated while its start commits", () => {
         }),
         commitQueued: (run, job) => queue.submit(run, job, store),
         queueIsLocal: true,
+        here: createRunsHere(),
         notFound: ErrorCode.RUN_NOT_FOUND,
       },
       executor,

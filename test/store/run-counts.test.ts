@@ -120,6 +120,15 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal(page.totalCount, 2);
     });
 
+    it("follow the end of a run STARTED here that nothing executes, counted once", async () => {
+      const lost = flowRun(SCOPE, "4", { status: "STARTED", startTime: 5, nodeId: "n-lost" });
+      await store.insertRun(lost);
+      const end = { status: "FAILURE", endTime: 30, summary: "lost", error: "lost" } as const;
+      assert.equal(await store.endStartedOn(lost.id, "n-lost", end), true);
+      assert.equal(await store.endStartedOn(lost.id, "n-lost", end), false);
+      await assertExact(store);
+    });
+
     it("follow script tasks and runs inserted finished", async () => {
       const runs = Array.from({ length: 12 }, (_, i) =>
         flowRun(SCOPE, "3", { elementType: i % 2 ? "PY" : "DPL", startTime: 7 }),

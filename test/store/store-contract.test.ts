@@ -3,11 +3,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { sql } from "kysely";
+import { CompiledQuery, sql } from "kysely";
 import { newId } from "../../src/ids.ts";
 import type { MonitorTables } from "../../src/store/monitor-tables.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { applyWrites, createRunWrites, retryAlone } from "../../src/store/run-writes.ts";
+import { startedOnQuery } from "../../src/store/started-here.ts";
 import type { RunStatus, Scope } from "../../src/store/types.ts";
 import { isUniqueViolation } from "../../src/store/unique-violation.ts";
 import { startPostgres } from "../helpers/pg.ts";
@@ -804,6 +805,83 @@ for (const dialect of ["sqlite", "postgres"] as const) {
                 return rows.map((r) => r["QUERY PLAN"]);
               });
         assert.match(plan.join("\n"), /runs_parent/);
+      });
+
+      it("startedOn and endStartedOn: a node's STARTED runs up to a cutoff, ended only while STARTED by it", async () => {
+        const node = unique("node");
+        const t = T0 + 1_000_000;
+        const a = newRun({
+          status: "STARTED",
+          nodeId: node,
+          createTime: t + 10,
+          startTime: t + 10,
+        });
+        const late = newRun({
+          status: "STARTED",
+          nodeId: node,
+          createTime: t + 9,
+          startTime: t + 50,
+        });
+        const other = newRun({
+          status: "STARTED",
+          nodeId: unique("node"),
+          createTime: t,
+          startTime: t,
+        });
+        const queued = newRun({ createTime: t + 1 });
+        const won = newRun({
+          status: "STARTED",
+          nodeId: node,
+          createTime: t + 2,
+          startTime: t + 2,
+        });
+        for (const r of [a, late, other, queued, won]) await store.insertRun(r);
+        assert.equal((await store.startRun(queued.id, t + 15, node))?.status, "STARTED");
+        const ids = async (limit: number) =>
+          (await store.startedOn(node, t + 20, limit)).map((r) => [r.id, r.elementType]);
+        // Oldest first; a start after the cutoff is not listed, nor another node's.
+        assert.deepEqual(await ids(10), [
+          [queued.id, "PY"],
+          [won.id, "PY"],
+          [a.id, "PY"],
+        ]);
+        assert.deepEqual(await ids(1), [[queued.id, "PY"]]);
+
+        const end = { status: "FAILURE", endTime: t + 30, summary: "lost", error: "lost" } as const;
+        assert.equal(await store.endStartedOn(other.id, node, end), false, "another node's");
+        assert.equal((await store.getRun(null, other.id))?.status, "STARTED");
+        assert.equal(
+          await store.endRun(won.id, { status: "SUCCESS", endTime: t + 25, summary: null }),
+          true,
+        );
+        assert.equal(await store.endStartedOn(won.id, node, end), false, "its own end won");
+        assert.equal((await store.getRun(null, won.id))?.status, "SUCCESS");
+        assert.equal(await store.endStartedOn(a.id, node, end), true);
+        const ended = await store.getRun(null, a.id);
+        assert.deepEqual(
+          [ended?.status, ended?.endTime, ended?.error, ended?.summary, ended?.duration],
+          ["FAILURE", t + 30, "lost", "lost", 20],
+        );
+        assert.equal(await store.endStartedOn(a.id, node, end), false, "ended once");
+        assert.deepEqual(await ids(10), [[queued.id, "PY"]]);
+
+        // Through a partial index of unfinished runs (migration 001's or 013's), none of its own.
+        const q = startedOnQuery(store.db, node, t, 500).compile();
+        const explain = (prefix: string) =>
+          CompiledQuery.raw(`${prefix} ${q.sql}`, [...q.parameters]);
+        const plan =
+          dialect === "sqlite"
+            ? (
+                await store.db.executeQuery<{ detail: string }>(explain("explain query plan"))
+              ).rows.map((r) => r.detail)
+            : await store.db.transaction().execute(async (tx) => {
+                await sql`set local enable_seqscan = off`.execute(tx);
+                const { rows } = await tx.executeQuery<{ "QUERY PLAN": string }>(
+                  explain("explain"),
+                );
+                return rows.map((r) => r["QUERY PLAN"]);
+              });
+        assert.match(plan.join("\n"), /runs_(element_)?unfinished/);
       });
 
       it("a run inserted with a startTime keeps it (in-process runs start at once)", async () => {
