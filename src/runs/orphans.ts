@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../clock.ts";
-import type { Store } from "../store/types.ts";
+import type { StartedAfter, Store } from "../store/types.ts";
 import { lostEnd } from "./recovery.ts";
 import type { RunEvents } from "./run-events.ts";
 
@@ -54,7 +54,7 @@ export interface OrphanSweep {
   stop(): Promise<void>;
 }
 
-/** Orphans ended per sweep at most; the next sweep takes the rest. */
+/** Runs read per page, and orphans ended per sweep at most; the next sweep takes the rest. */
 const BATCH = 500;
 
 interface OrphanDeps {
@@ -69,6 +69,8 @@ interface OrphanDeps {
    * start younger than that is left for the next sweep, whatever it is).
    */
   everyMs: number;
+  /** Runs read per page (and ended per sweep at most); BATCH unless a test says less. */
+  batch?: number;
 }
 
 export function createOrphanSweep(deps: OrphanDeps): OrphanSweep {
@@ -99,19 +101,27 @@ export function createOrphanSweep(deps: OrphanDeps): OrphanSweep {
 
 async function sweep(deps: OrphanDeps): Promise<number> {
   const { store, events, clock, nodeId, here } = deps;
-  const now = clock.now();
+  const batch = deps.batch ?? BATCH;
+  const cutoff = clock.now() - deps.everyMs;
   let failed = 0;
-  for (const run of await store.startedOn(nodeId, now - deps.everyMs, BATCH)) {
-    // Held here: executing, its insert or its end being written. A run not held here is held by
-    // nothing: no start makes a STARTED run STARTED again, and its ID is taken for an insert.
-    if (here.has(run.id)) continue;
-    const message = `node ${nodeId} is not executing this run: its start or its end was not confirmed by the database; the run was lost`;
-    const end = lostEnd(run, message, clock.now(), nodeId);
-    // Only while it is still STARTED by this node: an end recorded meanwhile wins.
-    if (!(await store.endStartedOn(run.id, nodeId, end))) continue;
-    // Published like any other end: waiters wake, metrics count it, error handlers are called.
-    events.publish({ type: "ended", runId: run.id, end });
-    failed++;
+  let after: StartedAfter | undefined;
+  // Page by page: the runs executing here (held) may be more than a page, older than an orphan.
+  while (failed < batch) {
+    const page = await store.startedOn(nodeId, cutoff, batch, after);
+    for (const run of page) {
+      after = { createTime: run.createTime, id: run.id };
+      // Held here: executing, its insert or its end being written. A run not held here is held
+      // by nothing: no start makes a STARTED run STARTED again, and its ID is taken for an insert.
+      if (failed >= batch || here.has(run.id)) continue;
+      const message = `node ${nodeId} is not executing this run: its start or its end was not confirmed by the database; the run was lost`;
+      const end = lostEnd(run, message, clock.now(), nodeId);
+      // Only while it is still STARTED by this node: an end recorded meanwhile wins.
+      if (!(await store.endStartedOn(run.id, nodeId, end))) continue;
+      // Published like any other end: waiters wake, metrics count it, error handlers are called.
+      events.publish({ type: "ended", runId: run.id, end });
+      failed++;
+    }
+    if (page.length < batch) break;
   }
   if (failed > 0) deps.logger.warn({ failed }, "failed runs STARTED here that nothing executed");
   return failed;

@@ -4,7 +4,7 @@ import { endAll } from "./run-ends.ts";
 import { endColumns } from "./run-write-rows.ts";
 import type { Database } from "./schema.ts";
 import { endBytes } from "./stored-bytes.ts";
-import type { ElementType, Run, RunEnd, Store } from "./types.ts";
+import type { ElementType, Run, RunEnd, StartedAfter, Store } from "./types.ts";
 
 /**
  * The runs a node recorded STARTED, for its sweep of those it does not execute (docs/cluster.md,
@@ -14,7 +14,7 @@ export function startedHereMethods(
   db: Kysely<Database>,
 ): Pick<Store, "startedOn" | "endStartedOn"> {
   return {
-    startedOn: (nodeId, cutoff, limit) => startedOn(db, nodeId, cutoff, limit),
+    startedOn: (nodeId, cutoff, limit, after) => startedOn(db, nodeId, cutoff, limit, after),
     endStartedOn: (id, nodeId, end) => endStartedOn(db, id, nodeId, end),
   };
 }
@@ -32,17 +32,23 @@ export function startedOnQuery(
   nodeId: string,
   cutoff: number,
   limit: number,
+  after?: StartedAfter,
 ) {
-  return db
+  let q = db
     .selectFrom("runs")
-    .select(["id", "element_type"])
+    .select(["id", "element_type", "create_time"])
     .where("status", "in", [sql.lit("QUEUED"), sql.lit("STARTED")])
     .where("status", "=", sql.lit("STARTED"))
     .where("create_time", "<=", cutoff)
     .where("start_time", "<=", cutoff)
-    .where("node_id", "=", nodeId)
-    .orderBy("create_time")
-    .limit(limit);
+    .where("node_id", "=", nodeId);
+  // The next page: after the last run of the one before, in (create_time, id) order. The range
+  // on create_time alone keeps the index's bound; the ID breaks ties on the rows found.
+  if (after)
+    q = q
+      .where("create_time", ">=", after.createTime)
+      .where((eb) => eb.or([eb("create_time", ">", after.createTime), eb("id", ">", after.id)]));
+  return q.orderBy("create_time").orderBy("id").limit(limit);
 }
 
 async function startedOn(
@@ -50,9 +56,14 @@ async function startedOn(
   nodeId: string,
   cutoff: number,
   limit: number,
-): Promise<Pick<Run, "id" | "elementType">[]> {
-  const rows = await startedOnQuery(db, nodeId, cutoff, limit).execute();
-  return rows.map((r) => ({ id: r.id, elementType: r.element_type as ElementType }));
+  after?: StartedAfter,
+): Promise<Pick<Run, "id" | "elementType" | "createTime">[]> {
+  const rows = await startedOnQuery(db, nodeId, cutoff, limit, after).execute();
+  return rows.map((r) => ({
+    id: r.id,
+    elementType: r.element_type as ElementType,
+    createTime: Number(r.create_time),
+  }));
 }
 
 /**

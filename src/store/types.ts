@@ -162,6 +162,12 @@ export interface ErrorHandlerResult {
   runId?: string;
 }
 
+/** Where a page of `startedOn` begins: after this run. */
+export interface StartedAfter {
+  createTime: number;
+  id: string;
+}
+
 export interface Store extends RunLimitStore, ScriptEnvStore {
   readonly dialect: "sqlite" | "postgres";
 
@@ -263,12 +269,16 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   orphanedRuns(cutoff: number): Promise<Run[]>;
   /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */
   queuedBefore(cutoff: number, limit: number): Promise<Pick<Run, "id" | "elementType">[]>;
-  /** Runs STARTED by `nodeId` at or before `cutoff` (created so too), oldest first, at most `limit`. */
+  /**
+   * Runs STARTED by `nodeId` at or before `cutoff` (created so too), oldest first (then by ID), at
+   * most `limit`; with `after`, only those after that run in this order (the next page).
+   */
   startedOn(
     nodeId: string,
     cutoff: number,
     limit: number,
-  ): Promise<Pick<Run, "id" | "elementType">[]>;
+    after?: StartedAfter,
+  ): Promise<Pick<Run, "id" | "elementType" | "createTime">[]>;
   /** Ends the run only while it is STARTED by `nodeId`; false when it is not (any more). */
   endStartedOn(id: string, nodeId: string, end: RunEnd): Promise<boolean>;
 

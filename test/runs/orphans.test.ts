@@ -48,7 +48,7 @@ describe("runs STARTED by this node that it does not execute", () => {
    * their signal stops them. `hooks` stand in for the store's answers: what an insert or an end
    * does instead of committing at once.
    */
-  function nodeOn() {
+  function nodeOn(batch?: number) {
     const nodeId = `node-${++nodes}`;
     const clock: FakeClock = createFakeClock();
     const events: RunEvents = createRunEvents({ clock });
@@ -122,6 +122,7 @@ describe("runs STARTED by this node that it does not execute", () => {
       nodeId,
       here,
       everyMs: EVERY_MS,
+      ...(batch === undefined ? {} : { batch }),
     });
     /** The run's end once published (the events' own timers are the fake clock's). */
     const endOf = (runId: string) =>
@@ -257,6 +258,24 @@ describe("runs STARTED by this node that it does not execute", () => {
     const run = await opened.getRun(null, id);
     assert.equal(run?.status, "FAILURE");
     assert.match(run?.error ?? "", /is not executing this run/);
+  });
+  it("finds an orphan behind more runs executing here than one read takes (a page of 2 here, 500 in service)", async () => {
+    const { nodeId, clock, here, sweep, endOf } = nodeOn(2);
+    // Three long runs executing here, older than the orphan: held, each a row STARTED by this node.
+    const t = clock.now() - 10 * EVERY_MS;
+    const releases: (() => void)[] = [];
+    for (let i = 0; i < 3; i++) {
+      const held = newRun({ status: "STARTED", nodeId, startTime: t, createTime: t + i });
+      await opened.insertRun(held);
+      releases.push(here.hold(held.id));
+    }
+    const orphan = newRun({ status: "STARTED", nodeId, startTime: t + 5, createTime: t + 5 });
+    await opened.insertRun(orphan);
+    const ended = endOf(orphan.id);
+    assert.equal(await sweep.sweep(), 1, "the orphan behind the held runs is ended");
+    await ended;
+    assert.equal((await opened.getRun(null, orphan.id))?.status, "FAILURE");
+    for (const r of releases) r();
   });
 });
 

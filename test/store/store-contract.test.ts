@@ -846,6 +846,25 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           [a.id, "PY"],
         ]);
         assert.deepEqual(await ids(1), [[queued.id, "PY"]]);
+        // The next page: after the last run read, in (creation, ID) order; ties on the creation
+        // time are broken by the ID.
+        const tie = newRun({
+          status: "STARTED",
+          nodeId: node,
+          createTime: t + 2,
+          startTime: t + 2,
+        });
+        await store.insertRun(tie);
+        const [first, second] = [won, tie].sort((x, y) => (x.id < y.id ? -1 : 1));
+        const page = async (after: { createTime: number; id: string }) =>
+          (await store.startedOn(node, t + 20, 1, after)).map((r) => [r.id, r.createTime]);
+        assert.deepEqual(await page({ createTime: t + 1, id: queued.id }), [[first?.id, t + 2]]);
+        assert.deepEqual(await page({ createTime: t + 2, id: first?.id ?? "" }), [
+          [second?.id, t + 2],
+        ]);
+        assert.deepEqual(await page({ createTime: t + 2, id: second?.id ?? "" }), [[a.id, t + 10]]);
+        assert.deepEqual(await page({ createTime: t + 10, id: a.id }), []);
+        await store.endRun(tie.id, { status: "SUCCESS", endTime: t + 3, summary: null });
 
         const end = { status: "FAILURE", endTime: t + 30, summary: "lost", error: "lost" } as const;
         assert.equal(await store.endStartedOn(other.id, node, end), false, "another node's");
@@ -866,7 +885,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(await ids(10), [[queued.id, "PY"]]);
 
         // Through a partial index of unfinished runs (migration 001's or 013's), none of its own.
-        const q = startedOnQuery(store.db, node, t, 500).compile();
+        const q = startedOnQuery(store.db, node, t, 500, { createTime: t, id: a.id }).compile();
         const explain = (prefix: string) =>
           CompiledQuery.raw(`${prefix} ${q.sql}`, [...q.parameters]);
         const plan =
