@@ -60,7 +60,7 @@ export function unsafeIntegerPath(text: string, prefix = "body"): string | undef
     const top = levels[levels.length - 1];
     if (c === QUOTE) {
       const end = stringEnd(text, i);
-      if (expectKey && top) top.key = i; // read only if the path is asked for
+      if (expectKey && top?.index === undefined && top) top.key = i; // read only if the path is asked for
       i = end;
       continue;
     }
@@ -78,6 +78,7 @@ export function unsafeIntegerPath(text: string, prefix = "body"): string | undef
       expectKey = false;
     } else if (c === 125 /* } */ || c === 93 /* ] */) {
       levels.pop();
+      expectKey = false; // a value ended: a key comes only after the next comma of an object
     } else if (c === 44 /* , */) {
       if (top?.index !== undefined) top.index++;
       else expectKey = true;

@@ -84,7 +84,7 @@ describe("unsafeIntegerPath", () => {
           first === undefined ? undefined : `body${first}`,
         );
       }),
-      { numRuns: 2000 },
+      { numRuns: 5000 },
     );
   });
 
