@@ -6,6 +6,7 @@ import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
+import { MAX_JSON_DEPTH, nestedDeeperThan } from "./request-forms.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 
@@ -89,7 +90,10 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
   } catch {
     throw badRequest("body: the decompressed parameters are not valid JSON");
   }
-  // As for a body sent as it is (docs/errors.md, "How fields are read").
+  // As for a body sent as it is (docs/errors.md, "Bad input" and "How fields are read"): the
+  // nesting first, since every walk after this one recurses.
+  if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(parameter, MAX_JSON_DEPTH))
+    throw badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`);
   const unsafe = unsafeIntegerPath(text);
   if (unsafe !== undefined) throw badRequest(unsafeIntegerDetail(unsafe));
   return parameter;

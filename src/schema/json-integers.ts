@@ -1,63 +1,102 @@
 /**
- * Integers a JSON body spells past ±(2^53 − 1) (docs/errors.md, "How fields are read"). Other
+ * Integers a JSON text spells past ±(2^53 − 1) (docs/errors.md, "How fields are read"). Other
  * readers keep them (Go's int64, Java's long, Python's int); JavaScript's JSON.parse would round
  * them to the nearest double, so a run would go on with a different number than the caller sent
  * (an order ID 1789012345678901234 becomes 1789012345678901200). Such a body is refused naming the
  * field, as every other value that cannot be taken as sent.
+ *
+ * Found by scanning the text once, not by parsing it again: a body is as large as the body limit,
+ * and a second parse that hands each value's source to a reviver cost fifteen times the first on a
+ * body of many long numbers (docs/errors.md).
  */
 
-/** A number past the safe range has at least 16 digits: texts without such a run skip the walk. */
+/** A number past the safe range has at least 16 digits: texts without such a run are not scanned. */
 const LONG_DIGITS = /\d{16}/;
-/** The source of an integer literal: no fraction, no exponent (1e300 is a double as sent). */
-const INTEGER_TEXT = /^-?\d+$/;
 
-/** Stands for the first unsafe integer while its path is looked for. */
-const FIRST = Symbol("first unsafe integer");
+const QUOTE = 34;
+const BACKSLASH = 92;
+const MINUS = 45;
+const ZERO = 48;
+const NINE = 57;
 
-type JsonWithSource = (
-  this: unknown,
-  key: string,
-  value: unknown,
-  context: { source?: string },
-) => unknown;
+/** Where the string literal opening at `start` ends (one past its closing quote). */
+function stringEnd(text: string, start: number): number {
+  let close = text.indexOf('"', start + 1);
+  for (;;) {
+    let slashes = 0;
+    while (text.charCodeAt(close - 1 - slashes) === BACKSLASH) slashes++;
+    if (slashes % 2 === 0 || close < 0) return close < 0 ? text.length : close + 1;
+    close = text.indexOf('"', close + 1);
+  }
+}
+
+/** Where the number starting at `start` ends, and whether it is an integer unsafe in a double. */
+function numberAt(text: string, start: number): { end: number; unsafe: boolean } {
+  let i = text.charCodeAt(start) === MINUS ? start + 1 : start;
+  const digits = i;
+  while (i < text.length && text.charCodeAt(i) >= ZERO && text.charCodeAt(i) <= NINE) i++;
+  const integerEnd = i;
+  // A fraction or an exponent makes it a double as sent (1e300, 12345678901234567.5).
+  while (i < text.length && /[\d.eE+-]/.test(text[i] ?? "")) i++;
+  const unsafe =
+    i === integerEnd &&
+    integerEnd - digits >= 16 &&
+    !Number.isSafeInteger(Number(text.slice(start, integerEnd)));
+  return { end: i, unsafe };
+}
 
 /**
  * The path (`body.parameter.orders.0.id`, with `prefix` first) of the first integer in `text`
- * that JavaScript cannot hold exactly, or undefined. `text` must be valid JSON.
+ * that JavaScript cannot hold exactly, or undefined. `text` must be valid JSON. One pass over the
+ * text, strings skipped whole (no digit inside one counts); keys are named as they are, a dot
+ * included, as in every other 400 detail.
  */
 export function unsafeIntegerPath(text: string, prefix = "body"): string | undefined {
   if (!LONG_DIGITS.test(text)) return undefined;
-  let found = false;
-  // Node's JSON.parse gives a reviver each primitive's source text; revivers run depth first in
-  // document order, so the first one marked is the first in the text.
-  const reviver: JsonWithSource = (_key, value, context) => {
-    if (
-      !found &&
-      typeof value === "number" &&
-      !Number.isSafeInteger(value) &&
-      context.source !== undefined &&
-      INTEGER_TEXT.test(context.source)
-    ) {
-      found = true;
-      return FIRST;
+  const levels: Level[] = [];
+  let expectKey = false;
+  for (let i = 0; i < text.length; ) {
+    const c = text.charCodeAt(i);
+    const top = levels[levels.length - 1];
+    if (c === QUOTE) {
+      const end = stringEnd(text, i);
+      if (expectKey && top?.index === undefined && top) top.key = i; // read only if the path is asked for
+      i = end;
+      continue;
     }
-    return value;
-  };
-  const root = JSON.parse(text, reviver as (key: string, value: unknown) => unknown) as unknown;
-  return found ? pathTo(root, prefix) : undefined;
-}
-
-/** Where FIRST is, walked without recursion (a body may nest up to MAX_JSON_DEPTH levels). */
-function pathTo(root: unknown, prefix: string): string | undefined {
-  const stack: [unknown, string][] = [[root, prefix]];
-  for (let top = stack.pop(); top; top = stack.pop()) {
-    const [value, at] = top;
-    if (value === FIRST) return at;
-    if (value === null || typeof value !== "object") continue;
-    for (const [key, child] of Object.entries(value)) stack.push([child, `${at}.${key}`]);
+    if (c === MINUS || (c >= ZERO && c <= NINE)) {
+      const { end, unsafe } = numberAt(text, i);
+      if (unsafe) return [prefix, ...levels.map((l) => nameOf(text, l))].join(".");
+      i = end;
+      continue;
+    }
+    if (c === 123 /* { */) {
+      levels.push({ key: undefined, index: undefined });
+      expectKey = true;
+    } else if (c === 91 /* [ */) {
+      levels.push({ key: undefined, index: 0 });
+      expectKey = false;
+    } else if (c === 125 /* } */ || c === 93 /* ] */) {
+      levels.pop();
+      expectKey = false; // a value ended: a key comes only after the next comma of an object
+    } else if (c === 44 /* , */) {
+      if (top?.index !== undefined) top.index++;
+      else expectKey = true;
+    } else if (c === 58 /* : */) {
+      expectKey = false;
+    }
+    i++;
   }
   return undefined;
 }
+
+/** Where a value sits while the text is walked: its key's literal (offset), or its index. */
+type Level = { key: number | undefined; index: number | undefined };
+
+const nameOf = (text: string, level: Level): string =>
+  level.key === undefined
+    ? String(level.index)
+    : (JSON.parse(text.slice(level.key, stringEnd(text, level.key))) as string);
 
 /** The 400 detail for an integer at `path` (docs/errors.md, "400 messages"). */
 export const unsafeIntegerDetail = (path: string): string =>

@@ -28,6 +28,11 @@ const server = createServer((req, res) => {
       };
       res.on("close", () => res.destroy());
       pump();
+    } else if (req.url?.startsWith("/int64")) {
+      // An API answering a 64-bit ID as a plain number, as Go's and Java's encoders do.
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(decodeURIComponent(req.url.slice(7)));
     } else if (req.url?.startsWith("/text")) {
       res.writeHead(200, { "content-type": "text/plain" }).end("plain words");
     } else {
@@ -90,6 +95,17 @@ describe("http node", () => {
     assert.equal(req?.headers["content-type"], "application/json");
     // A whole-string template keeps its JSON type; a mixed one becomes text.
     assert.deepEqual(res.result, { echoed: { id: 7, label: "order 7 of ann", total: 10 } });
+  });
+
+  it("a JSON answer with an integer past ±(2^53 − 1) fails the node naming it, never rounded", async () => {
+    const big = encodeURIComponent('{"users":[{"id":1789012345678901234}]}');
+    const res = await run({ url: `${base}/int64?${big}` }, {});
+    assert.equal(res.status, "FAILURE", JSON.stringify(res.result));
+    assert.equal(res.failedNodeId, "h");
+    assert.match(res.error ?? "", /response\.users\.0\.id is an integer beyond ±\(2\^53 − 1\)/);
+    const safe = encodeURIComponent('{"id":"1789012345678901234","n":9007199254740991,"f":1e300}');
+    const ok = await run({ url: `${base}/int64?${safe}` }, {});
+    assert.deepEqual(ok.result, { id: "1789012345678901234", n: 9007199254740991, f: 1e300 });
   });
 
   it("returns text when the body is not JSON", async () => {

@@ -367,6 +367,24 @@ describe("request fields as every client sends them", () => {
     );
   });
 
+  it("a compressedFlag parameter nesting deeper than a body may is a 400, as a body sent as it is", async () => {
+    for (const inner of ["12345678901234567890", "1"]) {
+      const deep = `${"[".repeat(100_000)}${inner}${"]".repeat(100_000)}`;
+      const gz = gzipSync(Buffer.from(deep)).toString("base64");
+      const r = await rawJson(
+        "POST",
+        "/script/external/echo/run-sync?path=/forms&compressedFlag=true",
+        JSON.stringify(gz),
+      );
+      assert.deepEqual(
+        [r.status, r.body.code, r.body.message],
+        [200, 400, "invalid request: body nests deeper than 512 levels"],
+        r.text,
+      );
+      assert.equal(r.headers.get("x-task-id"), null, r.text);
+    }
+  });
+
   it("a script returning an integer past 2^53 fails naming it, never answered rounded", async () => {
     const up = await upload(
       server,

@@ -5,8 +5,10 @@
  * (docs/secrets.md). An object/array body is sent as JSON. The response body is parsed as JSON
  * when it parses, else returned as text; a non-2xx status fails the node.
  */
+
 import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
+import { unsafeIntegerDetail, unsafeIntegerPath } from "../../schema/json-integers.ts";
 import { maskCutText, maskOrder, maskText } from "../../secrets/mask.ts";
 import { substituteSecrets } from "../../secrets/substitute.ts";
 import type { ConfigExpression, NodeContext, NodeDef } from "./types.ts";
@@ -181,6 +183,13 @@ export const httpNode: NodeDef = {
       if (!res.ok) {
         throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
       }
+      // An integer JSON.parse rounded fails the node rather than the flow going on with another
+      // number than the server sent, as a script's return value (docs/flow-graph.md, "http").
+      const unsafe = typeof parsed === "string" ? undefined : unsafeIntegerPath(text, "response");
+      if (unsafe !== undefined)
+        throw new Error(
+          `${method} ${url}: ${unsafeIntegerDetail(unsafe).replace(/; send .*/, "")}`,
+        );
       return parsed;
     } finally {
       for (const free of frees) free();

@@ -1,0 +1,118 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { unsafeIntegerPath } from "../../src/schema/json-integers.ts";
+
+/** A JSON value with some leaves replaced by integer literals the generator spells as text. */
+type Tree = { text: string; paths: string[] };
+
+const BIG = [
+  "9007199254740992",
+  "-9007199254740993",
+  "1789012345678901234",
+  "99999999999999999999",
+];
+const SAFE = [
+  "9007199254740991",
+  "-9007199254740991",
+  "1234567890123456",
+  "1e300",
+  "-0",
+  "12345678901234567.5",
+  "1.0e16",
+  "0.12345678901234567890",
+  "1E+17",
+  '"12345678901234567890"',
+];
+
+/**
+ * fc.json() spells doubles as JSON.stringify does: 2^60 as its 19 digits, an integer literal past
+ * the safe range (refused like any other). Those are left to BIG.
+ */
+const noLongInteger = (text: string): boolean => {
+  let found = false;
+  JSON.parse(text, (_key, value, context?: { source?: string }) => {
+    if (
+      typeof value === "number" &&
+      !Number.isSafeInteger(value) &&
+      /^-?\d+$/.test(context?.source ?? "")
+    )
+      found = true;
+    return value;
+  });
+  return !found;
+};
+
+/** Trees spelled as text, with the paths of their unsafe integers in document order. */
+const tree: fc.Arbitrary<Tree> = fc.letrec<{ node: Tree }>((tie) => ({
+  node: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.constantFrom(...BIG).map((t) => ({ text: t, paths: [""] })),
+    fc
+      .oneof(fc.constantFrom(...SAFE), fc.json().filter(noLongInteger))
+      .map((t) => ({ text: t, paths: [] })),
+    fc.array(tie("node"), { maxLength: 4 }).map((items) => ({
+      text: `[${items.map((i) => i.text).join(", ")}]`,
+      paths: items.flatMap((item, n) => item.paths.map((p) => `.${n}${p}`)),
+    })),
+    fc
+      .uniqueArray(
+        fc.tuple(
+          fc.oneof(fc.string(), fc.constantFrom("a.b", "12345678901234567", '"', "\\")),
+          tie("node"),
+        ),
+        {
+          maxLength: 4,
+          selector: ([k]) => k,
+        },
+      )
+      .map((entries) => ({
+        text: `{${entries.map(([k, v]) => `${JSON.stringify(k)} :${v.text}`).join(",")}}`,
+        paths: entries.flatMap(([k, v]) => v.paths.map((p) => `.${k}${p}`)),
+      })),
+  ),
+})).node;
+
+describe("unsafeIntegerPath", () => {
+  it("names the first integer past ±(2^53 − 1) by its path, and nothing else (property)", () => {
+    fc.assert(
+      fc.property(tree, ({ text, paths }) => {
+        JSON.parse(text); // the generator spells valid JSON
+        const first = paths[0];
+        assert.equal(
+          unsafeIntegerPath(text, "body"),
+          first === undefined ? undefined : `body${first}`,
+        );
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it("costs about a parse on a body-sized text of long numbers, unsafe ones included", () => {
+    // 10 MiB of 16-digit (safe) integers, one unsafe at the very end: every one is looked at.
+    const count = Math.floor((10 * 1024 * 1024) / 17) - 1;
+    const text = `[${"1234567890123456,".repeat(count)}9007199254740993]`;
+    const time = (f: () => unknown) => {
+      const start = performance.now();
+      f();
+      return performance.now() - start;
+    };
+    const parse = Math.min(
+      time(() => JSON.parse(text)),
+      time(() => JSON.parse(text)),
+    );
+    let path: string | undefined;
+    const check = Math.min(...[0, 1].map(() => time(() => (path = unsafeIntegerPath(text)))));
+    assert.equal(path, `body.${count}`);
+    assert.ok(check < 5 * parse + 50, `check ${check.toFixed(0)} ms, parse ${parse.toFixed(0)} ms`);
+  });
+
+  it("a crafted text is no slower: deep nesting, a 10 MB number, a 10 MB string of escapes", () => {
+    const deep = `${"[".repeat(100_000)}12345678901234567890${"]".repeat(100_000)}`;
+    assert.equal(unsafeIntegerPath(deep), `body${".0".repeat(100_000)}`);
+    assert.equal(unsafeIntegerPath(`[${"1".repeat(10_000_000)}]`), "body.0");
+    assert.equal(unsafeIntegerPath(`[${"1".repeat(10_000_000)}.5]`), undefined);
+    const escapes = JSON.stringify({ s: `${'\\"'.repeat(2_000_000)}12345678901234567890` });
+    assert.equal(unsafeIntegerPath(escapes), undefined);
+  });
+});
