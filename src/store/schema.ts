@@ -188,7 +188,7 @@ export interface RunTable {
    */
   notify_node: string | null;
   /**
-   * Migration 023: JSON FilesRemoved, when the directory the ended run kept was removed early
+   * Migration 024: JSON FilesRemoved, when the directory the ended run kept was removed early
    * (docs/security.md, "Disk"); null: not removed so.
    */
   files_removed: string | null;

@@ -6,7 +6,7 @@ import type { NewRun } from "./types.ts";
 /**
  * What an app stores, in bytes (docs/security.md, "What an app may store"): what its runs store as
  * they are created (parameter, name, initiator, webhook targets) and the texts their ends write,
- * counted by the run writes in the counters they already update (migrations 023, 024), plus its
+ * counted by the run writes in the counters they already update (migrations 023, 025), plus its
  * flows' kept revisions (with their names), its elements' descriptions and its scripts' kept
  * versions, summed when read.
  * A run's bytes are counted in JavaScript as it is written and in SQL as it is deleted: both are
@@ -15,7 +15,7 @@ import type { NewRun } from "./types.ts";
 
 const len = (column: string) => `octet_length(coalesce(runs.${column}, ''))`;
 
-/** The texts a run is created with (migration 024), whatever ends it writes later. */
+/** The texts a run is created with (migration 025), whatever ends it writes later. */
 const CREATED = ["run_param", "run_name", "initiator", "webhooks"] as const;
 
 /**
