@@ -15,7 +15,7 @@ export interface OwnerRule {
 
 /**
  * The error-handler notifications owed by FAILUREs (`runs.notify_node`, migration 021): a narrow
- * store on the runs table. The mark is written with the run's end (run-writes.ts); here it is
+ * store on the runs table. The mark is written with the run's end (run-write-rows.ts, endColumns); here it is
  * taken over from dead nodes and cleared. Every method is one statement.
  */
 export interface NoticeStore {

@@ -36,7 +36,7 @@ const utf8 = (text: string | null | undefined) => (text ? Buffer.byteLength(text
 export const paramBytes = (row: Record<(typeof CREATED)[number], string | null>) =>
   utf8(row.run_param) + utf8(row.run_name) + utf8(row.initiator) + utf8(row.webhooks);
 
-/** A new run, as PARAM_BYTES_SQL will count its row (run-writes.ts, runRow, writes the same texts). */
+/** A new run, as PARAM_BYTES_SQL will count its row (run-write-rows.ts, runRow, writes the same texts). */
 export const newRunBytes = (run: NewRun) =>
   utf8(run.runParam) +
   utf8(run.runName) +

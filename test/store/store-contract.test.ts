@@ -584,7 +584,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       });
 
       it("large ends of one turn are split over statements and each is recorded whole", async () => {
-        // 3 × 12 MiB: over the 32 MiB of text one statement carries (src/store/run-writes.ts).
+        // 3 × 12 MiB: over the 32 MiB of text one statement carries (src/store/run-ends.ts).
         const runs = [0, 1, 2].map(() => newRun());
         for (const r of runs) await store.insertRun(r);
         const big = (k: number) => JSON.stringify("x".repeat(12 * 1024 * 1024 + k));
