@@ -16,7 +16,7 @@ import { condition } from "../helpers/wait.ts";
  */
 
 const HOUR = 3_600_000;
-/** What services.ts passes in embedded mode: every other holder, at start. */
+/** What service-subscribers.ts passes in embedded mode: every other holder, at start. */
 const EMBEDDED: OwedSweepConfig = {
   takeAll: true,
   heartbeatTimeoutMs: 1500,
