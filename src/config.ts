@@ -247,7 +247,9 @@ function idempotencyWindow(env: Env): number {
 function orphanSweepMs(env: Env): number {
   const ms = int(env, "ORPHAN_SWEEP_MS", 60_000);
   if (Number.isSafeInteger(ms) && ms >= 10) return ms;
-  throw new Error(`config: ORPHAN_SWEEP_MS must be a whole number, 10 or more, got "${ms}"`);
+  throw new Error(
+    `config: ORPHAN_SWEEP_MS must be a whole number, 10 or more, got "${env.ORPHAN_SWEEP_MS}"`,
+  );
 }
 
 /** Error handlers, file cleanup and schedules (docs/flow-graph.md, docs/scheduler.md). */

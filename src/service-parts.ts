@@ -18,12 +18,12 @@ import { createQueuedShare } from "./runs/queued-share.ts";
 import type { Recovery } from "./runs/recovery.ts";
 import { batchFor, createRetention, type Retention } from "./runs/retention.ts";
 import { createDataDisk, type DataDisk } from "./runs/run-disk.ts";
-import type { RunEvents } from "./runs/run-events.ts";
 import { createRunMemory } from "./runs/run-memory.ts";
 import { attachScheduler, type FlowSchedules } from "./scheduler/flow-schedules.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import { createTaskService, type TaskService } from "./scripts/task-service.ts";
 import type { Secrets } from "./secrets/secrets.ts";
+import type { ServiceBase } from "./service-base.ts";
 import { startRecovery } from "./service-recovery.ts";
 import { type ArtifactStore, createArtifactStore } from "./store/kysely-artifacts.ts";
 import { createRetentionStore } from "./store/retention-store.ts";
@@ -124,16 +124,6 @@ export function createRunParts(deps: Omit<RunsDeps, "artifacts" | "expressions" 
   });
   const { tasks, flows } = createRuns({ ...deps, disk, expressions, artifacts: keeper });
   return { artifacts: { store: artifactStore, keeper }, expressionPool, disk, tasks, flows };
-}
-
-/** What every part of the service is built with (services.ts, `base`). */
-export interface ServiceBase {
-  config: Config;
-  topology: Topology;
-  events: RunEvents;
-  clock: Clock;
-  logger: Logger;
-  nodeId: string;
 }
 
 interface RunsDeps extends ServiceBase {

@@ -1,7 +1,7 @@
 import { createOrphanSweep, type RunsHere } from "./runs/orphans.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
-import type { ServiceBase } from "./service-parts.ts";
+import type { ServiceBase } from "./service-base.ts";
 
 /*
  * Wiring of recovery (docs/cluster.md, "Nothing accepted is lost"), split from service-parts.ts

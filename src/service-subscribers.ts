@@ -11,7 +11,7 @@ import { createOwedSweep, type OwedSweep } from "./runs/error-handlers/recover.t
 import type { FlowRuns } from "./runs/flow-runs.ts";
 import type { ScriptRunner } from "./scripts/runner-types.ts";
 import type { TaskService } from "./scripts/task-service.ts";
-import type { ServiceBase } from "./service-parts.ts";
+import type { ServiceBase } from "./service-base.ts";
 import { createNoticeStore } from "./store/kysely-notices.ts";
 import { createWebhookStore } from "./store/kysely-webhooks.ts";
 import { createWebhooks, type Webhooks, type WebhooksConfig } from "./webhooks/index.ts";

@@ -1,7 +1,7 @@
 import type { ScriptEnv } from "../store/revision-types.ts";
 import type { EnvLease } from "./python-runner-envs.ts";
 import { canceledBeforeStart, failure } from "./python-runner-outcomes.ts";
-import type { Runner, TaskState } from "./python-runner-run.ts";
+import type { Runner, TaskState } from "./python-runner-state.ts";
 import type { KillReason } from "./python-runner-task.ts";
 import type { Child, ZygotePool } from "./python-runner-zygote.ts";
 import type { TaskOutcome, TaskSpec } from "./runner-types.ts";

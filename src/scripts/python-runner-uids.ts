@@ -1,6 +1,6 @@
 import type { Config } from "../config.ts";
-import type { Runner } from "./python-runner-run.ts";
 import { type Logger, type SandboxKind, userNamespaceRefused } from "./python-runner-sandbox.ts";
+import type { Runner } from "./python-runner-state.ts";
 import type { WorkDirs } from "./python-runner-workdir.ts";
 import { claimUidBlock, killUidBlock, uidBlockInUse } from "./uid-blocks.ts";
 import { sliceSize, type UidSlice, UidSlices } from "./uid-slices.ts";

@@ -4,59 +4,23 @@
  * the run. Nothing here can change or lose the run: every failure becomes a recorded result.
  */
 import { LRUCache } from "lru-cache";
-import { type Clock, sleep } from "../../clock.ts";
-import type { Language } from "../../errors.ts";
+import { sleep } from "../../clock.ts";
 import type { Configure } from "../../flows/graph.ts";
-import type { TaskService } from "../../scripts/task-service.ts";
-import type { NoticeStore } from "../../store/kysely-notices.ts";
-import type { ErrorHandlerResult, Run, RunEnd, Store } from "../../store/types.ts";
+import type { ErrorHandlerResult, Run, RunEnd } from "../../store/types.ts";
 import { createTurnSlots, type TurnSlots } from "../../turn-slots.ts";
-import type { FlowRuns } from "../flow-runs.ts";
-import type { RunEvent, RunEvents, RunFacts } from "../run-events.ts";
+import type { RunEvent, RunFacts } from "../run-events.ts";
 import { handlersOf, invoke } from "./invoke.ts";
 import { configureOf, startedByHandler } from "./lookups.ts";
 import { t } from "./messages.ts";
 import { hasHandlers } from "./owed.ts";
-import type { FailureEvent, Handler, HandlerEventType } from "./types.ts";
+import type { ErrorHandlerDeps, FailureEvent, Handler, HandlerEventType } from "./types.ts";
+
+export type { ErrorHandlerConfig, ErrorHandlerDeps } from "./types.ts";
 
 /** Notifications of one app waiting for a slot at most; past it one is recorded as not sent. */
 const WAITING_PER_APP = 1000;
 /** Marks given up kept for the sweep at most; past it one waits for the node to be gone. */
 const GIVEN_UP_MAX = 10_000;
-
-export interface ErrorHandlerConfig {
-  smtpUrl: string | undefined;
-  smtpFrom: string;
-  language: Language;
-  allowPrivateWebhooks: boolean;
-  /** Attempts per handler, the first included. */
-  attempts: number;
-  /** Delay before the 2nd attempt; doubled for each further one. */
-  backoffMs: number;
-  webhookTimeoutMs: number;
-  /** Longest wait for a custom handler's run. */
-  customWaitS: number;
-  /** Bot and mail notifications under way at once on this node, half of them per app at most. */
-  concurrency: number;
-}
-
-export interface ErrorHandlerDeps {
-  store: Store;
-  flows: Pick<FlowRuns, "start" | "waitForEnd">;
-  tasks: Pick<TaskService, "submit">;
-  /** The lifecycle's events: a recorded FAILURE and a sentinel call the handlers. */
-  events: Pick<RunEvents, "subscribe">;
-  clock: Clock;
-  logger: { error(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
-  config: ErrorHandlerConfig;
-  /**
-   * Where a FAILURE's owed notifications are cleared once their outcomes are recorded
-   * (docs/error-handlers.md, "Durable"). Absent (tests over a fake store): nothing is cleared.
-   */
-  notices?: Pick<NoticeStore, "clear"> | undefined;
-  /** Backoff sleep; tests pass an instant one. Default: a clock timer. */
-  sleep?: (ms: number) => Promise<void>;
-}
 
 export interface ErrorHandlers {
   /** Invokes every configured handler for the event; resolves with the recorded outcomes. */

@@ -4,7 +4,7 @@ import { TooManyWaiting } from "../../turn-slots.ts";
 import { botHandler } from "./bot.ts";
 import { customHandler, HandlerRunError } from "./custom.ts";
 import { emailHandler } from "./email.ts";
-import type { ErrorHandlerDeps } from "./index.ts";
+import type { ErrorHandlerDeps } from "./types.ts";
 import { type FailureEvent, type Handler, PermanentHandlerError } from "./types.ts";
 
 // The handlers of a configuration, and one handler's attempts (docs/error-handlers.md, "Retries").
