@@ -25,7 +25,7 @@ type Query = SelectQueryBuilder<AuditTables, "audit_entries", object>;
 
 /**
  * The audit store: inserts and reads, and the retention purge. There is deliberately no update
- * and no delete by ID (docs/audit.md, "Never editable").
+ * and no delete by ID (docs/audit.md, "Listing").
  */
 export function createAuditStore(base: Kysely<Database>): AuditStore {
   const db = base.withTables<AuditTables>();

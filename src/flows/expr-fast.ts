@@ -1,9 +1,9 @@
 /**
- * The simplest JSONata expressions as plain functions (docs/flow-graph.md, "Expressions"): a
- * field path, a literal, and arithmetic, comparisons, `and` and `or` over them, which most
- * filters and mappings are. JSONata evaluates every step through promises, 5–8 µs an evaluation
- * here, and a filter or a mapping evaluates once per record; these take a fraction of a
- * microsecond. A compiled function answers only for values whose answer it knows to be
+ * The simplest JSONata expressions as plain functions (docs/flow-graph.md, "Expression
+ * limits"): a field path, a literal, and arithmetic, comparisons, `and` and `or` over them, which
+ * most filters and mappings are. JSONata evaluates every step through promises, 5–8 µs an
+ * evaluation here, and a filter or a mapping evaluates once per record; these take a fraction of
+ * a microsecond. A compiled function answers only for values whose answer it knows to be
  * JSONata's: numbers for arithmetic (a finite result), two numbers or two strings for an order,
  * two primitives for `=` and `!=`, booleans for `and` and `or`, an own field of an object on each
  * step of a path. For anything else (a missing field, an array, a type JSONata would refuse) it

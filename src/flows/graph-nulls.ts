@@ -31,7 +31,7 @@ const shape = (schema: unknown) => schema as ShapeSchema;
 
 /**
  * A deployed graph and configure with every declared field holding `null` removed, before they
- * are validated and stored (docs/flow-graph.md, "null is absent"): a client that builds the
+ * are validated and stored (docs/flow-graph.md, "configure"): a client that builds the
  * graph from classes (Jackson, System.Text.Json, dataclasses) writes every unset field as null.
  * Each vertex is read against its node type's config and each operator against its own schema;
  * free-form values (an input schema, an http body, a cron parameter's content) stay as sent.

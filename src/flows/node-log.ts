@@ -22,7 +22,7 @@ export interface NodeLog {
   reusedFrom?: string;
   /**
    * Values of the node not kept: larger than `LIMIT_NODE_LOG_BYTES`, or than what the run's
-   * budget had left (docs/flow-graph.md, "Node logs").
+   * budget had left (docs/flow-graph.md, "Scheduling", node logs).
    */
   omitted?: KeptKey[];
 }

@@ -10,7 +10,7 @@ import type {
 import type { Element, FlowStatus, Scope, Store } from "../store/types.ts";
 import { diffRevisions, type RevisionDiff } from "./revision-diff.ts";
 
-/** A revision's place in its element's life (docs/dataflow-service.md, "Revision states"). */
+/** A revision's place in its element's life (docs/dataflow-service.md, "States"). */
 export type RevisionStage = "release" | "staged" | "past";
 
 export interface RevisionSummary {

@@ -4,11 +4,12 @@ interface Sql {
 }
 
 /**
- * The runs among `runIds` whose job will still reach a worker (docs/cluster.md, "A dead node gives
- * everything back"): one waiting (created, retry), or one claimed within `claimedWithinMs` by the
- * database's clock. A claim older than that whose run is still QUEUED belongs to a worker that died
- * (or stalled) between fetching the job and starting the run: a live worker starts a claimed run in
- * milliseconds. Only unfinished jobs are read, so completed history does not slow the sweep.
+ * The runs among `runIds` whose job will still reach a worker (docs/cluster.md, "A dead worker's
+ * claimed jobs come back"): one waiting (created, retry), or one claimed within
+ * `claimedWithinMs` by the database's clock. A claim older than that whose run is still QUEUED
+ * belongs to a worker that died (or stalled) between fetching the job and starting the run: a live
+ * worker starts a claimed run in milliseconds. Only unfinished jobs are read, so completed history
+ * does not slow the sweep.
  */
 export async function liveJobs(
   db: Sql,

@@ -10,7 +10,7 @@ export interface PayloadConfig {
 }
 
 /**
- * The JSON body of every attempt of one delivery (docs/webhooks.md, "The body"), from the ended
+ * The JSON body of every attempt of one delivery (docs/webhooks.md, "The POST"), from the ended
  * run as recorded. It is built once when the delivery is created and stored, so every attempt
  * sends the same bytes, and a run deleted meanwhile is still reported.
  */

@@ -11,8 +11,9 @@ import { within } from "../helpers/wait.ts";
 const H = scopeHeaders();
 
 /**
- * docs/artifacts.md, "In a cluster": a run executes on a worker, whose disk the API node cannot
- * see; its kept files are downloaded through the API node, from the shared database.
+ * docs/artifacts.md, "What is kept, and when" (where): a run executes on a worker, whose disk the
+ * API node cannot see; its kept files are downloaded through the API node, from the shared
+ * database.
  */
 describe("cluster: artifacts of a run executed on a worker, through an API node", () => {
   let api: TestServer;

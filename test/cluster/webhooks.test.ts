@@ -9,9 +9,9 @@ const H = scopeHeaders();
 const RUNS = 20;
 
 /**
- * docs/webhooks.md, "In a cluster": runs executed on two worker nodes, each end delivered once,
- * and every retry (the receiver refuses each first attempt) made by exactly one of the three
- * nodes polling the one outbox.
+ * docs/webhooks.md, "Delivery, retries and durability": runs executed on two worker nodes, each
+ * end delivered once, and every retry (the receiver refuses each first attempt) made by exactly
+ * one of the three nodes polling the one outbox.
  */
 describe("cluster: webhooks of runs executed on two worker nodes", () => {
   let rx: Receiver;

@@ -7,8 +7,8 @@ import { type Graph, normalizeConfigure } from "../../src/flows/graph.ts";
 
 /**
  * A run's node logs keep their inputs and outputs within one value's budget (valueBytes,
- * LIMIT_RESULT_BYTES; docs/flow-graph.md, "Node logs"), a resumed run's too: the logs it reuses
- * from the failed run count against its budget like the ones its nodes write.
+ * LIMIT_RESULT_BYTES; docs/flow-graph.md, "Scheduling", node logs), a resumed run's too: the
+ * logs it reuses from the failed run count against its budget like the ones its nodes write.
  */
 const BUDGET = 1000;
 const py = (id: string) => ({ id, type: "script", config: { code: "def main(p):\n  return p\n" } });

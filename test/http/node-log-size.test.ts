@@ -7,7 +7,7 @@ import { scopeHeaders, startServer, type TestServer } from "../helpers/server.ts
  * A run keeps each node's input and output in its node logs (logContent DETAILED, the default):
  * written as an attacker would, a chain of nodes that pass a large parameter along made one run
  * store its parameter twice per node (829 MiB for 100 nodes and 2 MiB) and grow the service's
- * memory by gigabytes while the record was written (docs/flow-graph.md, "Node logs").
+ * memory by gigabytes while the record was written (docs/flow-graph.md, "Scheduling", node logs).
  */
 const NODES = 40;
 const MiB = 1024 * 1024;

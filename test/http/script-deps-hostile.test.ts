@@ -11,7 +11,7 @@ import { line, pollUntil } from "../helpers/wait.ts";
 import { writeWheel } from "../helpers/wheels.ts";
 
 /**
- * Wheels a hostile index could serve (docs/security.md, "Script dependencies"): installing them
+ * Wheels a hostile index could serve (docs/security.md, "What runs as root"): installing them
  * runs none of their code, and neither may starting the zygote of their environment, which is root
  * inside the sandbox (or on the host with SCRIPT_SANDBOX=none) whether or not it preloads.
  */
