@@ -14,6 +14,11 @@ import { pollUntil } from "../helpers/wait.ts";
 describe("a store that fails under running work does not end the process", () => {
   let server: TestServer;
   let slow: http.Server;
+  /** Answers held by the receiver until the test lets them go (`?hold=1`). */
+  const held: http.ServerResponse[] = [];
+  const release = () => {
+    for (const res of held.splice(0)) res.end('{"ok":true}');
+  };
   const h = scopeHeaders();
   const restore: (() => void)[] = [];
   // Either would end the service's process (an event listener's rejected promise is rethrown as
@@ -21,8 +26,7 @@ describe("a store that fails under running work does not end the process", () =>
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
 
-  /** Makes one store method reject (for the run IDs `which` picks) until the test ends. */
-  /** Breaks one store method; resolves once the service has called it and seen it fail. */
+  /** Breaks one store method (for the run IDs `which` picks); resolves once the service has called it and seen it fail. */
   function breakStore(
     method: "insertRun" | "endRun" | "getRun",
     which = (_id: string) => true,
@@ -57,24 +61,25 @@ describe("a store that fails under running work does not end the process", () =>
   before(async () => {
     process.on("unhandledRejection", onUnhandled);
     process.on("uncaughtException", onUnhandled);
-    // Answers after `?ms=N` milliseconds: flows that outlast the run-sync write-behind grace.
+    // `?hold=1` answers only when the test releases it: a flow that outlasts the run-sync
+    // write-behind grace for as long as the test needs, whatever the machine's speed.
     slow = http.createServer((req, res) => {
-      const ms = Number(new URL(req.url ?? "/", "http://x").searchParams.get("ms") ?? 0);
-      setTimeout(() => res.end('{"ok":true}'), ms);
+      if (new URL(req.url ?? "/", "http://x").searchParams.get("hold")) held.push(res);
+      else res.end('{"ok":true}');
     });
     await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
     const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
     server = await startServer();
-    const httpFlow = (ms: number) => ({
+    const httpFlow = (hold: boolean) => ({
       vertexes: [
         { id: "in", type: "input" },
-        { id: "call", type: "http", config: { url: `${slowUrl}/?ms=${ms}` } },
+        { id: "call", type: "http", config: { url: `${slowUrl}/?hold=${hold ? 1 : ""}` } },
       ],
       edges: [{ source: "in", target: "call" }],
     });
-    await deployAndActivate(server, "quick", httpFlow(0));
-    await deployAndActivate(server, "slow", httpFlow(300));
-    await deployAndActivate(server, "child", httpFlow(3000));
+    await deployAndActivate(server, "quick", httpFlow(false));
+    await deployAndActivate(server, "slow", httpFlow(true));
+    await deployAndActivate(server, "child", httpFlow(true));
     await deployAndActivate(server, "parent", {
       vertexes: [
         { id: "in", type: "input" },
@@ -102,6 +107,7 @@ describe("a store that fails under running work does not end the process", () =>
     process.off("unhandledRejection", onUnhandled);
     process.off("uncaughtException", onUnhandled);
     for (const f of restore.splice(0)) f();
+    release();
     await server?.close();
     slow?.close();
   });
@@ -118,11 +124,14 @@ describe("a store that fails under running work does not end the process", () =>
   });
 
   it("a flow run-sync whose STARTED insert fails after the grace answers an error", async () => {
-    breakStore("insertRun");
-    const r = await server.call("POST", `${DF}/run-sync`, {
+    const failed = breakStore("insertRun");
+    const answer = server.call("POST", `${DF}/run-sync`, {
       headers: h,
       body: { elementName: "slow" },
     });
+    await failed; // the grace passed while the http node waited, and the STARTED insert failed
+    release();
+    const r = await answer;
     assert.deepEqual([r.status, r.body.status, r.body.code], [200, false, 999999]);
     await healthy();
   });
