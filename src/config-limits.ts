@@ -126,8 +126,9 @@ export function limitsConfig(env: Env): LimitsConfig {
     versionsPerScript: keptCount(env, "LIMIT_VERSIONS_PER_SCRIPT"),
     elementsPerApp: keptCount(env, "LIMIT_ELEMENTS_PER_APP", 10_000),
     schedulesPerApp: keptCount(env, "LIMIT_SCHEDULES_PER_APP", 1_000),
-    scheduleMinIntervalS: wholeSeconds(env, "LIMIT_SCHEDULE_MIN_INTERVAL_S", 0, 31_622_400),
-    storedBytesPerApp: storedBytes(env),
+    scheduleMinIntervalS: whole(env, "LIMIT_SCHEDULE_MIN_INTERVAL_S", 0, 0, 31_622_400),
+    // 10 GiB (docs/security.md, "What an app may store").
+    storedBytesPerApp: whole(env, "LIMIT_STORED_BYTES_PER_APP", 10 * 1024 * MiB),
     heldRequests,
     heldRequestsPerApp: Math.min(
       heldRequests,
@@ -162,37 +163,28 @@ function runBytesConfig(env: Env, one: number) {
   };
 }
 
-/** LIMIT_SCHEDULE_MIN_INTERVAL_S and the like: whole seconds within 0..max. */
-function wholeSeconds(env: Env, key: string, fallback: number, max: number): number {
-  const n = int(env, key, fallback);
-  if (!Number.isSafeInteger(n) || n < 0 || n > max)
-    throw new Error(
-      `config: ${key} must be a whole number of seconds from 0 to ${max}, got "${env[key]}"`,
-    );
-  return n;
-}
-
-/** LIMIT_STORED_BYTES_PER_APP: 10 GiB by default (docs/security.md, "What an app may store"). */
-function storedBytes(env: Env): number {
-  const n = int(env, "LIMIT_STORED_BYTES_PER_APP", 10 * 1024 * MiB);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new Error(
-      `config: LIMIT_STORED_BYTES_PER_APP must be a whole number of bytes, 0 for no bound, got "${env.LIMIT_STORED_BYTES_PER_APP}"`,
-    );
-  return n;
+/**
+ * A whole-number setting from `min` to `max` (absent or empty: `fallback`); anything else stops
+ * the service at start, naming the setting and what was given.
+ */
+export function whole(
+  env: Env,
+  key: string,
+  fallback: number,
+  min = 0,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  const raw = env[key];
+  const n = raw === undefined || raw === "" ? fallback : Number(raw);
+  if (Number.isSafeInteger(n) && n >= min && n <= max) return n;
+  const range = max === Number.MAX_SAFE_INTEGER ? `${min} or more` : `from ${min} to ${max}`;
+  throw new Error(`config: ${key} must be a whole number ${range}, got "${raw}"`);
 }
 
 /**
  * A count bound: revisions or versions one element keeps (default 100), elements or active
  * schedules one app holds; 0: no bound. A version number is a 32-bit integer, so a bound above
- * 10^9 bounds nothing; anything else stops the service at start.
+ * 10^9 bounds nothing.
  */
-function keptCount(env: Env, key: string, fallback = 100): number {
-  const raw = env[key];
-  const n = raw === undefined || raw === "" ? fallback : Number(raw);
-  if (!Number.isSafeInteger(n) || n < 0 || n > 1_000_000_000)
-    throw new Error(
-      `config: ${key} must be a whole number from 0 (no bound) to 1000000000, got "${env[key]}"`,
-    );
-  return n;
-}
+const keptCount = (env: Env, key: string, fallback = 100) =>
+  whole(env, key, fallback, 0, 1_000_000_000);

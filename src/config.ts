@@ -1,5 +1,13 @@
 import path from "node:path";
-import { bool, type Env, int, type LimitsConfig, limitsConfig, MiB } from "./config-limits.ts";
+import {
+  bool,
+  type Env,
+  int,
+  type LimitsConfig,
+  limitsConfig,
+  MiB,
+  whole,
+} from "./config-limits.ts";
 import { type PythonConfig, pythonConfig } from "./config-python.ts";
 import { languageOf } from "./errors.ts";
 import { parseKey } from "./secrets/crypto.ts";
@@ -160,7 +168,8 @@ export function loadConfig(env: Env = process.env): Config {
     role: role(env.SLUICE_ROLE),
     heartbeatMs: int(env, "HEARTBEAT_MS", 5000),
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
-    orphanSweepMs: orphanSweepMs(env),
+    // ORPHAN_SWEEP_MS: whole milliseconds, at least 10 (docs/cluster.md).
+    orphanSweepMs: whole(env, "ORPHAN_SWEEP_MS", 60_000, 10),
     flowConfig: flowConfigOf(env),
     secrets: {
       key: env.SECRETS_KEY ? parseKey(env.SECRETS_KEY, "SECRETS_KEY") : undefined,
@@ -182,33 +191,21 @@ export function loadConfig(env: Env = process.env): Config {
  * four runs' budgets) and DATA_DIR_CHECK_MS (docs/security.md, "Disk").
  */
 function dataDiskConfigOf(env: Env): Config["dataDisk"] {
-  const whole = (key: string, fallback: number, min: number) => {
-    const n = int(env, key, fallback);
-    if (!Number.isSafeInteger(n) || n < min)
-      throw new Error(`config: ${key} must be a whole number, ${min} or more, got "${env[key]}"`);
-    return n;
-  };
-  const runBytes = whole("SCRIPT_RUN_DISK_BYTES", 1024 * MiB, 0);
+  const runBytes = whole(env, "SCRIPT_RUN_DISK_BYTES", 1024 * MiB);
   return {
     runBytes,
-    freeBytesMin: whole("DATA_DIR_FREE_BYTES_MIN", 256 * MiB, 0),
-    checkMs: whole("DATA_DIR_CHECK_MS", 250, 10),
-    keptBytesPerApp: whole("SCRIPT_KEPT_BYTES_PER_APP", 4 * (runBytes || 1024 * MiB), 0),
+    freeBytesMin: whole(env, "DATA_DIR_FREE_BYTES_MIN", 256 * MiB),
+    checkMs: whole(env, "DATA_DIR_CHECK_MS", 250, 10),
+    keptBytesPerApp: whole(env, "SCRIPT_KEPT_BYTES_PER_APP", 4 * (runBytes || 1024 * MiB)),
   };
 }
 
 /** Run retention (docs/retention.md): whole numbers, refused at start otherwise. */
 function retentionConfigOf(env: Env): RetentionConfig {
-  const whole = (key: string, fallback: number, min: number, max: number) => {
-    const n = int(env, key, fallback);
-    if (!Number.isSafeInteger(n) || n < min || n > max)
-      throw new Error(`config: ${key} must be a whole number from ${min} to ${max}, got "${n}"`);
-    return n;
-  };
   return {
-    days: whole("RUN_RETENTION_DAYS", 0, 0, 36_500),
-    batch: env.RUN_RETENTION_BATCH ? whole("RUN_RETENTION_BATCH", 0, 1, 10_000) : undefined,
-    sweepMs: whole("RUN_RETENTION_SWEEP_MS", 900_000, 0, 86_400_000),
+    days: whole(env, "RUN_RETENTION_DAYS", 0, 0, 36_500),
+    batch: env.RUN_RETENTION_BATCH ? whole(env, "RUN_RETENTION_BATCH", 0, 1, 10_000) : undefined,
+    sweepMs: whole(env, "RUN_RETENTION_SWEEP_MS", 900_000, 0, 86_400_000),
   };
 }
 
@@ -241,15 +238,6 @@ function idempotencyWindow(env: Env): number {
     );
   }
   return s;
-}
-
-/** ORPHAN_SWEEP_MS: whole milliseconds, at least 10 (docs/cluster.md). */
-function orphanSweepMs(env: Env): number {
-  const ms = int(env, "ORPHAN_SWEEP_MS", 60_000);
-  if (Number.isSafeInteger(ms) && ms >= 10) return ms;
-  throw new Error(
-    `config: ORPHAN_SWEEP_MS must be a whole number, 10 or more, got "${env.ORPHAN_SWEEP_MS}"`,
-  );
 }
 
 /** Error handlers, file cleanup and schedules (docs/flow-graph.md, docs/scheduler.md). */
