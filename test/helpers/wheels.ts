@@ -1,5 +1,7 @@
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
+import { startServer, type TestServer } from "./server.ts";
 import { makeZip } from "./zip.ts";
 
 export interface WheelSpec {
@@ -51,4 +53,25 @@ export function writeWheel(dir: string, w: WheelSpec): string {
     ),
   );
   return file;
+}
+
+/**
+ * A test server whose pip finds only `wheels`, written here into a directory of their own;
+ * `close` stops the server and removes the directory.
+ */
+export async function startWithWheels(
+  wheels: WheelSpec[],
+  env: Record<string, string> = {},
+  opts: Parameters<typeof startServer>[1] = {},
+): Promise<{ server: TestServer; close: () => Promise<void> }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
+  for (const w of wheels) writeWheel(dir, w);
+  const server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: dir, ...env }, opts);
+  return {
+    server,
+    async close() {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

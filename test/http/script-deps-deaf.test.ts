@@ -1,17 +1,8 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import {
-  OTHER_SCOPE,
-  scopeHeaders,
-  startServer,
-  type TestServer,
-  upload,
-} from "../helpers/server.ts";
+import { OTHER_SCOPE, scopeHeaders, type TestServer, upload } from "../helpers/server.ts";
 import { within } from "../helpers/wait.ts";
-import { writeWheel } from "../helpers/wheels.ts";
+import { startWithWheels } from "../helpers/wheels.ts";
 
 /**
  * A preloaded package that lets its zygote say ready and then never hear Node again (it puts a
@@ -39,29 +30,27 @@ async function runSync(server: TestServer, name: string, scope = scopeHeaders())
 
 describe("a preloaded package that leaves its zygote deaf once ready", () => {
   let server: TestServer;
-  let wheels: string;
+  let close: () => Promise<void>;
   before(async () => {
-    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-deaf-"));
-    writeWheel(wheels, {
-      name: "sluice-deaf",
-      version: "1.0",
-      topLevel: ["sluice_deaf"],
-      files: {
-        "sluice_deaf/__init__.py": "import os\n_R, _W = os.pipe()\nos.dup2(_R, 0)\n",
+    ({ server, close } = await startWithWheels(
+      [
+        {
+          name: "sluice-deaf",
+          version: "1.0",
+          topLevel: ["sluice_deaf"],
+          files: {
+            "sluice_deaf/__init__.py": "import os\n_R, _W = os.pipe()\nos.dup2(_R, 0)\n",
+          },
+        },
+      ],
+      // One slot: a task that keeps it keeps every tenant's tasks waiting.
+      {
+        MAX_RUN_S: "2",
+        SCRIPT_CONCURRENCY: "1",
       },
-    });
-    // One slot: a task that keeps it keeps every tenant's tasks waiting.
-    server = await startServer({
-      PIP_NO_INDEX: "1",
-      PIP_FIND_LINKS: wheels,
-      MAX_RUN_S: "2",
-      SCRIPT_CONCURRENCY: "1",
-    });
+    ));
   });
-  after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it("ends its task with its timeout, and the slot serves another tenant", async () => {
     const r = await upload(server, [{ name: "deaf.py", content: deafScript }], {

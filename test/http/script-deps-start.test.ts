@@ -1,19 +1,11 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
-import {
-  OTHER_SCOPE,
-  scopeHeaders,
-  startServer,
-  type TestServer,
-  upload,
-} from "../helpers/server.ts";
+import { OTHER_SCOPE, scopeHeaders, type TestServer, upload } from "../helpers/server.ts";
 import { pollUntil, within } from "../helpers/wait.ts";
-import { writeWheel } from "../helpers/wheels.ts";
+import { startWithWheels } from "../helpers/wheels.ts";
 
 /**
  * Packages whose import keeps their preloading zygote from ever serving (docs/script-dependencies.md,
@@ -68,43 +60,41 @@ async function uploadOk(
 
 describe("preloaded packages that keep their zygote from ever saying ready", () => {
   let server: TestServer;
-  let wheels: string;
+  let close: () => Promise<void>;
   const logs = logSink();
   before(async () => {
-    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-start-"));
-    writeWheel(wheels, {
-      name: "sluice-hangs",
-      version: "1.0",
-      topLevel: ["sluice_hangs"],
-      files: { "sluice_hangs/__init__.py": "import time\ntime.sleep(10**6)\n" },
-    });
-    writeWheel(wheels, {
-      name: "sluice-partial",
-      version: "1.0",
-      topLevel: ["sluice_partial"],
-      files: { "sluice_partial/__init__.py": 'import os\nos.write(1, b"x")\nPID = os.getpid()\n' },
-    });
-    writeWheel(wheels, {
-      name: "sluice-warm",
-      version: "1.0",
-      topLevel: ["sluice_warm"],
-      files: { "sluice_warm/__init__.py": "import os\nPID = os.getpid()\n" },
-    });
-    // One slice: a zygote that kept it would turn preloading off for every other environment.
-    server = await startServer(
+    ({ server, close } = await startWithWheels(
+      [
+        {
+          name: "sluice-hangs",
+          version: "1.0",
+          topLevel: ["sluice_hangs"],
+          files: { "sluice_hangs/__init__.py": "import time\ntime.sleep(10**6)\n" },
+        },
+        {
+          name: "sluice-partial",
+          version: "1.0",
+          topLevel: ["sluice_partial"],
+          files: {
+            "sluice_partial/__init__.py": 'import os\nos.write(1, b"x")\nPID = os.getpid()\n',
+          },
+        },
+        {
+          name: "sluice-warm",
+          version: "1.0",
+          topLevel: ["sluice_warm"],
+          files: { "sluice_warm/__init__.py": "import os\nPID = os.getpid()\n" },
+        },
+      ],
+      // One slice: a zygote that kept it would turn preloading off for every other environment.
       {
-        PIP_NO_INDEX: "1",
-        PIP_FIND_LINKS: wheels,
         SCRIPT_ENV_ZYGOTES: "1",
         SCRIPT_ENV_START_TIMEOUT_MS: "2000",
       },
       { logger: logs.logger },
-    );
+    ));
   });
-  after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
-  });
+  after(() => close());
 
   for (const [project, module] of [
     ["sluice-hangs", "sluice_hangs"],
@@ -139,21 +129,21 @@ describe("preloaded packages that keep their zygote from ever saying ready", () 
 
 describe("a task whose environment's zygote does not start within the task's own time", () => {
   let server: TestServer;
-  let wheels: string;
+  let close: () => Promise<void>;
   before(async () => {
-    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-start-late-"));
-    writeWheel(wheels, {
-      name: "sluice-hangs",
-      version: "1.0",
-      topLevel: ["sluice_hangs"],
-      files: { "sluice_hangs/__init__.py": "import time\ntime.sleep(10**6)\n" },
-    });
-    server = await startServer({ PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels, MAX_RUN_S: "2" });
+    ({ server, close } = await startWithWheels(
+      [
+        {
+          name: "sluice-hangs",
+          version: "1.0",
+          topLevel: ["sluice_hangs"],
+          files: { "sluice_hangs/__init__.py": "import time\ntime.sleep(10**6)\n" },
+        },
+      ],
+      { MAX_RUN_S: "2" },
+    ));
   });
-  after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it("ends with its timeout: the wait for its zygote counts against it", async () => {
     await uploadOk(server, [{ name: "late.py", content: script("sluice-hangs", "sluice_hangs") }]);
@@ -165,29 +155,27 @@ describe("a task whose environment's zygote does not start within the task's own
 
 describe("a preloaded package that says ready for its zygote", () => {
   let server: TestServer;
-  let wheels: string;
+  let close: () => Promise<void>;
   const logs = logSink();
   before(async () => {
-    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-ready-"));
-    writeWheel(wheels, {
-      name: "sluice-ready",
-      version: "1.0",
-      topLevel: ["sluice_ready"],
-      // Its own pid, the held one: Node takes it for the zygote's, before the import is over.
-      files: {
-        "sluice_ready/__init__.py":
-          'import os\nos.write(1, f"ready {os.getpid()}\\n".encode())\nPID = os.getpid()\n',
-      },
-    });
-    server = await startServer(
-      { PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels },
+    ({ server, close } = await startWithWheels(
+      [
+        {
+          name: "sluice-ready",
+          version: "1.0",
+          topLevel: ["sluice_ready"],
+          // Its own pid, the held one: Node takes it for the zygote's, before the import is over.
+          files: {
+            "sluice_ready/__init__.py":
+              'import os\nos.write(1, f"ready {os.getpid()}\\n".encode())\nPID = os.getpid()\n',
+          },
+        },
+      ],
+      {},
       { logger: logs.logger },
-    );
+    ));
   });
-  after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it("gets its zygote restarted preloading nothing, not restarted for ever", async () => {
     await uploadOk(server, [{ name: "ready.py", content: script("sluice-ready", "sluice_ready") }]);
@@ -202,30 +190,28 @@ describe("a preloaded package that says ready for its zygote", () => {
 
 describe("a preloaded package that ends its zygote soon after every ready", () => {
   let server: TestServer;
-  let wheels: string;
+  let close: () => Promise<void>;
   const logs = logSink();
   before(async () => {
-    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-crash-"));
-    writeWheel(wheels, {
-      name: "sluice-crash",
-      version: "1.0",
-      topLevel: ["sluice_crash"],
-      // A thread of the zygote (forked children have none) ends it a moment after its ready.
-      files: {
-        "sluice_crash/__init__.py":
-          "import os, threading, time\nPID = os.getpid()\n" +
-          "threading.Thread(target=lambda: (time.sleep(0.3), os._exit(3)), daemon=True).start()\n",
-      },
-    });
-    server = await startServer(
-      { PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels },
+    ({ server, close } = await startWithWheels(
+      [
+        {
+          name: "sluice-crash",
+          version: "1.0",
+          topLevel: ["sluice_crash"],
+          // A thread of the zygote (forked children have none) ends it a moment after its ready.
+          files: {
+            "sluice_crash/__init__.py":
+              "import os, threading, time\nPID = os.getpid()\n" +
+              "threading.Thread(target=lambda: (time.sleep(0.3), os._exit(3)), daemon=True).start()\n",
+          },
+        },
+      ],
+      {},
       { logger: logs.logger },
-    );
+    ));
   });
-  after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
-  });
+  after(() => close());
 
   it("gets it restarted preloading nothing, not restarted preloading for ever", async () => {
     await uploadOk(server, [{ name: "crash.py", content: script("sluice-crash", "sluice_crash") }]);
@@ -257,38 +243,38 @@ function processesMarked(mark: string): number[] {
 describe("a preloaded package that leaves its zygote no process to fork", () => {
   const mark = `sluice-holder-${process.pid}-${Date.now()}`;
   let server: TestServer;
-  let wheels: string;
+  let close: () => Promise<void>;
   const logs = logSink();
   before(async () => {
-    wheels = mkdtempSync(path.join(os.tmpdir(), "sluice-nofork-"));
-    writeWheel(wheels, {
-      name: "sluice-fills",
-      version: "1.0",
-      topLevel: ["sluice_fills"],
-      // Processes until the zygote's cgroup (SCRIPT_PROCESSES of them) has room for no more.
-      files: {
-        "sluice_fills/__init__.py": [
-          "import os",
-          "PID = os.getpid()",
-          "while True:",
-          "    try:",
-          "        pid = os.fork()",
-          "    except OSError:",
-          "        break",
-          "    if pid == 0:",
-          `        os.execv("/usr/bin/sleep", ["${mark}", "100000"])`,
-          "",
-        ].join("\n"),
-      },
-    });
-    server = await startServer(
-      { PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels, SCRIPT_PROCESSES: "8" },
+    ({ server, close } = await startWithWheels(
+      [
+        {
+          name: "sluice-fills",
+          version: "1.0",
+          topLevel: ["sluice_fills"],
+          // Processes until the zygote's cgroup (SCRIPT_PROCESSES of them) has room for no more.
+          files: {
+            "sluice_fills/__init__.py": [
+              "import os",
+              "PID = os.getpid()",
+              "while True:",
+              "    try:",
+              "        pid = os.fork()",
+              "    except OSError:",
+              "        break",
+              "    if pid == 0:",
+              `        os.execv("/usr/bin/sleep", ["${mark}", "100000"])`,
+              "",
+            ].join("\n"),
+          },
+        },
+      ],
+      { SCRIPT_PROCESSES: "8" },
       { logger: logs.logger },
-    );
+    ));
   });
   after(async () => {
-    await server.close();
-    rmSync(wheels, { recursive: true, force: true });
+    await close();
     for (const pid of processesMarked(mark)) process.kill(pid, "SIGKILL");
   });
 
