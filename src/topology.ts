@@ -62,6 +62,7 @@ export async function createTopology(
     dataDir: config.dataDir,
     monitorReads: config.monitorReads,
     logger,
+    warmReads: placement.servesApi,
   });
   const concurrency = { flow: config.limits.flowRunsAtOnce, script: config.python.concurrency };
   const bound = config.limits.queuedRuns;

@@ -28,6 +28,11 @@ export async function openStore(opts: {
   monitorReads?: MonitorReadsConfig | undefined;
   /** Where a connection lost while idle in the pool is reported. */
   logger?: { warn(obj: unknown, msg?: string): void } | undefined;
+  /**
+   * Monitoring's reads made ready now rather than at the first one (a process that serves the
+   * API): loading the SQLite reader's thread took the first list 250 ms, 540 ms under load.
+   */
+  warmReads?: boolean | undefined;
 }): Promise<OpenedStore> {
   if (opts.databaseUrl?.startsWith("postgres")) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
@@ -65,6 +70,7 @@ export async function openStore(opts: {
       },
       hot,
     );
+    if (opts.warmReads) reads.warm();
     const { monitorRuns, monitorFlows, listFlows } = reads;
     return { ...store, monitorRuns, monitorFlows, listFlows };
   }
@@ -79,6 +85,7 @@ export async function openStore(opts: {
     throw err;
   }
   const reader = createSqliteReader(file);
+  if (opts.warmReads) reader.warm();
   // Resolves only once no connection to the file is left, so a store opened next never meets one.
   const store = createKyselyStore(db, "sqlite", async () => {
     await reader.stop();

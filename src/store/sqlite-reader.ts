@@ -20,9 +20,12 @@ const EVERY_SCOPE: Scope = { app: "", space: "" };
  * million runs held the event loop, and so every tenant's requests, for up to a second. Calls
  * wait here and take turns between tenants (src/turns.ts), one at a time on the thread; WAL lets
  * it read beside the service's writes, and a read sees every commit made before it was called.
- * The thread starts with the first call and a new one replaces it should it end.
+ * The thread starts with the first call, or before it with warm(), and a new one replaces it
+ * should it end.
  */
-export function createSqliteReader(file: string): MonitorMethods & { stop(): Promise<void> } {
+export function createSqliteReader(
+  file: string,
+): MonitorMethods & { warm(): void; stop(): Promise<void> } {
   const turns = createTurns<Job>();
   let worker: Worker | undefined;
   let running: (Job & { id: number }) | undefined;
@@ -93,6 +96,11 @@ export function createSqliteReader(file: string): MonitorMethods & { stop(): Pro
     monitorRuns: (scope, elementId, query) => read(scope, "monitorRuns", [scope, elementId, query]),
     monitorFlows: (scope) => read(scope, "monitorFlows", [scope]),
     listFlows: (scope) => read(scope ?? EVERY_SCOPE, "listFlows", [scope]),
+    warm() {
+      if (stopped || worker) return;
+      worker = start();
+      if (!running) worker.unref();
+    },
     async stop() {
       stopped = true;
       for (const job of turns.drain()) job.reject(new Error("the store is closed"));

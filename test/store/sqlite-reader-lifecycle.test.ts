@@ -9,7 +9,7 @@ import { openStore } from "../../src/store/open-store.ts";
 import { createSqliteReader } from "../../src/store/sqlite-reader.ts";
 import type { Scope } from "../../src/store/types.ts";
 import { openFilesUnder } from "../helpers/open-files.ts";
-import { within } from "../helpers/wait.ts";
+import { pollUntil, within } from "../helpers/wait.ts";
 
 /**
  * The reading thread of the SQLite store (docs/security.md, "Monitoring reads") over its life: a
@@ -68,6 +68,34 @@ describe("the SQLite store's reading thread over its life", () => {
       next.exec("PRAGMA journal_mode = WAL; BEGIN IMMEDIATE; COMMIT;");
     } finally {
       next.close();
+    }
+  });
+
+  // Loading the thread took a new service's first list 250 ms (540 under load): a process that
+  // serves the API starts it with the store. Three connections hold the file then: the service's,
+  // the checkpointer's (sqlite-checkpointer.ts) and the reader's.
+  it("warmReads starts the reading thread, connection open, before the first read; without it, the first read does", async () => {
+    const opened = (f: string) => openFilesUnder(f).filter((p) => p === f).length;
+    const warm = path.join(dir, "warm");
+    const store = await openStore({ dataDir: warm, warmReads: true });
+    try {
+      const db = path.join(warm, "sluice.db");
+      await pollUntil(() => opened(db), (n) => n === 3, "the reader's connection open");
+      assert.deepEqual(await store.monitorFlows(A), []);
+      assert.equal(opened(db), 3, "the warm thread answered: no second one");
+    } finally {
+      await store.close();
+    }
+    const cold = path.join(dir, "cold");
+    const lazy = await openStore({ dataDir: cold });
+    try {
+      const db = path.join(cold, "sluice.db");
+      await pollUntil(() => opened(db), (n) => n === 2, "the checkpointer's connection open");
+      assert.equal(opened(db), 2, "no reader yet");
+      await lazy.monitorFlows(A);
+      assert.equal(opened(db), 3);
+    } finally {
+      await lazy.close();
     }
   });
 
