@@ -64,7 +64,11 @@ export function createPgMonitorReads(
     listFlows: (scope) => read(scope ?? EVERY_SCOPE, () => methods.listFlows(scope)),
     // One connection opened ahead, so the first read does not wait for it; a failure here is
     // the first read's to report.
-    warm: () => void pool.connect().then((c) => c.release(), () => {}),
+    warm: () =>
+      void pool.connect().then(
+        (c) => c.release(),
+        () => {},
+      ),
     close: () => db.destroy(),
   };
 }

@@ -80,7 +80,11 @@ describe("the SQLite store's reading thread over its life", () => {
     const store = await openStore({ dataDir: warm, warmReads: true });
     try {
       const db = path.join(warm, "sluice.db");
-      await pollUntil(() => opened(db), (n) => n === 3, "the reader's connection open");
+      await pollUntil(
+        () => opened(db),
+        (n) => n === 3,
+        "the reader's connection open",
+      );
       assert.deepEqual(await store.monitorFlows(A), []);
       assert.equal(opened(db), 3, "the warm thread answered: no second one");
     } finally {
@@ -90,7 +94,11 @@ describe("the SQLite store's reading thread over its life", () => {
     const lazy = await openStore({ dataDir: cold });
     try {
       const db = path.join(cold, "sluice.db");
-      await pollUntil(() => opened(db), (n) => n === 2, "the checkpointer's connection open");
+      await pollUntil(
+        () => opened(db),
+        (n) => n === 2,
+        "the checkpointer's connection open",
+      );
       assert.equal(opened(db), 2, "no reader yet");
       await lazy.monitorFlows(A);
       assert.equal(opened(db), 3);
