@@ -91,6 +91,8 @@ export function wake(l: Lane): void {
  * freed while others still run); otherwise this long after its last fetch.
  */
 const NUDGE_MS = 50;
+/** A busy lane fetches at once only with at least this share (1/n) of its slots free. */
+const REFILL_SHARE = 4;
 
 /** Jobs of this lane were committed, here or on another node (docs/cluster.md, "Waking the lanes"). */
 export function told(l: Lane): void {
@@ -174,7 +176,11 @@ function waitBeforeFetch(l: Lane, full: boolean): number {
     if (poll > 0) return poll;
     l.told = true; // the poll: look for jobs nobody announced (an expired claim)
   }
-  if (full || (l.active > 0 ? l.ended : l.fetched <= 1)) return 0;
+  // A lane with most of its slots taken refills in batches: fetching for each slot freed was a
+  // fetch and a start statement per one or two jobs (a script lane's slots mostly hold tasks
+  // waiting for a Python child, so a slot refilled later costs nothing).
+  const refill = l.active === 0 || l.slots - l.active >= Math.ceil(l.slots / REFILL_SHARE);
+  if (refill && (full || (l.active > 0 ? l.ended : l.fetched <= 1))) return 0;
   return Math.max(0, l.fetchedAt + NUDGE_MS - now);
 }
 
