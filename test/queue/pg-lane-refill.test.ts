@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import os from "node:os";
 import { after, before, describe, it } from "node:test";
 import type { Clock, TimerHandle } from "../../src/clock.ts";
-import { createPgQueue, type PgRunQueue } from "../../src/queue/pg-queue.ts";
+import { createPgQueue } from "../../src/queue/pg-queue.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { startPostgres } from "../helpers/pg.ts";
 import { newRun } from "../helpers/runs.ts";
