@@ -57,3 +57,20 @@ export interface ValidationContext {
   /** Whether the scope has this secret; absent: references are only checked for their form. */
   secretExists?(name: string): Promise<boolean>;
 }
+
+/** A vertex that passed the shape checks, with its place in the request's `vertexes`. */
+export interface FoundVertex {
+  index: number;
+  vertex: import("./graph.ts").Vertex;
+}
+
+/** How the deploy checks report a finding; the severity is ERROR unless given. */
+export type AddFinding = (
+  errorCode: ValidationCodeValue,
+  nodeId: string,
+  nodeType: string,
+  path: (string | number)[],
+  errorMessage: string,
+  extra?: { operatorId?: string | undefined; operatorType?: string | undefined },
+  severity?: SeverityValue,
+) => void;

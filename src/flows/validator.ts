@@ -4,14 +4,15 @@
  * deploy request body so that an editor can point at the offending field.
  */
 
-import type { Locator } from "../elements/locator.ts";
-import { expressionError, templateExpressions } from "./expr.ts";
-import { Edge, isNodeType, joinPrelude, shortName, Vertex } from "./graph.ts";
-import { NODES } from "./nodes/index.ts";
+import { expressionError } from "./expr.ts";
+import { Edge, isNodeType, shortName, Vertex } from "./graph.ts";
 import { type JsonPath, schemaIssues } from "./schema-issues.ts";
 import { validateConfigure } from "./validate-configure.ts";
-import { secretIssues } from "./validate-secrets.ts";
+import { checkCycles, checkReachable } from "./validate-graph.ts";
+import { checkNodes } from "./validate-nodes.ts";
 import {
+  type AddFinding,
+  type FoundVertex,
   Severity,
   ValidationCode,
   type ValidationCodeValue,
@@ -19,15 +20,8 @@ import {
   type ValidationResult,
 } from "./validation-codes.ts";
 
-export type { ValidationContext, ValidationResult } from "./validation-codes.ts";
-
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
-
-interface Found {
-  index: number;
-  vertex: Vertex;
-}
 
 export async function validateFlow(
   request: { flow: unknown; configure: unknown },
@@ -54,7 +48,7 @@ export async function validateFlow(
     isRecord(configure) && typeof configure.prelude === "string" ? configure.prelude : "";
   // When the prelude itself does not parse, that is reported once; code is then checked alone.
   const preludeErr = prelude === "" ? null : await ctx.checkPythonSyntax(prelude);
-  const vertexes: Found[] = [];
+  const vertexes: FoundVertex[] = [];
   const edges: { index: number; edge: Edge }[] = [];
 
   if (!isRecord(flow) || !Array.isArray(flow.vertexes)) {
@@ -98,22 +92,12 @@ export async function validateFlow(
   return out;
 }
 
-type Add = (
-  errorCode: ValidationCodeValue,
-  nodeId: string,
-  nodeType: string,
-  path: JsonPath,
-  errorMessage: string,
-  extra?: { operatorId?: string | undefined; operatorType?: string | undefined },
-  severity?: ValidationResult["severity"],
-) => void;
-
 /**
  * Well-formed vertexes with unique ids and known types go on to the deeper checks. Returns every
  * id declared, accepted or not: an edge to a vertex already reported (say, of an unknown type)
  * is not reported again as an edge to nothing.
  */
-function collectVertexes(raw: unknown[], found: Found[], add: Add): Set<string> {
+function collectVertexes(raw: unknown[], found: FoundVertex[], add: AddFinding): Set<string> {
   const seen = new Set<string>();
   const declared = new Set<string>();
   let outputs = 0;
@@ -170,10 +154,10 @@ function collectVertexes(raw: unknown[], found: Found[], add: Add): Set<string> 
 
 function collectEdges(
   raw: unknown[],
-  vertexes: readonly Found[],
+  vertexes: readonly FoundVertex[],
   declared: ReadonlySet<string>,
   found: { index: number; edge: Edge }[],
-  add: Add,
+  add: AddFinding,
 ): void {
   const ids = new Set(vertexes.map((f) => f.vertex.id));
   raw.forEach((e, j) => {
@@ -214,148 +198,4 @@ function collectEdges(
     }
     if (ok) found.push({ index: j, edge });
   });
-}
-
-async function checkNodes(
-  vertexes: readonly Found[],
-  edges: readonly { edge: Edge }[],
-  /** "" when there is none or it does not parse (then code is checked alone). */
-  prelude: string,
-  ctx: ValidationContext,
-  add: Add,
-): Promise<void> {
-  for (const { index, vertex } of vertexes) {
-    const def = NODES[vertex.type as keyof typeof NODES];
-    const base: JsonPath = ["flow", "vertexes", index, "config"];
-    const config = vertex.config ?? {};
-    const id = vertex.id;
-    const shape = schemaIssues(def.configSchema, config);
-    for (const s of shape)
-      add(ValidationCode.INVALID_NODE_CONFIG, id, vertex.type, [...base, ...s.path], s.message);
-    if (shape.length > 0) continue;
-    const cfg = config as Record<string, unknown>;
-    const sources = edges.filter((e) => e.edge.target === id).map((e) => e.edge.source);
-    const issues = def.check?.(cfg, { sources }) ?? [];
-    for (const s of issues)
-      add(ValidationCode.INVALID_NODE_CONFIG, id, vertex.type, [...base, ...s.path], s.message, s);
-    for (const e of def.expressions?.(cfg) ?? []) {
-      let texts: string[];
-      try {
-        texts = e.kind === "template" ? templateExpressions(e.text) : [e.text];
-      } catch (err) {
-        add(
-          ValidationCode.INVALID_EXPRESSION,
-          id,
-          vertex.type,
-          [...base, ...e.path],
-          (err as Error).message,
-          e,
-        );
-        continue;
-      }
-      for (const text of texts) {
-        const err = expressionError(text);
-        if (err)
-          add(
-            ValidationCode.INVALID_EXPRESSION,
-            id,
-            vertex.type,
-            [...base, ...e.path],
-            `invalid JSONata "${text}": ${err}`,
-            e,
-          );
-      }
-    }
-    if (issues.length > 0) continue;
-    const element = cfg.element as Locator | undefined;
-    if (element && (vertex.type === "script" || vertex.type === "subflow")) {
-      const type = vertex.type === "script" ? "PY" : "DPL";
-      if (!(await ctx.elementExists(element, type))) {
-        add(
-          ValidationCode.ELEMENT_NOT_FOUND,
-          id,
-          vertex.type,
-          [...base, "element"],
-          `${type} element ${element.elementName} does not exist`,
-        );
-      }
-    }
-    for (const s of await secretIssues(vertex.type, cfg, ctx))
-      add(ValidationCode.UNKNOWN_SECRET, id, vertex.type, [...base, ...s.path], s.message);
-    if (vertex.type === "script" && typeof cfg.code === "string") {
-      const joined = joinPrelude(prelude, cfg.code);
-      const err = await ctx.checkPythonSyntax(joined.code);
-      if (err) {
-        // Lines are counted in the user's code, not in the prelude + code that Python saw.
-        const msg =
-          err.line === undefined
-            ? err.message
-            : `Python syntax error at line ${Math.max(1, err.line - joined.lineOffset)}: ${err.message}`;
-        add(ValidationCode.PYTHON_SYNTAX_ERROR, id, vertex.type, [...base, "code"], msg);
-      }
-    }
-  }
-}
-
-/** One CYCLE finding per edge that closes a cycle (DFS back edge), at that edge. */
-function checkCycles(
-  vertexes: readonly Found[],
-  edges: readonly { index: number; edge: Edge }[],
-  add: Add,
-): void {
-  const out = new Map<string, { index: number; edge: Edge }[]>();
-  for (const e of edges) out.set(e.edge.source, [...(out.get(e.edge.source) ?? []), e]);
-  const color = new Map<string, 1 | 2>();
-  const typeOf = new Map(vertexes.map((f) => [f.vertex.id, f.vertex.type]));
-  const visit = (id: string): void => {
-    color.set(id, 1);
-    for (const e of out.get(id) ?? []) {
-      const c = color.get(e.edge.target);
-      if (c === 1) {
-        add(
-          ValidationCode.CYCLE,
-          e.edge.target,
-          typeOf.get(e.edge.target) ?? "unknown",
-          ["flow", "edges", e.index],
-          `edge ${e.edge.source} -> ${e.edge.target} closes a cycle`,
-        );
-      } else if (c === undefined) visit(e.edge.target);
-    }
-    color.set(id, 2);
-  };
-  for (const { vertex } of vertexes) if (!color.has(vertex.id)) visit(vertex.id);
-}
-
-/** Warn about vertexes no input node (or, without input nodes, no root) can reach. */
-function checkReachable(
-  vertexes: readonly Found[],
-  edges: readonly { edge: Edge }[],
-  add: Add,
-): void {
-  const targets = new Set(edges.map((e) => e.edge.target));
-  const inputs = vertexes.filter((f) => f.vertex.type === "input");
-  const entries = inputs.length > 0 ? inputs : vertexes.filter((f) => !targets.has(f.vertex.id));
-  const reached = new Set(entries.map((f) => f.vertex.id));
-  const queue = [...reached];
-  for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-    for (const e of edges) {
-      if (e.edge.source === id && !reached.has(e.edge.target)) {
-        reached.add(e.edge.target);
-        queue.push(e.edge.target);
-      }
-    }
-  }
-  for (const { index, vertex } of vertexes) {
-    if (!reached.has(vertex.id)) {
-      add(
-        ValidationCode.UNREACHABLE_VERTEX,
-        vertex.id,
-        vertex.type,
-        ["flow", "vertexes", index],
-        "vertex is not reachable from an input node",
-        {},
-        Severity.WARNING,
-      );
-    }
-  }
 }

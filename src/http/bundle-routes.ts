@@ -6,8 +6,9 @@ import { importBundle, type RevisionCheck, type ScriptCheck } from "../bundles/i
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { appBounds } from "../config-limits.ts";
-import { type FlowLifecycle, validationContext } from "../flows/lifecycle.ts";
+import type { FlowLifecycle } from "../flows/lifecycle.ts";
 import { Severity } from "../flows/validation-codes.ts";
+import { validationContext } from "../flows/validation-context.ts";
 import { validateFlow } from "../flows/validator.ts";
 import { checkScriptBytes } from "../scripts/importer.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";

@@ -3,8 +3,10 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, FastifySchema, RouteOptions } from "fastify";
 import type { Config } from "../config.ts";
 import { IDEMPOTENCY_HEADER_DOC, IDEMPOTENT_OPERATIONS } from "./idempotency.ts";
-import { contextHeaders, errorCatalog, OPERATIONS, responseHeaders } from "./openapi-catalog.ts";
+import { OPERATIONS } from "./openapi-catalog.ts";
+import { errorCatalog } from "./openapi-errors.ts";
 import { documentBodies, documentedBody, documentedTextFields } from "./openapi-forms.ts";
+import { contextHeaders, responseHeaders } from "./openapi-headers.ts";
 
 export interface RouteRecord {
   method: string;

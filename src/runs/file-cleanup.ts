@@ -5,11 +5,12 @@
  * `keep` keeps it. The sweeper also removes directories whose run was deleted (after the default
  * retention, counted from the directory's last change) and error-handler results of deleted runs.
  */
-import { readdir, rm, rmdir, stat } from "node:fs/promises";
+import { readdir, rmdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { LRUCache } from "lru-cache";
 import type { Clock, TimerHandle } from "../clock.ts";
 import { type FileCleanup, normalizeConfigure } from "../flows/graph.ts";
+import { removeTree } from "../scripts/safe-tree.ts";
 import type { Run, Store } from "../store/types.ts";
 
 const DAY_MS = 86_400_000;
@@ -53,7 +54,8 @@ export async function cleanupAtRunEnd(
       (err: NodeJS.ErrnoException) => err.code !== "ENOENT",
     );
   }
-  await rm(dir, { recursive: true, force: true }).catch(() => {});
+  // Never by path: a process may still hold a descriptor inside (docs/security.md, "Disk").
+  await removeTree(dir).catch(() => {});
   return false;
 }
 
@@ -145,7 +147,7 @@ async function sweep(w: Sweeper): Promise<string[]> {
     try {
       const due = await deadline(w, name, dir);
       if (due === null || due > now) continue;
-      await rm(dir, { recursive: true, force: true });
+      await removeTree(dir);
       w.onRemoved?.(name);
       deleted.push(name);
     } catch (err) {

@@ -1,8 +1,9 @@
 import { ErrorCode, SluiceError } from "../errors.ts";
-import type { NodeLog } from "../flows/executor.ts";
+import type { FlowRunResult, NodeLog } from "../flows/executor.ts";
 import type { Configure } from "../flows/graph.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
-import { type Run, TERMINAL } from "../store/types.ts";
+import { type Run, type Store, TERMINAL } from "../store/types.ts";
+import type { ExecRun } from "./lifecycle-types.ts";
 import type { ScriptUse } from "./script-node.ts";
 
 /**
@@ -66,4 +67,34 @@ export function repeatPins(original: Run, revisionPins: readonly ScriptPin[]): S
   const ran: ScriptPin[] = recordedScripts(original).map(({ pinned: _, ...pin }) => pin);
   const ranIds = new Set(ran.map((p) => p.nodeId));
   return [...ran, ...revisionPins.filter((p) => !ranIds.has(p.nodeId))];
+}
+
+/**
+ * The run a re-run or resume repeats, read when it executes (docs/dataflow-service.md, "Re-run and
+ * resume"): its script versions, and a resume's node logs, are what the new run repeats.
+ */
+export async function originalRun(
+  store: Pick<Store, "getRun">,
+  r: ExecRun,
+): Promise<Run | undefined> {
+  if (!r.rerunOf) return undefined;
+  const original = await store.getRun(r.scope, r.rerunOf.runId);
+  // Deleted since the request was accepted: nothing silently runs other versions or every node.
+  const verb = r.rerunOf.kind === "resume" ? "resumes" : "re-runs";
+  if (!original) throw new Error(`run ${r.rerunOf.runId}, which this run ${verb}, was deleted`);
+  return original;
+}
+
+/** A resume's failed run's node logs: what the new run does not do again. */
+export function resumed(r: ExecRun, original: Run | undefined) {
+  if (r.rerunOf?.kind !== "resume" || !original) return undefined;
+  return { runId: original.id, nodes: recordedNodes(original) };
+}
+
+/** The script versions behind a run's outputs: those a resume reused, then those it executed. */
+export function withReused(out: FlowRunResult, original: Run | undefined, used: ScriptUse[]) {
+  if (!original) return used;
+  const reused = new Set(out.nodes.filter((n) => n.reusedFrom).map((n) => n.nodeId));
+  if (reused.size === 0) return used;
+  return [...recordedScripts(original).filter((u) => reused.has(u.nodeId)), ...used];
 }

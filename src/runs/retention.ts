@@ -3,12 +3,13 @@
  * element's rule no longer keeps, a small batch per short transaction with a turn of the event
  * loop between batches, and the working directories (kept files) of the runs it deleted.
  */
-import { readdir, rm } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { LRUCache } from "lru-cache";
 import type { Clock, TimerHandle } from "../clock.ts";
 import type { RetentionConfig } from "../config.ts";
 import { normalizeConfigure } from "../flows/graph.ts";
+import { removeTree } from "../scripts/safe-tree.ts";
 import { scriptHeader } from "../scripts/script-header.ts";
 import type { RetentionElement, RetentionStore } from "../store/retention-store.ts";
 import type { ElementType, ScopeFilter } from "../store/types.ts";
@@ -225,7 +226,7 @@ async function removeDirs(s: State, dirs: Set<string>, ids: readonly string[]): 
   for (const id of ids) {
     if (!dirs.has(id)) continue;
     try {
-      await rm(workDirOf(s.config.dataDir, id), { recursive: true, force: true });
+      await removeTree(workDirOf(s.config.dataDir, id));
       s.onRemoved?.(id);
       dirs.delete(id);
       n++;

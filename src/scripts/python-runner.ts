@@ -14,8 +14,9 @@ import {
   runTask,
 } from "./python-runner-run.ts";
 import { detectSandbox, type Logger, type SandboxKind } from "./python-runner-sandbox.ts";
-import { layOutUids, retireSlice } from "./python-runner-uids.ts";
+import { layOutUids, retireSlice, type UidLayout } from "./python-runner-uids.ts";
 import { WorkDirs, warnIfUntraversable } from "./python-runner-workdir.ts";
+import type { ZygotePool } from "./python-runner-zygote.ts";
 import type { PythonRunner, TaskSpec } from "./runner-types.ts";
 import { createScriptEnvs } from "./script-envs.ts";
 import { createSyntaxChecker } from "./syntax-check.ts";
@@ -63,23 +64,22 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
   const sandbox: Sandbox = choice.kind;
   const uids = layOutUids(python, sandbox, logger);
   const syntax = createSyntaxChecker({ python, sandbox, uids: uids.checks, logger, clock });
-  const dirs = await openWorkDirs(dataDir, sandbox, uids.tasks, logger);
-  const cgroups =
-    cgroup.kind === "off"
-      ? undefined
-      : await openCgroups(python, sandbox, uids.block, logger, clock).catch(
-          async (err: unknown) => {
-            await syntax.close();
-            uids.block.release();
-            throw err;
-          },
-        );
-  const pool = await startPool(python, sandbox, dirs.root, cgroups, logger, clock).catch(
-    async (err: unknown) => {
-      await cgroups?.close();
-      throw err;
-    },
-  );
+  const { dirs, cgroups, pool } = await openParts({
+    python,
+    sandbox,
+    cgroupsOn: cgroup.kind !== "off",
+    uids,
+    dataDir,
+    logger,
+    clock,
+  }).catch(async (err: unknown) => {
+    // What it took goes back as at close: a block this process still held would be skipped by
+    // its next runner (docs/security.md, "Layers").
+    await syntax.close();
+    if (sandbox !== "none") killUidBlock(uids.block);
+    uids.block.release();
+    throw err;
+  });
   const envPools = new EnvPools({
     max: python.envs.zygotes,
     logger,
@@ -168,6 +168,30 @@ function liveMasked(spec: TaskSpec): { spec: TaskSpec; end(): void } {
       }
     },
   };
+}
+
+/** The work directories, the cgroups and the default zygote; cgroups opened are closed on a failure. */
+async function openParts(o: {
+  python: Config["python"];
+  sandbox: Sandbox;
+  cgroupsOn: boolean;
+  uids: UidLayout;
+  dataDir: string;
+  logger: Logger;
+  clock: Clock;
+}): Promise<{ dirs: WorkDirs; cgroups: TaskCgroups | undefined; pool: ZygotePool }> {
+  const { python, sandbox, logger, clock } = o;
+  const dirs = await openWorkDirs(o.dataDir, sandbox, o.uids.tasks, logger);
+  const cgroups = o.cgroupsOn
+    ? await openCgroups(python, sandbox, o.uids.block, logger, clock)
+    : undefined;
+  const pool = await startPool(python, sandbox, dirs.root, cgroups, logger, clock).catch(
+    async (err: unknown) => {
+      await cgroups?.close();
+      throw err;
+    },
+  );
+  return { dirs, cgroups, pool };
 }
 
 async function openWorkDirs(

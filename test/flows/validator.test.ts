@@ -1,8 +1,8 @@
 /* biome-ignore-all lint/suspicious/noTemplateCurlyInString: run-name placeholders are literal text */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ValidationCode as C } from "../../src/flows/validation-codes.ts";
-import { type ValidationResult, validateFlow } from "../../src/flows/validator.ts";
+import { ValidationCode as C, type ValidationResult } from "../../src/flows/validation-codes.ts";
+import { validateFlow } from "../../src/flows/validator.ts";
 
 const existing = new Set(["PY:score", "DPL:child", "PY:notify"]);
 const ctx = {

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -13,6 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { type SliceUids, WorkDirs } from "../../src/scripts/python-runner-workdir.ts";
+import { startSwapper } from "../helpers/symlink-swap.ts";
 
 /** A slice whose holds the test counts (docs/security.md, "Preloading"). */
 function slice(base: number, count: number) {
@@ -78,22 +78,6 @@ describe("working directories of preloading zygotes' tasks", () => {
   });
 });
 
-/**
- * What an attacker holding a descriptor inside a kept run directory does (a preloading zygote
- * whose slice gave the directory its group keeps one: its packages' code can open it while the
- * group is its own): swap, atomically and for ever, a subdirectory with a symlink to a host
- * directory, so that Node, root, walking the tree by path, is sent outside.
- */
-const SWAPPER = `
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-d = sys.argv[1]
-a, b = os.path.join(d, "sub").encode(), os.path.join(d, "lnk").encode()
-print("go", flush=True)
-while True:
-    libc.renameat2(-100, a, -100, b, 2)  # RENAME_EXCHANGE
-`;
-
 describe("a kept run directory handed to a new group", () => {
   let root: string;
   let outside: string;
@@ -121,11 +105,8 @@ describe("a kept run directory handed to a new group", () => {
     symlinkSync(outside, path.join(first.dir, "lnk"));
     await dirs.release(first, true, async () => true);
 
-    const swapper = spawn("/usr/bin/python3", ["-c", SWAPPER, first.dir], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    const swapper = await startSwapper(first.dir);
     try {
-      await new Promise((resolve) => swapper.stdout.once("data", resolve));
       const changed = () => names.filter((n) => statSync(path.join(outside, n)).gid !== 0);
       for (let i = 0; i < 150 && changed().length === 0; i++) {
         const wd = await dirs.acquire("run-race", false);
@@ -148,11 +129,8 @@ describe("a kept run directory handed to a new group", () => {
       mkdirSync(sub);
       for (const n of names) writeFileSync(path.join(sub, n), "run");
       symlinkSync(outside, path.join(wd.dir, "lnk"));
-      const swapper = spawn("/usr/bin/python3", ["-c", SWAPPER, wd.dir], {
-        stdio: ["ignore", "pipe", "inherit"],
-      });
+      const swapper = await startSwapper(wd.dir);
       try {
-        await new Promise((resolve) => swapper.stdout.once("data", resolve));
         // It may fail (the tree changes under it); it must not reach outside.
         await dirs.release(wd, false, async () => true).catch(() => {});
       } finally {
