@@ -134,7 +134,7 @@ async function sweep(r: RecoveryState): Promise<Recovered> {
   }
   const requeued = await requeueLost(r, now);
   let failed = 0;
-  for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
+  for (const run of await store.orphanedRuns({ now, timeoutMs: deps.heartbeatTimeoutMs })) {
     if (run.nodeId === deps.nodeId) continue;
     const message = `node ${run.nodeId ?? "unknown"} stopped sending heartbeats for ${deps.heartbeatTimeoutMs / 1000}s while this run was executing; the run was lost`;
     if (await fail(r, run, message)) failed++;

@@ -3,6 +3,7 @@
 import type { ImportWrites } from "./import-types.ts";
 import type { ScriptEnvStore } from "./kysely-script-envs.ts";
 import type { FlowListRow, FlowOverviewRow, RunPage, RunQuery } from "./monitor-types.ts";
+import type { Liveness } from "./node-liveness.ts";
 import type {
   FlowRevision,
   FlowRevisionInfo,
@@ -263,10 +264,10 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null): Promise<Run[]>;
   childRuns(parentRunId: string): Promise<Run[]>;
 
-  /** Records that this process is alive. */
+  /** Records that this process is alive (by the database's clock: node-liveness.ts). */
   heartbeat(nodeId: string, now: number): Promise<void>;
-  /** STARTED runs whose node has not beaten since `cutoff` (or never registered). */
-  orphanedRuns(cutoff: number): Promise<Run[]>;
+  /** STARTED runs whose node is not `live` (has not beaten within its timeout, or never registered). */
+  orphanedRuns(live: Liveness): Promise<Run[]>;
   /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */
   queuedBefore(cutoff: number, limit: number): Promise<Pick<Run, "id" | "elementType">[]>;
   /**

@@ -131,7 +131,10 @@ describe("cluster: a worker whose clock is minutes off", () => {
       configure: {},
     });
     assert.equal(d.status, true, JSON.stringify(d));
-    assert.equal((await post(`${api.url}${DF}/flow/activate`, { elementName: "held" })).status, true);
+    assert.equal(
+      (await post(`${api.url}${DF}/flow/activate`, { elementName: "held" })).status,
+      true,
+    );
   });
 
   after(async () => {
@@ -175,6 +178,9 @@ describe("cluster: a worker whose clock is minutes off", () => {
     assert.equal(ended?.status, "FAILURE", JSON.stringify(ended));
     assert.match(ended?.error ?? "", /stopped sending heartbeats/);
     const took = Date.now() - killedAt;
-    assert.ok(took <= HEARTBEAT_TIMEOUT_MS + 2 * HEARTBEAT_MS + 1000, `failed ${took} ms after the kill`);
+    assert.ok(
+      took <= HEARTBEAT_TIMEOUT_MS + 2 * HEARTBEAT_MS + 1000,
+      `failed ${took} ms after the kill`,
+    );
   });
 });
