@@ -282,6 +282,8 @@ export interface Store extends RunLimitStore, ScriptEnvStore {
   ): Promise<Pick<Run, "id" | "elementType" | "createTime">[]>;
   /** Ends the run only while it is STARTED by `nodeId`; false when it is not (any more). */
   endStartedOn(id: string, nodeId: string, end: RunEnd): Promise<boolean>;
+  /** Of `ids` (at most 500), those of runs that have ended (by their primary key). */
+  endedAmong(ids: readonly string[]): Promise<string[]>;
 
   /**
    * The bytes the app stores, every space of it (docs/security.md, "What an app may store"): its
