@@ -2,7 +2,7 @@ import { CompiledQuery, type Kysely, type Selectable, sql, type Transaction } fr
 import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished } from "./kysely-monitor.ts";
-import { beatTime, type Liveness, liveSince } from "./node-liveness.ts";
+import { databaseNow, type Liveness, liveSince } from "./node-liveness.ts";
 import { toRun } from "./rows.ts";
 import { type HotWrites, hotWrites, runRow } from "./run-write-rows.ts";
 import { countNewRuns, createRunWrites } from "./run-writes.ts";
@@ -217,7 +217,7 @@ async function heartbeat(
   now: number,
 ): Promise<void> {
   // Beats are written and judged by the database's clock (node-liveness.ts).
-  const at = beatTime(dialect, now);
+  const at = databaseNow(dialect, now);
   await db
     .insertInto("nodes")
     .values({ id: nodeId, started_at: now, heartbeat_at: at })

@@ -12,11 +12,11 @@ export interface Liveness {
 }
 
 /**
- * The time a beat is written with and judged by (docs/cluster.md, "Clocks"). PostgreSQL's own
+ * The time a beat (and an idempotency key's claim) is written with and judged by (docs/cluster.md, "Clocks"). PostgreSQL's own
  * clock: nodes share it, so a node whose clock is minutes off is neither taken for dead while it
  * beats nor for alive long after it died. SQLite: the caller's clock (injected, so tests move it).
  */
-export function beatTime(dialect: Dialect, now: number): Expression<number> | number {
+export function databaseNow(dialect: Dialect, now: number): Expression<number> | number {
   return dialect === "postgres"
     ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
     : now;
