@@ -1,3 +1,4 @@
+import { createEndedElsewhere } from "./runs/ended-elsewhere.ts";
 import { createOrphanSweep, type RunsHere } from "./runs/orphans.ts";
 import { createRecovery, type Recovery } from "./runs/recovery.ts";
 import { createLimitWakeups } from "./runs/run-limits.ts";
@@ -21,6 +22,12 @@ export async function startRecovery(deps: ServiceBase & { here: RunsHere }): Pro
     logger,
     heartbeatTimeoutMs: config.heartbeatTimeoutMs,
   });
+  const endedElsewhere = createEndedElsewhere({
+    store: topology.store,
+    events: deps.events,
+    here: deps.here,
+    logger,
+  });
   const recovery = createRecovery({
     store: topology.store,
     queue: topology.queue,
@@ -33,6 +40,7 @@ export async function startRecovery(deps: ServiceBase & { here: RunsHere }): Pro
     heartbeatTimeoutMs: config.heartbeatTimeoutMs,
     requeue: topology.recovery.requeueAtStart,
     waiting,
+    endedElsewhere,
   });
   const recovered = await recovery.recoverAtStart();
   if (recovered.failed || recovered.requeued) logger.info(recovered, "recovered unfinished runs");

@@ -244,7 +244,7 @@ function createApiParts(
   const { store } = deps.topology;
   // Keys live in the shared database: every API node of a cluster agrees (docs/idempotency.md).
   const idempotency = createIdempotency({
-    keys: createIdempotencyKeys(store.db),
+    keys: createIdempotencyKeys(store.db, store.dialect),
     store,
     clock,
     logger,

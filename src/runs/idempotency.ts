@@ -127,12 +127,13 @@ async function awaitRun(
   for (;;) {
     const run = await deps.store.getRun(call.scope, held.runId);
     if (run) return run;
-    const now = await deps.keys.get(call);
+    const now = await deps.keys.get(call, deps.clock.now());
     if (now?.runId !== held.runId) return "gone";
     // The first call commits its key after its run's record: read once more, after seeing the
     // commit, or a commit landing between the two reads above looks like a deleted run.
     if (now.committed) return await deps.store.getRun(call.scope, held.runId);
-    if (deps.clock.now() - now.createdAt >= CLAIM_TAKEOVER_MS) {
+    // Its age by the database's clock: a node whose clock is behind makes no fresh claim look old.
+    if (now.ageMs >= CLAIM_TAKEOVER_MS) {
       await deps.keys.release(call, held.runId);
       return "gone";
     }

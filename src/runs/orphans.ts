@@ -23,6 +23,8 @@ export interface RunsHere {
   /** Holds the run until the answer is called (once; more calls do nothing). */
   hold(runId: string): () => void;
   has(runId: string): boolean;
+  /** The runs held now. */
+  ids(): string[];
 }
 
 /**
@@ -44,6 +46,7 @@ export function createRunsHere(): RunsHere {
       };
     },
     has: (runId) => held.has(runId),
+    ids: () => [...held.keys()],
   };
 }
 

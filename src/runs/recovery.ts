@@ -43,6 +43,8 @@ interface RecoveryDeps {
   requeue: boolean;
   /** Runs waiting for a slot of their limited element (run-limits.ts): woken on every beat. */
   waiting?: { sweep(): Promise<number> } | undefined;
+  /** Shared database: the runs held here that another node ended (ended-elsewhere.ts), on every beat. */
+  endedElsewhere?: { sweep(): Promise<number> } | undefined;
 }
 
 /** The state one recovery keeps: its dependencies and the heartbeat timer. */
@@ -132,9 +134,11 @@ async function sweep(r: RecoveryState): Promise<Recovered> {
     await deps.waiting?.sweep();
     return { failed: 0, requeued: 0 };
   }
+  // First: a node that stalled past the timeout stops what others ended meanwhile.
+  await deps.endedElsewhere?.sweep();
   const requeued = await requeueLost(r, now);
   let failed = 0;
-  for (const run of await store.orphanedRuns(now - deps.heartbeatTimeoutMs)) {
+  for (const run of await store.orphanedRuns({ now, timeoutMs: deps.heartbeatTimeoutMs })) {
     if (run.nodeId === deps.nodeId) continue;
     const message = `node ${run.nodeId ?? "unknown"} stopped sending heartbeats for ${deps.heartbeatTimeoutMs / 1000}s while this run was executing; the run was lost`;
     if (await fail(r, run, message)) failed++;

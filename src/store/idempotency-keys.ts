@@ -1,6 +1,7 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql } from "kysely";
+import { databaseNow } from "./node-liveness.ts";
 import type { Database } from "./schema.ts";
-import type { Scope } from "./types.ts";
+import type { Dialect, Scope } from "./types.ts";
 
 /** Where a key lives: the caller's scope and the endpoint it was sent to (docs/idempotency.md). */
 export interface KeyPlace {
@@ -13,10 +14,13 @@ export interface KeyPlace {
 export interface KeyRecord {
   fingerprint: string;
   runId: string;
+  /** When the key was claimed, by the database's clock (node-liveness.ts). */
   createdAt: number;
   expiresAt: number;
   /** The run was recorded (a row without its run is then a deleted run). */
   committed: boolean;
+  /** How long ago the key was claimed, by the database's clock: a takeover's measure. */
+  ageMs: number;
 }
 
 /**
@@ -32,9 +36,10 @@ export interface IdempotencyKeys {
    */
   claim(
     at: KeyPlace,
-    rec: Omit<KeyRecord, "committed">,
+    rec: Omit<KeyRecord, "committed" | "ageMs">,
   ): Promise<{ won: boolean; held: KeyRecord | undefined }>;
-  get(at: KeyPlace): Promise<KeyRecord | undefined>;
+  /** The key's row; `now` is the caller's clock, used only where the database has none (SQLite). */
+  get(at: KeyPlace, now: number): Promise<KeyRecord | undefined>;
   /** Marks the key's run as recorded, if the key still names `runId`. */
   commit(at: KeyPlace, runId: string): Promise<void>;
   /** Frees the key if it still names `runId` and that run was never recorded. True: freed. */
@@ -43,7 +48,7 @@ export interface IdempotencyKeys {
   prune(now: number): Promise<number>;
 }
 
-export function createIdempotencyKeys(db: Kysely<Database>): IdempotencyKeys {
+export function createIdempotencyKeys(db: Kysely<Database>, dialect: Dialect): IdempotencyKeys {
   const where = (at: KeyPlace) =>
     db
       .selectFrom("idempotency_keys")
@@ -60,7 +65,9 @@ export function createIdempotencyKeys(db: Kysely<Database>): IdempotencyKeys {
         idem_key: at.key,
         fingerprint: rec.fingerprint,
         run_id: rec.runId,
-        created_at: rec.createdAt,
+        // Claimed at, by the database's clock: nodes' clocks may disagree by minutes, and a
+        // claim that looked old to another node was taken over while it was being used.
+        created_at: databaseNow(dialect, rec.createdAt),
         expires_at: rec.expiresAt,
         committed: 0,
       };
@@ -81,13 +88,15 @@ export function createIdempotencyKeys(db: Kysely<Database>): IdempotencyKeys {
         )
         .returning("run_id")
         .executeTakeFirst();
-      if (landed?.run_id === rec.runId) return { won: true, held: { ...rec, committed: false } };
-      return { won: false, held: await this.get(at) };
+      if (landed?.run_id === rec.runId)
+        return { won: true, held: { ...rec, committed: false, ageMs: 0 } };
+      return { won: false, held: await this.get(at, rec.createdAt) };
     },
 
-    async get(at) {
+    async get(at, now) {
       const r = await where(at)
         .select(["fingerprint", "run_id", "created_at", "expires_at", "committed"])
+        .select(sql<number>`${databaseNow(dialect, now)} - created_at`.as("age_ms"))
         .executeTakeFirst();
       if (!r) return undefined;
       return {
@@ -96,6 +105,7 @@ export function createIdempotencyKeys(db: Kysely<Database>): IdempotencyKeys {
         createdAt: Number(r.created_at),
         expiresAt: Number(r.expires_at),
         committed: Number(r.committed) === 1,
+        ageMs: Number(r.age_ms),
       };
     },
 

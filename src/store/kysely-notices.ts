@@ -1,16 +1,18 @@
 import type { ExpressionBuilder, Kysely } from "kysely";
+import { type Liveness, liveSince } from "./node-liveness.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect } from "./types.ts";
 
 /**
  * Which owed notifications a node may take (docs/error-handlers.md, "Durable"): those of any
  * other node when this process owns the database (embedded: every other owner was a previous
- * life of it), else those of nodes whose last heartbeat is older than `liveSince`.
+ * life of it), else those of nodes that are not `live` (no heartbeat within its timeout).
  */
 export interface OwnerRule {
   nodeId: string;
   takeAll: boolean;
-  liveSince: number;
+  /** Which owners are alive (by the database's clock: node-liveness.ts). */
+  live: Liveness;
 }
 
 /**
@@ -58,7 +60,7 @@ export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): Notic
         ])
         .where("notify_node", "is not", null)
         .where("end_time", ">=", endedSince)
-        .where((eb) => takeable(eb, rule));
+        .where((eb) => takeable(eb, dialect, rule));
       const chosen = db
         .selectFrom(ranked.as("c"))
         .select("c.id")
@@ -73,7 +75,7 @@ export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): Notic
         .set({ notify_node: rule.nodeId })
         .where("id", "in", pick)
         .where("notify_node", "is not", null)
-        .where((eb) => takeable(eb, rule))
+        .where((eb) => takeable(eb, dialect, rule))
         .returning("id")
         .execute();
       return rows.map((r) => r.id);
@@ -93,7 +95,7 @@ export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): Notic
         .set({ notify_node: null })
         .where("notify_node", "is not", null)
         .where("end_time", "<", cutoff)
-        .where((eb) => takeable(eb, rule))
+        .where((eb) => takeable(eb, dialect, rule))
         .returning("id")
         .execute();
       return rows.map((r) => r.id);
@@ -115,7 +117,7 @@ export function createNoticeStore(db: Kysely<Database>, dialect: Dialect): Notic
 }
 
 /** The owner is another node, and (unless the rule takes all) one that stopped beating. */
-function takeable(eb: ExpressionBuilder<Database, "runs">, rule: OwnerRule) {
+function takeable(eb: ExpressionBuilder<Database, "runs">, dialect: Dialect, rule: OwnerRule) {
   const other = eb("notify_node", "<>", rule.nodeId);
   if (rule.takeAll) return other;
   return eb.and([
@@ -123,7 +125,10 @@ function takeable(eb: ExpressionBuilder<Database, "runs">, rule: OwnerRule) {
     eb(
       "notify_node",
       "not in",
-      eb.selectFrom("nodes").select("id").where("heartbeat_at", ">=", rule.liveSince),
+      eb
+        .selectFrom("nodes")
+        .select("id")
+        .where("heartbeat_at", ">=", liveSince(dialect, rule.live)),
     ),
   ]);
 }

@@ -2,6 +2,7 @@ import { CompiledQuery, type Kysely, type Selectable, sql, type Transaction } fr
 import { createBatcher } from "./batch.ts";
 import { deleteArtifactsOf } from "./kysely-artifacts.ts";
 import { countFinished } from "./kysely-monitor.ts";
+import { databaseNow, type Liveness, liveSince } from "./node-liveness.ts";
 import { toRun } from "./rows.ts";
 import { type HotWrites, hotWrites, runRow } from "./run-write-rows.ts";
 import { countNewRuns, createRunWrites } from "./run-writes.ts";
@@ -59,8 +60,8 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
     deleteRuns: (scope, ids) => deleteRuns(db, scope, ids),
     unfinishedRuns: (statuses, nodeId) => unfinishedRuns(db, statuses, nodeId),
     childRuns: (parentRunId) => childRuns(db, parentRunId),
-    heartbeat: (nodeId, now) => heartbeat(db, nodeId, now),
-    orphanedRuns: (cutoff) => orphanedRuns(db, cutoff),
+    heartbeat: (nodeId, now) => heartbeat(db, dialect, nodeId, now),
+    orphanedRuns: (live) => orphanedRuns(db, dialect, live),
     queuedBefore: (cutoff, limit) => queuedBefore(db, cutoff, limit),
     storedBytes: (app) => storedBytes(db, app),
   };
@@ -209,15 +210,27 @@ async function childRuns(db: Kysely<Database>, parentRunId: string): Promise<Run
   return rows.map(toRun);
 }
 
-async function heartbeat(db: Kysely<Database>, nodeId: string, now: number): Promise<void> {
+async function heartbeat(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  nodeId: string,
+  now: number,
+): Promise<void> {
+  // Beats are written and judged by the database's clock (node-liveness.ts).
+  const at = databaseNow(dialect, now);
   await db
     .insertInto("nodes")
-    .values({ id: nodeId, started_at: now, heartbeat_at: now })
-    .onConflict((oc) => oc.column("id").doUpdateSet({ heartbeat_at: now }))
+    .values({ id: nodeId, started_at: now, heartbeat_at: at })
+    .onConflict((oc) => oc.column("id").doUpdateSet({ heartbeat_at: at }))
     .execute();
 }
 
-async function orphanedRuns(db: Kysely<Database>, cutoff: number): Promise<Run[]> {
+async function orphanedRuns(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  live: Liveness,
+): Promise<Run[]> {
+  const cutoff = liveSince(dialect, live);
   const rows = await db
     .selectFrom("runs")
     .selectAll()

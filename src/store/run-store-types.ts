@@ -8,6 +8,7 @@ import type {
   RunStatus,
   ScopeFilter,
 } from "./model.ts";
+import type { Liveness } from "./node-liveness.ts";
 
 export type NewRun = Omit<
   Run,
@@ -75,10 +76,10 @@ export interface RunStore {
   unfinishedRuns(statuses: readonly RunStatus[], nodeId?: string | null): Promise<Run[]>;
   childRuns(parentRunId: string): Promise<Run[]>;
 
-  /** Records that this process is alive. */
+  /** Records that this process is alive (by the database's clock: node-liveness.ts). */
   heartbeat(nodeId: string, now: number): Promise<void>;
-  /** STARTED runs whose node has not beaten since `cutoff` (or never registered). */
-  orphanedRuns(cutoff: number): Promise<Run[]>;
+  /** STARTED runs whose node is not `live` (has not beaten within its timeout, or never registered). */
+  orphanedRuns(live: Liveness): Promise<Run[]>;
   /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */
   queuedBefore(cutoff: number, limit: number): Promise<Pick<Run, "id" | "elementType">[]>;
   /**
@@ -93,4 +94,6 @@ export interface RunStore {
   ): Promise<Pick<Run, "id" | "elementType" | "createTime">[]>;
   /** Ends the run only while it is STARTED by `nodeId`; false when it is not (any more). */
   endStartedOn(id: string, nodeId: string, end: RunEnd): Promise<boolean>;
+  /** Of `ids` (at most 500), those of runs that have ended (by their primary key). */
+  endedAmong(ids: readonly string[]): Promise<string[]>;
 }

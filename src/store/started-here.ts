@@ -12,11 +12,27 @@ import type { ElementType, Run, RunEnd, StartedAfter, Store } from "./types.ts";
  */
 export function startedHereMethods(
   db: Kysely<Database>,
-): Pick<Store, "startedOn" | "endStartedOn"> {
+): Pick<Store, "startedOn" | "endStartedOn" | "endedAmong"> {
   return {
     startedOn: (nodeId, cutoff, limit, after) => startedOn(db, nodeId, cutoff, limit, after),
     endStartedOn: (id, nodeId, end) => endStartedOn(db, id, nodeId, end),
+    endedAmong: (ids) => endedAmong(db, ids),
   };
+}
+
+/**
+ * The runs a node holds that have ended meanwhile (docs/cluster.md, "Ends a node did not hear"):
+ * by primary key, only the ID read.
+ */
+async function endedAmong(db: Kysely<Database>, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom("runs")
+    .select("id")
+    .where("id", "in", ids)
+    .where("status", "in", [sql.lit("SUCCESS"), sql.lit("FAILURE"), sql.lit("CANCELED")])
+    .execute();
+  return rows.map((r) => r.id);
 }
 
 /**

@@ -20,6 +20,7 @@ describe("idempotency: a retry while the first call finishes", () => {
       createdAt: Date.now(),
       expiresAt: Date.now() + 60_000,
       committed: false,
+      ageMs: 0,
     };
     let runRecorded = false;
     const keys: IdempotencyKeys = {

@@ -59,7 +59,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       const databaseUrl =
         dialect === "postgres" ? await (await startPostgres()).createDatabase() : undefined;
       store = await openStore({ databaseUrl, dataDir });
-      keys = createIdempotencyKeys(store.db);
+      keys = createIdempotencyKeys(store.db, dialect);
     });
 
     after(async () => {
@@ -71,7 +71,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       const at = place();
       assert.deepEqual(await keys.claim(at, rec("r1")), {
         won: true,
-        held: { ...rec("r1"), committed: false },
+        held: { ...rec("r1"), committed: false, ageMs: 0 },
       });
       const again = await keys.claim(at, { ...rec("r2"), fingerprint: "f2" });
       assert.equal(again.won, false);
@@ -101,10 +101,10 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal((await keys.claim(old, rec("e3", T0 + 999))).won, false);
       const taken = await keys.claim(old, rec("e4", T0 + 1000));
       assert.equal(taken.won, true);
-      assert.equal((await keys.get(old))?.runId, "e4");
+      assert.equal((await keys.get(old, T0))?.runId, "e4");
       assert.ok((await keys.prune(T0 + 2000)) >= 1);
-      assert.equal(await keys.get(old), undefined);
-      assert.equal((await keys.get(live))?.runId, "e2");
+      assert.equal(await keys.get(old, T0), undefined);
+      assert.equal((await keys.get(live, T0))?.runId, "e2");
     });
 
     it("release frees only an uncommitted key that still names the run", async () => {
@@ -112,12 +112,12 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       await keys.claim(at, rec("x1"));
       assert.equal(await keys.release(at, "other"), false);
       await keys.commit(at, "x1");
-      assert.equal((await keys.get(at))?.committed, true);
+      assert.equal((await keys.get(at, T0))?.committed, true);
       assert.equal(await keys.release(at, "x1"), false);
       const at2 = place();
       await keys.claim(at2, rec("x2"));
       assert.equal(await keys.release(at2, "x2"), true);
-      assert.equal(await keys.get(at2), undefined);
+      assert.equal(await keys.get(at2, T0), undefined);
     });
 
     describe("once()", () => {
@@ -167,6 +167,12 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           fingerprint: "same",
           expiresAt: long + 60_000,
         });
+        // Claimed that long ago by the database's clock too (PostgreSQL writes its own).
+        await store.db
+          .updateTable("idempotency_keys")
+          .set((eb) => ({ created_at: eb("created_at", "-", CLAIM_TAKEOVER_MS + 1) }))
+          .where("idem_key", "=", dead.key)
+          .execute();
         const taken = await i.once(dead, async (runId) => {
           await store.insertRun(newRun({ id: runId, scope: SCOPE }));
           return runId;

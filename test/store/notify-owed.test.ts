@@ -29,6 +29,9 @@ const end = (status: RunEnd["status"], at: number, notifyBy?: string): RunEnd =>
   ...(notifyBy ? { notifyBy } : {}),
 });
 
+/** Liveness for rules that take every owner's marks (it is not read then). */
+const ANY = { now: 0, timeoutMs: 0 };
+
 for (const dialect of ["sqlite", "postgres"] as const) {
   describe(`owed error-handler notifications (${dialect})`, () => {
     let store: OpenedStore;
@@ -42,6 +45,18 @@ for (const dialect of ["sqlite", "postgres"] as const) {
           .where("id", "=", id)
           .executeTakeFirst()
       )?.notify_node;
+
+    /**
+     * A node whose last beat is a minute old, by whichever clock the store judges beats with
+     * (PostgreSQL's own, or the caller's in SQLite: src/store/node-liveness.ts).
+     */
+    const stopBeating = async (id: string) => {
+      await store.db
+        .updateTable("nodes")
+        .set((eb) => ({ heartbeat_at: eb("heartbeat_at", "-", 60_000) }))
+        .where("id", "=", id)
+        .execute();
+    };
 
     before(async () => {
       dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-owed-"));
@@ -71,10 +86,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal(await markOf(ok.id), null);
       assert.equal(await markOf(sync.id), "n1");
       // The holder's marks are not taken by itself; a wrong node's clear changes nothing.
-      assert.deepEqual(
-        await notices.claim({ nodeId: "n1", takeAll: true, liveSince: 0 }, 0, 10),
-        [],
-      );
+      assert.deepEqual(await notices.claim({ nodeId: "n1", takeAll: true, live: ANY }, 0, 10), []);
       assert.equal(await notices.clear(owed.id, "n2"), false);
       assert.equal(await notices.clear(sync.id, "n1"), true);
       assert.equal(await markOf(sync.id), null);
@@ -89,9 +101,13 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       await store.endRun(b, end("FAILURE", T0 + 2, "dead"));
       await store.endRun(a, end("FAILURE", T0 + 1, "dead"));
       await store.endRun(c, end("FAILURE", T0 + 3, "live"));
-      await store.heartbeat("dead", T0 - 60_000);
-      for (const live of ["live", "n9", "n8", "n7"]) await store.heartbeat(live, T0);
-      const rule = (nodeId: string) => ({ nodeId, takeAll: false, liveSince: T0 - 5_000 });
+      for (const n of ["dead", "live", "n9", "n8", "n7"]) await store.heartbeat(n, T0);
+      await stopBeating("dead");
+      const rule = (nodeId: string) => ({
+        nodeId,
+        takeAll: false,
+        live: { now: T0, timeoutMs: 5_000 },
+      });
       // Past the window: dropped, never sent.
       assert.deepEqual(await notices.dropBefore(rule("n9"), T0 - 50_000), [old]);
       assert.equal(await markOf(old), null);
@@ -103,11 +119,11 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.deepEqual(await notices.claim(rule("n7"), T0 - 50_000, 10), []);
       assert.equal(await markOf(c), "live");
       // Once n9 stops beating, its marks are another's to take.
-      await store.heartbeat("n9", T0 - 60_000);
+      await stopBeating("n9");
       assert.deepEqual(await notices.claim(rule("n7"), T0 - 50_000, 10), [a]);
       // Owning the database: every other owner's marks, live or not (n7 holds a already).
       assert.deepEqual(
-        (await notices.claim({ nodeId: "n7", takeAll: true, liveSince: 0 }, 0, 10)).sort(),
+        (await notices.claim({ nodeId: "n7", takeAll: true, live: ANY }, 0, 10)).sort(),
         [b, c].sort(),
       );
       for (const id of [a, b, c]) await notices.clear(id, "n7");
@@ -123,7 +139,7 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       for (const [i, r] of flood.entries())
         await store.endRun(r.id, end("FAILURE", T0 + 100 + i, "gone"));
       await store.endRun(quiet.id, end("FAILURE", T0 + 200, "gone"));
-      const rule = { nodeId: "taker", takeAll: true, liveSince: 0 };
+      const rule = { nodeId: "taker", takeAll: true, live: ANY };
       const first = await notices.claim(rule, T0, 2);
       assert.deepEqual(first.sort(), [flood[0]?.id, quiet.id].sort());
       const rest = await notices.claim(rule, T0, 10);

@@ -88,7 +88,7 @@ export function createOwedSweep(deps: {
     const rule: OwnerRule = {
       nodeId,
       takeAll: config.takeAll,
-      liveSince: now - config.heartbeatTimeoutMs,
+      live: { now, timeoutMs: config.heartbeatTimeoutMs },
     };
     const dropped = await notices.dropBefore(rule, since);
     if (dropped.length > 0)
