@@ -1,5 +1,5 @@
 import { type Expression, sql } from "kysely";
-import type { Dialect } from "./types.ts";
+import type { Dialect } from "./model.ts";
 
 /**
  * Whether a node is alive: its last beat is within `timeoutMs` of `now`. `now` is the caller's
