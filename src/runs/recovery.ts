@@ -134,8 +134,11 @@ async function sweep(r: RecoveryState): Promise<Recovered> {
     await deps.waiting?.sweep();
     return { failed: 0, requeued: 0 };
   }
-  // First: a node that stalled past the timeout stops what others ended meanwhile.
-  await deps.endedElsewhere?.sweep();
+  // First: a node that stalled past the timeout stops what others ended meanwhile. A failed
+  // look is logged and tried at the next beat; the dead nodes' runs are failed all the same.
+  await deps.endedElsewhere
+    ?.sweep()
+    .catch((err: unknown) => deps.logger.error({ err }, "could not look for ended runs held here"));
   const requeued = await requeueLost(r, now);
   let failed = 0;
   for (const run of await store.orphanedRuns({ now, timeoutMs: deps.heartbeatTimeoutMs })) {

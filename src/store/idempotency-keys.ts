@@ -1,5 +1,5 @@
 import { type Kysely, sql } from "kysely";
-import { databaseNow } from "./node-liveness.ts";
+import { databaseLater, databaseNow } from "./node-liveness.ts";
 import type { Database } from "./schema.ts";
 import type { Dialect, Scope } from "./types.ts";
 
@@ -30,9 +30,11 @@ export interface KeyRecord {
  */
 export interface IdempotencyKeys {
   /**
-   * Inserts `rec` for the key unless a live (unexpired at `rec.createdAt`) row holds it; an
-   * expired row is replaced in the same statement. `won`: this call's row landed. `held`: the row
-   * that holds the key now (undefined when it went away between the insert and the read).
+   * Inserts `rec` for the key unless a live (unexpired) row holds it; an expired row is replaced
+   * in the same statement. Its time and its window's end are the database's clock's; where the
+   * database has none (SQLite) `rec.createdAt` and `rec.expiresAt`, else they only give the
+   * window's length. `won`: this call's row landed. `held`: the row that holds the key now
+   * (undefined when it went away between the insert and the read).
    */
   claim(
     at: KeyPlace,
@@ -44,7 +46,7 @@ export interface IdempotencyKeys {
   commit(at: KeyPlace, runId: string): Promise<void>;
   /** Frees the key if it still names `runId` and that run was never recorded. True: freed. */
   release(at: KeyPlace, runId: string): Promise<boolean>;
-  /** Deletes every key whose window ended at or before `now`; answers how many. */
+  /** Deletes every key whose window ended (by the database's clock; `now` in SQLite); how many. */
   prune(now: number): Promise<number>;
 }
 
@@ -65,10 +67,11 @@ export function createIdempotencyKeys(db: Kysely<Database>, dialect: Dialect): I
         idem_key: at.key,
         fingerprint: rec.fingerprint,
         run_id: rec.runId,
-        // Claimed at, by the database's clock: nodes' clocks may disagree by minutes, and a
-        // claim that looked old to another node was taken over while it was being used.
+        // Claimed at, and its window, by the database's clock: nodes' clocks may disagree by
+        // minutes, and a claim that looked old (or expired) to another node was taken over
+        // while it was being used.
         created_at: databaseNow(dialect, rec.createdAt),
-        expires_at: rec.expiresAt,
+        expires_at: databaseLater(dialect, rec.createdAt, rec.expiresAt - rec.createdAt),
         committed: 0,
       };
       const landed = await db
@@ -84,7 +87,7 @@ export function createIdempotencyKeys(db: Kysely<Database>, dialect: Dialect): I
               expires_at: row.expires_at,
               committed: 0,
             })
-            .where("idempotency_keys.expires_at", "<=", rec.createdAt),
+            .where("idempotency_keys.expires_at", "<=", databaseNow(dialect, rec.createdAt)),
         )
         .returning("run_id")
         .executeTakeFirst();
@@ -137,7 +140,7 @@ export function createIdempotencyKeys(db: Kysely<Database>, dialect: Dialect): I
     async prune(now) {
       const r = await db
         .deleteFrom("idempotency_keys")
-        .where("expires_at", "<=", now)
+        .where("expires_at", "<=", databaseNow(dialect, now))
         .executeTakeFirst();
       return Number(r.numDeletedRows);
     },

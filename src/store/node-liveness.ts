@@ -12,19 +12,34 @@ export interface Liveness {
 }
 
 /**
- * The time a beat (and an idempotency key's claim) is written with and judged by (docs/cluster.md, "Clocks"). PostgreSQL's own
- * clock: nodes share it, so a node whose clock is minutes off is neither taken for dead while it
- * beats nor for alive long after it died. SQLite: the caller's clock (injected, so tests move it).
+ * PostgreSQL's time, in epoch ms: `statement_timestamp()`, the start of the statement. Not
+ * `clock_timestamp()`: that one is volatile, and a volatile value compared with an indexed column
+ * keeps the planner from the index (the prune of idempotency keys would scan them all).
+ */
+const PG_NOW = sql<number>`(extract(epoch from statement_timestamp()) * 1000)::bigint`;
+
+/**
+ * The time a beat, an idempotency key's claim and its window are written with and judged by
+ * (docs/cluster.md, "Clocks"). PostgreSQL's own clock: nodes share it, so a node whose clock is
+ * minutes off is neither taken for dead while it beats nor for alive long after it died, nor
+ * makes a key look older or younger than it is. SQLite: the caller's clock (injected, so tests
+ * move it).
  */
 export function databaseNow(dialect: Dialect, now: number): Expression<number> | number {
-  return dialect === "postgres"
-    ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
-    : now;
+  return databaseLater(dialect, now, 0);
 }
 
-/** The oldest beat of a live node, by the same clock as `beatTime`. */
+/** `ms` after `databaseNow` (before it, when negative). */
+export function databaseLater(
+  dialect: Dialect,
+  now: number,
+  ms: number,
+): Expression<number> | number {
+  if (dialect !== "postgres") return now + ms;
+  return ms === 0 ? PG_NOW : sql<number>`${PG_NOW} + ${ms}::bigint`;
+}
+
+/** The oldest beat of a live node, by the same clock as `databaseNow`. */
 export function liveSince(dialect: Dialect, live: Liveness): Expression<number> | number {
-  return dialect === "postgres"
-    ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint - ${live.timeoutMs}`
-    : live.now - live.timeoutMs;
+  return databaseLater(dialect, live.now, -live.timeoutMs);
 }

@@ -92,20 +92,45 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       for (const r of results) assert.equal(r.held?.runId, winner);
     });
 
+    /** Ends the key's window `ms` earlier, by whichever clock the store counts windows with. */
+    const age = (at: { key: string }, ms: number) =>
+      store.db
+        .updateTable("idempotency_keys")
+        .set((eb) => ({ expires_at: eb("expires_at", "-", ms) }))
+        .where("idem_key", "=", at.key)
+        .execute();
+
     it("an expired key is claimed again in the same statement; prune deletes only expired keys", async () => {
       const old = place();
       const live = place();
-      await keys.claim(old, rec("e1", T0));
-      await keys.claim(live, rec("e2", T0 + 5000));
-      // Not yet expired at T0 + 999: still held.
-      assert.equal((await keys.claim(old, rec("e3", T0 + 999))).won, false);
-      const taken = await keys.claim(old, rec("e4", T0 + 1000));
+      const now = Date.now();
+      await keys.claim(old, rec("e1", now));
+      await keys.claim(live, { ...rec("e2", now), expiresAt: now + 60_000 });
+      // Not yet expired: still held.
+      assert.equal((await keys.claim(old, rec("e3", Date.now()))).won, false);
+      await age(old, 2000);
+      const taken = await keys.claim(old, rec("e4", Date.now()));
       assert.equal(taken.won, true);
-      assert.equal((await keys.get(old, T0))?.runId, "e4");
-      assert.ok((await keys.prune(T0 + 2000)) >= 1);
-      assert.equal(await keys.get(old, T0), undefined);
-      assert.equal((await keys.get(live, T0))?.runId, "e2");
+      assert.equal((await keys.get(old, Date.now()))?.runId, "e4");
+      await age(old, 2000);
+      assert.ok((await keys.prune(Date.now())) >= 1);
+      assert.equal(await keys.get(old, Date.now()), undefined);
+      assert.equal((await keys.get(live, Date.now()))?.runId, "e2");
     });
+
+    if (dialect === "postgres")
+      it("a key's window is counted by the database's clock: a node whose clock is ahead neither takes over nor prunes a fresh claim", async () => {
+        const at = place();
+        const now = Date.now();
+        await keys.claim(at, { ...rec("b1", now), expiresAt: now + 60_000 });
+        // Another API node, five minutes ahead, claims the key and prunes by its own clock.
+        const ahead = now + 5 * 60_000;
+        const second = await keys.claim(at, { ...rec("a1", ahead), expiresAt: ahead + 60_000 });
+        assert.equal(second.won, false);
+        assert.equal(second.held?.runId, "b1");
+        await keys.prune(ahead);
+        assert.equal((await keys.get(at, ahead))?.runId, "b1");
+      });
 
     it("release frees only an uncommitted key that still names the run", async () => {
       const at = place();
