@@ -778,6 +778,40 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.equal(typeof first?.createTime, "number");
       });
 
+      // Judged by the database's clock on PostgreSQL, the caller's on SQLite (docs/cluster.md,
+      // "Clocks"): a node is made old here by moving its beat back, which holds for both.
+      it("orphanedRuns: STARTED runs of nodes not beating or never registered; endedAmong: the ended of some ids", async () => {
+        const live = unique("live");
+        const dead = unique("dead");
+        const now = Date.now();
+        await store.heartbeat(live, now);
+        await store.heartbeat(dead, now);
+        await store.db
+          .updateTable("nodes")
+          .set((eb) => ({ heartbeat_at: eb("heartbeat_at", "-", 120_000) }))
+          .where("id", "=", dead)
+          .execute();
+        const onLive = newRun({ nodeId: live });
+        const onDead = newRun({ nodeId: dead });
+        const onNone = newRun({ nodeId: unique("never") });
+        const queuedOnDead = newRun({ nodeId: dead });
+        const ended = newRun({ nodeId: dead });
+        for (const r of [onLive, onDead, onNone, queuedOnDead, ended]) await store.insertRun(r);
+        for (const r of [onLive, onDead, onNone, ended])
+          await store.startRun(r.id, now, r.nodeId ?? null);
+        await store.endRun(ended.id, { status: "SUCCESS", endTime: now, summary: null });
+        const mine = new Set([onLive, onDead, onNone, queuedOnDead, ended].map((r) => r.id));
+        const orphaned = (await store.orphanedRuns({ now, timeoutMs: 60_000 }))
+          .map((r) => r.id)
+          .filter((id) => mine.has(id));
+        assert.deepEqual(new Set(orphaned), new Set([onDead.id, onNone.id]));
+        assert.deepEqual(
+          await store.endedAmong([onLive.id, ended.id, queuedOnDead.id, "no-such-run"]),
+          [ended.id],
+        );
+        assert.deepEqual(await store.endedAmong([]), []);
+      });
+
       it("childRuns lists the runs started by a parent", async () => {
         const parent = newRun();
         const kids = [
