@@ -18,7 +18,7 @@ import { lstat, readdir } from "node:fs/promises";
 import path from "node:path";
 import type { Clock, TimerHandle } from "../clock.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
-import { type DiskProbe, type DiskSpace, realProbe } from "./disk-probe.ts";
+import { type DiskProbe, type DiskSpace, MAX_WALK_DEPTH, realProbe } from "./disk-probe.ts";
 import { workDirOf } from "./file-cleanup.ts";
 import { createKeptDirs, type KeptDirs, type KeptDirsDeps } from "./kept-dirs.ts";
 
@@ -255,7 +255,8 @@ async function checkOnce(d: Disk, only?: RunState): Promise<void> {
       (suspects.has(r) || (budget > 0 && (r.known === undefined || s.used < r.usedAt))),
   );
   const over = (r: RunState) => {
-    if (budget > 0 && (r.known ?? 0) > budget)
+    if (r.known === Number.POSITIVE_INFINITY) stopRun(r, unmeasurable);
+    else if (budget > 0 && (r.known ?? 0) > budget)
       stopRun(
         r,
         `the run's working directory holds ${r.known} bytes, past SCRIPT_RUN_DISK_BYTES ` +
@@ -301,6 +302,11 @@ async function checkOnce(d: Disk, only?: RunState): Promise<void> {
         "the node was stopped and the run's files removed",
     );
 }
+
+/** A tree the walk cannot measure (disk-probe.ts) counts as past every bound. */
+const unmeasurable =
+  `the run's working directory nests deeper than the disk watch measures (${MAX_WALK_DEPTH} ` +
+  "levels, or a path past 4,096 bytes): the node was stopped and the run's files removed";
 
 /** Below the floor, what ended runs keep goes first (kept-dirs.ts); answers the space then. */
 async function giveBackKept(d: Disk, s: DiskSpace): Promise<DiskSpace> {
