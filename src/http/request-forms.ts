@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
+import { MAX_JSON_DEPTH, nestedDeeperThan } from "../schema/json-depth.ts";
 import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
 import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
@@ -57,22 +58,6 @@ export function installRequestForms(app: FastifyInstance): void {
     }
     req.body = dropNulls(req.body, body);
   });
-}
-
-/** How deep a JSON body may nest (arrays and objects), docs/errors.md "Bad input". */
-export const MAX_JSON_DEPTH = 512;
-
-/** Whether `value` nests arrays/objects more than `max` levels, walked without recursion. */
-export function nestedDeeperThan(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  for (let top = stack.pop(); top; top = stack.pop()) {
-    const [v, depth] = top;
-    if (v === null || typeof v !== "object") continue;
-    if (depth > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v))
-      if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
-  }
-  return false;
 }
 
 /** The text of a JSON number: what a query string's integer field is read from. */

@@ -42,24 +42,40 @@ export const realProbe: DiskProbe = {
   held: heldBytes,
 };
 
-/** Allocated bytes of a tree (a sparse file counts what it holds) and its entries, symlinks not followed. */
-async function treeBytes(dir: string, entryBytes: number): Promise<number> {
+/**
+ * How deep the walk goes. A path is read from the root each time, and past PATH_MAX (4,096
+ * bytes, about 2,000 levels of one-letter names) it cannot be read at all: what is below such a
+ * path would count as nothing (docs/security.md, "Disk"). No run needs a tree this deep.
+ */
+export const MAX_WALK_DEPTH = 256;
+
+/**
+ * Allocated bytes of a tree (a sparse file counts what it holds) and its entries, symlinks not
+ * followed. A tree deeper than MAX_WALK_DEPTH, or with a path too long to read, is Infinity: it
+ * cannot be measured, so it counts as past every bound.
+ */
+async function treeBytes(dir: string, entryBytes: number, depth = 0): Promise<number> {
+  if (depth > MAX_WALK_DEPTH) return Number.POSITIVE_INFINITY;
   let names: string[];
   try {
     names = await readdir(dir);
-  } catch {
+  } catch (err) {
+    if (tooLong(err)) return Number.POSITIVE_INFINITY;
     return 0; // gone, or not a directory any more
   }
   let total = 0;
   for (const name of names) {
     const p = path.join(dir, name);
-    const st = await lstat(p).catch(() => undefined);
+    const st = await lstat(p).catch((err: unknown) => (tooLong(err) ? "too long" : undefined));
+    if (st === "too long") return Number.POSITIVE_INFINITY;
     if (!st) continue;
     total += st.blocks * 512 + entryBytes;
-    if (st.isDirectory()) total += await treeBytes(p, entryBytes);
+    if (st.isDirectory()) total += await treeBytes(p, entryBytes, depth + 1);
   }
   return total;
 }
+
+const tooLong = (err: unknown): boolean => (err as NodeJS.ErrnoException).code === "ENAMETOOLONG";
 
 /**
  * Every process's descriptors and mappings of deleted files on the data directory's filesystem,

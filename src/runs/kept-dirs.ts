@@ -14,7 +14,7 @@ import path from "node:path";
 import type { Clock } from "../clock.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
 import type { FilesRemoved, Run } from "../store/types.ts";
-import type { DiskProbe } from "./disk-probe.ts";
+import { type DiskProbe, MAX_WALK_DEPTH } from "./disk-probe.ts";
 
 export interface KeptDirs {
   /**
@@ -145,8 +145,22 @@ async function measure(s: State, runId: string): Promise<number> {
 /** Measures a run's directory now, counts it for its app, and applies the app's bound. */
 async function count(s: State, runId: string, app: string): Promise<void> {
   if (s.closed) return;
-  put(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
+  await keep(s, { runId, app, bytes: await measure(s, runId), at: s.clock.now() });
   await bound(s, app);
+}
+
+/**
+ * Counts a measured directory, or removes it at once when it could not be measured (a tree
+ * deeper than the walk goes, disk-probe.ts): it counts as past every bound.
+ */
+async function keep(s: State, e: Entry, earlier = false): Promise<void> {
+  if (Number.isFinite(e.bytes)) return put(s, e, earlier);
+  await remove(
+    s,
+    e,
+    `the run's directory nested deeper than the disk watch measures (${MAX_WALK_DEPTH} levels, ` +
+      "or a path past 4,096 bytes): it was removed (its artifacts, kept in the database, are not affected)",
+  );
 }
 
 /** Counts a directory for its app, last of its tier: `earlier` for what a previous life kept. */
@@ -285,7 +299,7 @@ async function rebuild(
     await serial(async () => {
       // Counted as it ended here meanwhile (a run recovered at start): that count stands.
       if (s.closed || s.entries.has(f.runId) || s.pending.has(f.runId)) return;
-      put(s, { ...f, bytes: await measure(s, f.runId) }, true);
+      await keep(s, { ...f, bytes: await measure(s, f.runId) }, true);
     }, undefined);
   const apps = new Set(found.map((f) => f.app));
   await serial(async () => {

@@ -45,12 +45,16 @@ export function limitMessage(maxRunS: number): string {
 export function toEnd(o: Outcome, endTime: number, resultBytes: number): RunEnd {
   const base = {
     endTime,
-    ...(o.stdout !== undefined ? { stdout: o.stdout } : {}),
-    ...(o.stderr !== undefined ? { stderr: o.stderr } : {}),
+    ...(o.stdout !== undefined ? { stdout: storable(o.stdout) } : {}),
+    ...(o.stderr !== undefined ? { stderr: storable(o.stderr) } : {}),
     ...(o.detail !== undefined ? { detail: o.detail } : {}),
   };
   if (o.status === "SUCCESS") {
-    const result = JSON.stringify(o.value ?? null);
+    const result = jsonOf(o.value ?? null);
+    if (typeof result !== "string") {
+      const error = `ValueError: the return value cannot be written as JSON (${result.message})`;
+      return { ...base, status: "FAILURE", summary: error, error };
+    }
     const size = Buffer.byteLength(result);
     if (size > resultBytes) {
       const error = `ResultTooLarge: the return value is ${size} bytes, over the ${resultBytes} byte limit`;
@@ -59,7 +63,28 @@ export function toEnd(o: Outcome, endTime: number, resultBytes: number): RunEnd 
     const summary = `${o.summary ? `${o.summary}, ` : ""}result ${size} bytes`;
     return { ...base, status: "SUCCESS", result, summary };
   }
-  const error = o.error ?? (o.status === "CANCELED" ? "canceled" : "failed");
-  const summary = `${o.summaryPrefix ?? ""}${error}`.split("\n")[0] ?? error;
+  const error = storable(o.error ?? (o.status === "CANCELED" ? "canceled" : "failed"));
+  const summary = storable(`${o.summaryPrefix ?? ""}${error}`.split("\n")[0] ?? error);
   return { ...base, status: o.status, summary, error };
+}
+
+/**
+ * Text a run keeps as it is written (stdout, stderr, an error): PostgreSQL keeps no U+0000 in
+ * text, and a script's output or its exception's message may hold one. It is kept as U+FFFD, the
+ * same in both stores (docs/script-service.md, "Writing scripts").
+ */
+export const storable = (text: string): string =>
+  text.includes("\0") ? text.replaceAll("\0", "\uFFFD") : text;
+
+/**
+ * The value as JSON, or why it cannot be: JSON.stringify recurses, and a value that nests too
+ * deep overflows its stack (script results are checked before, docs/script-service.md "Writing scripts"; this keeps
+ * a run's end from throwing whatever an executor made).
+ */
+function jsonOf(value: unknown): string | Error {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
 }

@@ -1,3 +1,4 @@
+import { MAX_JSON_DEPTH, tooDeep } from "../schema/json-depth.ts";
 import { unsafeIntegerPath } from "../schema/json-integers.ts";
 import { readFrames, type TraceFrame } from "./traceback.ts";
 
@@ -105,6 +106,11 @@ const unreadable: ResultMessage = {
   error: { type: "ProtocolError", message: "unreadable result" },
 };
 
+const deepValue: ResultMessage = {
+  ok: false,
+  error: { type: "ValueError", message: `return value nests deeper than ${MAX_JSON_DEPTH} levels` },
+};
+
 /** The task's result line as a message; anything else a script may have written is unreadable. */
 export function readResult(line: Buffer): ResultMessage {
   const text = line.toString("utf8");
@@ -116,7 +122,12 @@ export function readResult(line: Buffer): ResultMessage {
   }
   if (typeof m !== "object" || m === null) return unreadable;
   const r = m as Record<string, unknown>;
-  if (r.ok === true) return unroundedValue(text, r.value);
+  if (r.ok === true) {
+    // Written by the task's own code, which can write any line: a value nesting deeper than a
+    // request body may is refused here, before any walk of it in the service recurses.
+    if (tooDeep(text, r.value)) return deepValue;
+    return unroundedValue(text, r.value);
+  }
   // sys.exit(True) reports a bool, which Python exits with as 1.
   if (typeof r.exit === "number" || typeof r.exit === "boolean") return { exit: Number(r.exit) };
   const e = r.error as Record<string, unknown> | null | undefined;

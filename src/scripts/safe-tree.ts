@@ -1,5 +1,15 @@
+import { randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
-import { type FileHandle, lchown, lstat, open, readdir, rmdir, unlink } from "node:fs/promises";
+import {
+  type FileHandle,
+  lchown,
+  lstat,
+  open,
+  readdir,
+  rename,
+  rmdir,
+  unlink,
+} from "node:fs/promises";
 
 /**
  * Walks of a directory tree that processes of the sandbox may still be changing while Node, root,
@@ -56,7 +66,17 @@ export async function chgrpTree(dir: string, gid: number): Promise<void> {
   }
 }
 
-/** Removes a directory and everything in it. */
+/**
+ * How deep removeTree descends before it cuts: each level holds a descriptor, and a task can nest
+ * directories far deeper than the service has descriptors (docs/security.md, "Disk").
+ */
+const CUT_DEPTH = 64;
+
+/**
+ * Removes a directory and everything in it. A subdirectory CUT_DEPTH levels down is moved up into
+ * the directory being removed (a rename, which follows no last component) and removed in a later
+ * pass, so at most CUT_DEPTH descriptors are open whatever the tree's depth.
+ */
 export async function removeTree(dir: string): Promise<void> {
   const fh = await openDir(dir);
   if (!fh) {
@@ -64,9 +84,36 @@ export async function removeTree(dir: string): Promise<void> {
     return;
   }
   try {
-    await eachEntry(fh, (p, e) => (e.isDirectory() ? removeTree(p) : unlink(p).catch(unlessGone)));
+    const cut = { top: `/proc/self/fd/${fh.fd}`, moved: 1 };
+    while (cut.moved > 0) {
+      cut.moved = 0;
+      await emptyDir(fh, 1, cut);
+    }
   } finally {
     await fh.close();
   }
   await rmdir(dir).catch(unlessGone);
+}
+
+async function emptyDir(
+  fh: FileHandle,
+  depth: number,
+  cut: { top: string; moved: number },
+): Promise<void> {
+  await eachEntry(fh, async (p, e) => {
+    if (!e.isDirectory()) return unlink(p).catch(unlessGone);
+    if (depth >= CUT_DEPTH) {
+      await rename(p, `${cut.top}/.sluice-cut-${randomUUID()}`).catch(unlessGone);
+      cut.moved++;
+      return;
+    }
+    const sub = await openDir(p);
+    if (!sub) return unlink(p).catch(unlessGone); // swapped for something else: not entered
+    try {
+      await emptyDir(sub, depth + 1, cut);
+    } finally {
+      await sub.close();
+    }
+    await rmdir(p).catch(unlessGone);
+  });
 }

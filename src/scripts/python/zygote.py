@@ -188,7 +188,8 @@ def deny_user_namespaces():
     CAP_SYS_ADMIN, which a task never has. clone3 passes its flags in memory, which seccomp cannot
     read, so it answers ENOSYS: glibc then falls back to clone, whose flags it can check.
     libseccomp sets no_new_privs and kills a system call made through another architecture's
-    entry (int 0x80 on x86_64), so the filter cannot be sidestepped that way.
+    entry (int 0x80 on x86_64), so the filter cannot be sidestepped that way. The same filter
+    keeps tasks from the kernel's keyrings (see below).
     """
     import errno
 
@@ -203,6 +204,11 @@ def deny_user_namespaces():
     # CAP_SYS_ADMIN, which a task never has.
     f.add_rule(eperm, "setns", seccomp.Arg(1, seccomp.NE, CLONE_NEWNET))
     f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    # The kernel's keyrings are not namespaced: a uid's user keyring outlives its task, and the
+    # next task of that uid (another tenant's) would possess what it left there. As if the kernel
+    # had none: software that uses them (a Kerberos cache, keyutils) falls back on ENOSYS.
+    for name in ("add_key", "request_key", "keyctl"):
+        f.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
     f.load()
     del f
     sys.modules.pop("seccomp", None)
