@@ -189,7 +189,7 @@ def deny_user_namespaces():
     read, so it answers ENOSYS: glibc then falls back to clone, whose flags it can check.
     libseccomp sets no_new_privs and kills a system call made through another architecture's
     entry (int 0x80 on x86_64), so the filter cannot be sidestepped that way. The same filter
-    keeps tasks from the kernel's keyrings (see below).
+    keeps tasks from the kernel's keyrings and from io_uring (see below).
     """
     import errno
 
@@ -208,6 +208,10 @@ def deny_user_namespaces():
     # next task of that uid (another tenant's) would possess what it left there. As if the kernel
     # had none: software that uses them (a Kerberos cache, keyutils) falls back on ENOSYS.
     for name in ("add_key", "request_key", "keyctl"):
+        f.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+    # io_uring reaches much of the kernel by a path of its own, where escalations kept being
+    # found; no task needs it, and ENOSYS is what a kernel without it answers.
+    for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):
         f.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
     f.load()
     del f
