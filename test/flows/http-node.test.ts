@@ -33,6 +33,11 @@ const server = createServer((req, res) => {
       res
         .writeHead(200, { "content-type": "application/json" })
         .end(decodeURIComponent(req.url.slice(7)));
+    } else if (req.url?.startsWith("/deep")) {
+      const depth = Number(req.url.slice(6));
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end("[".repeat(depth) + "]".repeat(depth));
     } else if (req.url?.startsWith("/text")) {
       res.writeHead(200, { "content-type": "text/plain" }).end("plain words");
     } else {
@@ -106,6 +111,22 @@ describe("http node", () => {
     const safe = encodeURIComponent('{"id":"1789012345678901234","n":9007199254740991,"f":1e300}');
     const ok = await run({ url: `${base}/int64?${safe}` }, {});
     assert.deepEqual(ok.result, { id: "1789012345678901234", n: 9007199254740991, f: 1e300 });
+  });
+
+  // Before, a run whose node log kept such an answer (logContent DETAILED) was answered as an
+  // internal error and never recorded: writing the log overflowed the stack.
+  it("a JSON answer nested deeper than 512 levels fails the node naming the depth; 512 passes", async () => {
+    for (const depth of [513, 30_000]) {
+      const res = await run({ url: `${base}/deep?${depth}` }, {});
+      assert.equal(res.status, "FAILURE", `depth ${depth}`);
+      assert.equal(res.failedNodeId, "h");
+      assert.match(
+        res.error ?? "",
+        /HTTP 200 from GET .*: the answer nests deeper than 512 levels/,
+      );
+    }
+    const ok = await run({ url: `${base}/deep?512` }, {});
+    assert.equal(ok.status, "SUCCESS");
   });
 
   it("returns text when the body is not JSON", async () => {

@@ -8,6 +8,7 @@
 
 import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
+import { MAX_JSON_DEPTH, tooDeep } from "../../schema/json-depth.ts";
 import { unsafeIntegerDetail, unsafeIntegerPath } from "../../schema/json-integers.ts";
 import { maskCutText, maskOrder, maskText } from "../../secrets/mask.ts";
 import { substituteSecrets } from "../../secrets/substitute.ts";
@@ -180,6 +181,12 @@ export const httpNode: NodeDef = {
         throw err instanceof BodyTooLarge ? new Error(`${method} ${url}: ${err.message}`) : err;
       });
       const parsed = parseBody(text);
+      // Nested deeper than any value Sluice keeps (docs/flow-graph.md, "http"): every walk after
+      // the parse (the node's log, the run's record) would overflow the stack.
+      if (typeof parsed !== "string" && tooDeep(text, parsed))
+        throw new Error(
+          `HTTP ${res.status} from ${method} ${url}: the answer nests deeper than ${MAX_JSON_DEPTH} levels`,
+        );
       if (!res.ok) {
         throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
       }
