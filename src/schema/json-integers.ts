@@ -30,20 +30,20 @@ function stringEnd(text: string, start: number): number {
   }
 }
 
-/** Where the number starting at `start` ends, and whether it is an integer unsafe in a double. */
-function numberAt(text: string, start: number): { end: number; unsafe: boolean } {
+/** Where the number starting at `start` ends, and where its integer part ends. */
+function numberAt(text: string, start: number): { end: number; integerEnd: number } {
   let i = text.charCodeAt(start) === MINUS ? start + 1 : start;
-  const digits = i;
   while (i < text.length && text.charCodeAt(i) >= ZERO && text.charCodeAt(i) <= NINE) i++;
   const integerEnd = i;
-  // A fraction or an exponent makes it a double as sent (1e300, 12345678901234567.5).
   while (i < text.length && /[\d.eE+-]/.test(text[i] ?? "")) i++;
-  const unsafe =
-    i === integerEnd &&
-    integerEnd - digits >= 16 &&
-    !Number.isSafeInteger(Number(text.slice(start, integerEnd)));
-  return { end: i, unsafe };
+  return { end: i, integerEnd };
 }
+
+/** An integer (no fraction, no exponent: those are doubles as sent) a double cannot hold. */
+const unsafeInteger = (text: string, start: number, integerEnd: number, end: number): boolean =>
+  end === integerEnd &&
+  integerEnd - start - (text.charCodeAt(start) === MINUS ? 1 : 0) >= 16 &&
+  !Number.isSafeInteger(Number(text.slice(start, integerEnd)));
 
 /**
  * The path (`body.parameter.orders.0.id`, with `prefix` first) of the first integer in `text`
@@ -53,20 +53,67 @@ function numberAt(text: string, start: number): { end: number; unsafe: boolean }
  */
 export function unsafeIntegerPath(text: string, prefix = "body"): string | undefined {
   if (!LONG_DIGITS.test(text)) return undefined;
+  return walk(text, prefix, unsafeInteger, text.length)?.path;
+}
+
+/** A number spelled with an exponent of three digits or more, or with 309 digits or more. */
+const HUGE = /[eE]\+?\d{3}|\d{309}/;
+const nonFinite = (text: string, start: number, _integerEnd: number, end: number): boolean =>
+  !Number.isFinite(Number(text.slice(start, end)));
+
+/**
+ * The path of the first number in `text` past the range of a double (`1e400`, which JSON.parse
+ * reads as Infinity and JSON.stringify writes as null), or undefined (docs/errors.md). Texts
+ * without an exponent of three digits or a run of 309 digits are not scanned.
+ */
+export function nonFiniteNumberPath(text: string, prefix = "body"): string | undefined {
+  if (!HUGE.test(text)) return undefined;
+  return walk(text, prefix, nonFinite, text.length)?.path;
+}
+
+/** The 400 detail for a number at `path` past a double's range (docs/errors.md, "400 messages"). */
+export const nonFiniteNumberDetail = (path: string): string =>
+  `${path} is a number beyond ±1.8e308, which a double cannot hold; send it as a string`;
+
+/**
+ * The path of the value or key that holds offset `at` of a JSON text cut there (the text before
+ * a byte that is not UTF-8): `body.parameter.name`, or `body.parameter (a key)`.
+ */
+export function jsonPathAt(text: string, at: number, prefix = "body"): string {
+  return walk(text, prefix, () => false, at)?.path ?? prefix;
+}
+
+type BadNumber = (text: string, start: number, integerEnd: number, end: number) => boolean;
+
+/**
+ * One pass over `text`, strings skipped whole: the path of the first number `bad` picks, or of
+ * what is open at offset `stop` (inside a string: that string's value, or the key it is).
+ */
+function walk(
+  text: string,
+  prefix: string,
+  bad: BadNumber,
+  stop: number,
+): { path: string } | undefined {
   const levels: Level[] = [];
+  const path = (drop = 0) =>
+    [prefix, ...levels.slice(0, levels.length - drop).map((l) => nameOf(text, l))].join(".");
   let expectKey = false;
   for (let i = 0; i < text.length; ) {
+    if (i >= stop) return { path: path() };
     const c = text.charCodeAt(i);
     const top = levels[levels.length - 1];
     if (c === QUOTE) {
       const end = stringEnd(text, i);
-      if (expectKey && top?.index === undefined && top) top.key = i; // read only if the path is asked for
+      const isKey = expectKey && top !== undefined && top.index === undefined;
+      if (end > stop) return { path: isKey ? `${path(1)} (a key)` : path() };
+      if (isKey) top.key = i; // read only if the path is asked for
       i = end;
       continue;
     }
     if (c === MINUS || (c >= ZERO && c <= NINE)) {
-      const { end, unsafe } = numberAt(text, i);
-      if (unsafe) return [prefix, ...levels.map((l) => nameOf(text, l))].join(".");
+      const { end, integerEnd } = numberAt(text, i);
+      if (bad(text, i, integerEnd, end)) return { path: path() };
       i = end;
       continue;
     }

@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { unsafeIntegerPath } from "../../src/schema/json-integers.ts";
+import {
+  jsonPathAt,
+  nonFiniteNumberPath,
+  unsafeIntegerPath,
+} from "../../src/schema/json-integers.ts";
 
 /** A JSON value with some leaves replaced by integer literals the generator spells as text. */
 type Tree = { text: string; paths: string[] };
@@ -114,5 +118,21 @@ describe("unsafeIntegerPath", () => {
     assert.equal(unsafeIntegerPath(`[${"1".repeat(10_000_000)}.5]`), undefined);
     const escapes = JSON.stringify({ s: `${'\\"'.repeat(2_000_000)}12345678901234567890` });
     assert.equal(unsafeIntegerPath(escapes), undefined);
+  });
+});
+
+describe("nonFiniteNumberPath and jsonPathAt", () => {
+  it("names a number past a double's range, not one inside a string, nor a double as sent", () => {
+    assert.equal(nonFiniteNumberPath('{"a":[1,{"b":-1e400}]}'), "body.a.1.b");
+    assert.equal(nonFiniteNumberPath(`[${"9".repeat(309)}.5]`), "body.0");
+    assert.equal(nonFiniteNumberPath('{"1e400":"1e400","x":1.7976931348623157e308}'), undefined);
+    assert.equal(nonFiniteNumberPath("[1e-400, 1E+300]"), undefined);
+  });
+  it("names the value or key open at an offset", () => {
+    const text = '{"a":{"bc":"xyz","d":["p","q"]}}';
+    assert.equal(jsonPathAt(text, text.indexOf("y")), "body.a.bc");
+    assert.equal(jsonPathAt(text, text.indexOf("q")), "body.a.d.1");
+    assert.equal(jsonPathAt(text, text.indexOf("c")), "body.a (a key)");
+    assert.equal(jsonPathAt('"abc"', 2), "body");
   });
 });
