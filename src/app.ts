@@ -18,7 +18,7 @@ import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { createDownloadBudget } from "./http/download-budget.ts";
 import { fail } from "./http/envelope.ts";
-import { answerClientError, installErrorHandler } from "./http/error-handler.ts";
+import { answerClientError, answerExpectation, installErrorHandler } from "./http/error-handler.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
 import { healthRoutes } from "./http/health-routes.ts";
@@ -132,6 +132,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
   });
 
+  app.server.on("checkExpectation", answerExpectation);
   installErrorHandler(app, {
     clock: deps.clock,
     discard: { maxBytes: config.limits.discardBytes, idleMs: config.limits.discardIdleMs },

@@ -163,6 +163,38 @@ describe("bad input gets a clear envelope", () => {
     );
     expectEnvelope(envelopeOf(noHost), 400, /Host/);
   });
+  it("an Expect other than 100-continue gets an envelope naming it, not Node's bare 417", async () => {
+    const a = await rawRequest(
+      port(),
+      head("/script/script/run", {
+        ...h,
+        "content-type": "application/json",
+        "content-length": "2",
+        expect: "200-ok",
+      }),
+      Buffer.from("{}"),
+      10_000,
+    );
+    expectEnvelope(
+      envelopeOf(a),
+      400,
+      /^invalid request: unsupported Expect header "200-ok"; only 100-continue is understood$/,
+    );
+    assert.equal(a.headers.connection, "close");
+    // 100-continue itself is answered as always: the interim 100, then the request's answer.
+    const go = await rawRequest(
+      port(),
+      head("/script/external/nowhere/run", {
+        ...h,
+        "content-type": "application/json",
+        "content-length": "2",
+        expect: "100-continue",
+      }),
+      Buffer.from("{}"),
+      10_000,
+    );
+    assert.equal(go.status, 100);
+  });
 });
 
 describe("U+0000 in a field (PostgreSQL cannot keep it)", () => {
