@@ -88,7 +88,7 @@ function mapFastifyError(
       // received and what is read.
       return {
         code: ErrorCode.BAD_REQUEST,
-        text: `unsupported content type ${JSON.stringify((contentType ?? "").slice(0, 100))}; bodies are application/json (uploads multipart/form-data)`,
+        text: `${contentType ? `unsupported content type ${JSON.stringify(contentType.slice(0, 100))}` : "a body needs a content-type"}; bodies are application/json (uploads multipart/form-data)`,
       };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return {

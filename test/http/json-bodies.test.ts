@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { deflateSync, gzipSync } from "node:zlib";
 import { DF, deployAndActivate } from "../helpers/flows.ts";
 import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/server.ts";
 
@@ -12,7 +13,9 @@ import { scopeHeaders, startServer, type TestServer, upload } from "../helpers/s
  * - a charset named in content-type (`; charset=iso-8859-1`) was not read;
  * - `text/plain` (an HTML form's `enctype`, fetch's default for a string) was read as a string:
  *   an external run took the text as its parameter, other routes answered `body must be object`;
- * - a number past a double's range (`1e400`) ran as `null`.
+ * - a number past a double's range (`1e400`) ran as `null`;
+ * - a gzip body without a content-type was dropped unread: the run went on with `{}` (found by
+ *   the fuzz suite's echo property).
  */
 
 const FLOW = {
@@ -110,6 +113,33 @@ describe("JSON bodies are read as sent, or refused naming why", () => {
       );
     }
     assert.equal(await stored(), before);
+  });
+
+  it("a body without a content-type is refused, compressed or not; none is read as {}", async () => {
+    const detail =
+      "a body needs a content-type; bodies are application/json (uploads multipart/form-data)";
+    const before = await stored();
+    const body = '{"name":"Müller"}';
+    for (const [encoding, bytes] of [
+      [undefined, Buffer.from(body)],
+      ["gzip", gzipSync(body)],
+      ["deflate", deflateSync(body)],
+    ] as const) {
+      const headers: Record<string, string> = { ...h };
+      if (encoding) headers["content-encoding"] = encoding;
+      const r = await server.call("POST", "/script/external/echo/run-sync", {
+        headers,
+        raw: bytes,
+      });
+      refused(r, detail);
+    }
+    assert.equal(await stored(), before);
+    // With its type, the same gzip body is read.
+    const r = await server.call("POST", "/script/external/echo/run-sync", {
+      headers: { ...h, "content-type": "application/json", "content-encoding": "gzip" },
+      raw: gzipSync(body),
+    });
+    assert.deepEqual(r.body, { name: "Müller" }, r.text);
   });
 
   it("a number past the range of a double is a 400 naming it, not null", async () => {
