@@ -1,12 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
-import {
-  jsonPathAt,
-  nonFiniteNumberDetail,
-  nonFiniteNumberPath,
-  unsafeIntegerDetail,
-  unsafeIntegerPath,
-} from "../schema/json-integers.ts";
+import { jsonPathAt, numberProblem } from "../schema/json-integers.ts";
 import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
 /**
@@ -86,18 +80,6 @@ export function nestedDeeperThan(value: unknown, max: number): boolean {
       if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
   }
   return false;
-}
-
-/**
- * A number JSON.parse did not keep as sent: an integer it rounded (src/schema/json-integers.ts),
- * or one past a double's range it made Infinity (and JSON.stringify null). The 400 detail, or
- * undefined.
- */
-export function numberProblem(text: string): string | undefined {
-  const unsafe = unsafeIntegerPath(text);
-  if (unsafe !== undefined) return unsafeIntegerDetail(unsafe);
-  const huge = nonFiniteNumberPath(text);
-  return huge === undefined ? undefined : nonFiniteNumberDetail(huge);
 }
 
 /** The charset a content-type names (`; charset=utf-8`, `;charset="UTF-8"`). */

@@ -3,9 +3,10 @@ import type { FastifyRequest } from "fastify";
 import type { Static } from "typebox";
 import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
+import { numberProblem } from "../schema/json-integers.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
-import { bodyText, MAX_JSON_DEPTH, nestedDeeperThan, numberProblem } from "./request-forms.ts";
+import { bodyText, MAX_JSON_DEPTH, nestedDeeperThan } from "./request-forms.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 
