@@ -163,6 +163,15 @@ describe("bad input gets a clear envelope", () => {
     );
     expectEnvelope(envelopeOf(noHost), 400, /Host/);
   });
+  it("a path parameter past the router's bound is a 400 naming it, without the whole URL", async () => {
+    const long = "a".repeat(5000);
+    const r = await server.call("GET", `/script/script/result/${long}`, { headers: h });
+    expectEnvelope(
+      r,
+      400,
+      /^invalid request: params: a path parameter is longer than 3072 characters \(URL-encoded\)$/,
+    );
+  });
   it("an Expect other than 100-continue gets an envelope naming it, not Node's bare 417", async () => {
     const a = await rawRequest(
       port(),
