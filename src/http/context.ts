@@ -58,7 +58,7 @@ export function headerText(value: string): string {
   const bytes = Buffer.from(value, "latin1");
   return isUtf8(bytes) ? bytes.toString("utf8") : value;
 }
-const NON_ASCII = /[^\x00-\x7f]/;
+const NON_ASCII = /[\u0080-\uffff]/;
 
 function unauthorized(): SluiceError {
   return new SluiceError(ErrorCode.UNAUTHORIZED);
