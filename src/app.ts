@@ -18,7 +18,7 @@ import { consoleRoutes } from "./http/console-routes.ts";
 import { contextPlugin } from "./http/context.ts";
 import { createDownloadBudget } from "./http/download-budget.ts";
 import { fail } from "./http/envelope.ts";
-import { answerClientError, installErrorHandler } from "./http/error-handler.ts";
+import { answerClientError, answerExpectation, installErrorHandler } from "./http/error-handler.ts";
 import { flowRoutes } from "./http/flow-routes.ts";
 import { installBodyDecoding } from "./http/gzip-body.ts";
 import { healthRoutes } from "./http/health-routes.ts";
@@ -94,6 +94,9 @@ export interface AppDeps {
   stored?: StoredQuota | undefined;
 }
 
+/** A path parameter's longest URL-encoded form: an artifact name of MAX_NAME_BYTES bytes. */
+const MAX_PARAM_LENGTH = 3 * MAX_NAME_BYTES;
+
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
@@ -118,20 +121,27 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     // An artifact name is one URL-encoded path parameter (docs/artifacts.md): any name within
     // its limit, at three characters a byte encoded, must reach the route (the default is 100).
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 3 * MAX_NAME_BYTES },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     clientErrorHandler: answerClientError,
     // Node answers an HTTP/1.1 request without Host with a bare 400; the hook below names it.
     http: { requireHostHeader: false },
     // Errors raised before routing (bad URL encoding, bad content-type header) still get an envelope.
     frameworkErrors: (err, req, reply) => {
       const language = languageOf(req.headers.language);
-      const text = err.code === "FST_ERR_BAD_URL" ? "malformed URL encoding" : err.message;
+      // Neither says which parameter; neither repeats the URL, which may be 16 KB long.
+      const text =
+        err.code === "FST_ERR_BAD_URL"
+          ? "malformed URL encoding"
+          : err.code === "FST_ERR_MAX_PARAM_LENGTH"
+            ? `params: a path parameter is longer than ${MAX_PARAM_LENGTH} characters (URL-encoded)`
+            : err.message;
       void (reply as FastifyReply)
         .code(200)
         .send(fail(ErrorCode.BAD_REQUEST, formatMessage(ErrorCode.BAD_REQUEST, [text], language)));
     },
   });
 
+  app.server.on("checkExpectation", answerExpectation);
   installErrorHandler(app, {
     clock: deps.clock,
     discard: { maxBytes: config.limits.discardBytes, idleMs: config.limits.discardIdleMs },

@@ -15,6 +15,7 @@ import type { AuditEntry } from "../audit/types.ts";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { ErrorCode } from "../errors.ts";
+import { headerText } from "./context.ts";
 
 export interface AuditHookOptions {
   audit: Pick<AuditTrail, "record">;
@@ -138,7 +139,7 @@ function readAnswer(payload: unknown, httpStatus: number): Answer {
 function who(req: FastifyRequest): Pick<AuditEntry, "app" | "space" | "user" | "address"> {
   const claimed = (name: string) => {
     const v = req.headers[name];
-    return typeof v === "string" && v !== "" ? v.slice(0, MAX_CLAIMED) : null;
+    return typeof v === "string" && v !== "" ? headerText(v).slice(0, MAX_CLAIMED) : null;
   };
   const ctx = req.ctx as FastifyRequest["ctx"] | null;
   return {

@@ -5,6 +5,9 @@ import { AUDIT_OUTCOMES } from "../audit/types.ts";
 
 const Int = Type.Integer();
 const Opt = Type.Optional;
+/** Compared in the store (a PostgreSQL `bigint`): past 2^53 − 1 is a 400, not a 999999. */
+const EpochMs = (description: string) =>
+  Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description });
 const [SUCCESS, FAILURE, ACCEPTED, REFUSED] = AUDIT_OUTCOMES;
 const Outcome = Type.Union([
   Type.Literal(SUCCESS),
@@ -14,8 +17,8 @@ const Outcome = Type.Union([
 ]);
 
 export const AuditQuery = Type.Object({
-  from: Opt(Type.Integer({ minimum: 0, description: "entries at or after this epoch ms" })),
-  to: Opt(Type.Integer({ minimum: 0, description: "entries at or before this epoch ms" })),
+  from: Opt(EpochMs("entries at or after this epoch ms")),
+  to: Opt(EpochMs("entries at or before this epoch ms")),
   user: Opt(Type.String({ minLength: 1, maxLength: 200 })),
   action: Opt(
     Type.String({

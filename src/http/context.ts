@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import {
@@ -42,8 +43,22 @@ declare module "fastify" {
 const header = (req: FastifyRequest, name: string): string | undefined => {
   const v = req.headers[name];
   const s = Array.isArray(v) ? v[0] : v;
-  return s === undefined || s === "" ? undefined : s;
+  return s === undefined || s === "" ? undefined : headerText(s);
 };
+
+/**
+ * A header value's text (docs/auth.md, "Headers per endpoint"). Node reads header bytes as
+ * Latin-1: a user "张三" sent as UTF-8 (Go's net/http, a gateway passing it through) became
+ * "å¼ ä¸\x89", stored as the initiator, and its token, signed over the UTF-8 name, did not match.
+ * Bytes that are UTF-8 are read as UTF-8; others (Python's requests writes a `str` header as
+ * Latin-1) stay Latin-1.
+ */
+export function headerText(value: string): string {
+  if (!NON_ASCII.test(value)) return value;
+  const bytes = Buffer.from(value, "latin1");
+  return isUtf8(bytes) ? bytes.toString("utf8") : value;
+}
+const NON_ASCII = /[\u0080-\uffff]/;
 
 function unauthorized(): SluiceError {
   return new SluiceError(ErrorCode.UNAUTHORIZED);

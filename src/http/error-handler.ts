@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../clock.ts";
@@ -87,7 +88,7 @@ function mapFastifyError(
       // received and what is read.
       return {
         code: ErrorCode.BAD_REQUEST,
-        text: `unsupported content type ${JSON.stringify((contentType ?? "").slice(0, 100))}; bodies are application/json (uploads multipart/form-data)`,
+        text: `${contentType ? `unsupported content type ${JSON.stringify(contentType.slice(0, 100))}` : "a body needs a content-type"}; bodies are application/json (uploads multipart/form-data)`,
       };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return {
@@ -177,6 +178,26 @@ function allowedValues(
       values.push(...p.allowedValues.map(String));
   }
   return values;
+}
+
+/**
+ * Node's `checkExpectation`: a request whose `Expect` is not `100-continue` never reaches a route;
+ * without this Node answers a bare 417 with no body. It gets an envelope naming the header
+ * (docs/errors.md), and the connection closes, since its body was not read.
+ */
+export function answerExpectation(req: IncomingMessage, res: ServerResponse): void {
+  const expect = String(req.headers.expect ?? "").slice(0, 100);
+  const text = `unsupported Expect header ${JSON.stringify(expect)}; only 100-continue is understood`;
+  const language = languageOf(req.headers.language);
+  const body = JSON.stringify(
+    fail(ErrorCode.BAD_REQUEST, formatMessage(ErrorCode.BAD_REQUEST, [text], language)),
+  );
+  res.shouldKeepAlive = false;
+  res.writeHead(200, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+  });
+  res.end(body);
 }
 
 /**

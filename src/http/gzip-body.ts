@@ -12,6 +12,9 @@ export function installBodyDecoding(app: FastifyInstance): void {
     if (!encoding || encoding === "identity") return payload;
     if (encoding !== "gzip" && encoding !== "deflate")
       throw badRequest(`unsupported content-encoding "${encoding}"`);
+    // Without a content-type the body is refused unread (error-handler.ts); its length must stay,
+    // or Fastify takes a request with neither for one with no body, and the route ran with none.
+    if (!req.headers["content-type"]) return payload;
     const inflate = encoding === "gzip" ? createGunzip() : createInflate();
     const counted = inflate as typeof inflate & { receivedEncodedLength: number };
     counted.receivedEncodedLength = 0;

@@ -5,6 +5,8 @@ import { Description } from "./flow-schemas.ts";
 
 const Str = Type.String();
 const Int = Type.Integer();
+/** A time or duration in ms compared in the store (a PostgreSQL `bigint`): 1e300 is a 400. */
+const Ms = Type.Integer({ minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER });
 const Opt = Type.Optional;
 const ElementId = Type.Union([Type.String(), Type.Integer()]);
 const User = Type.Record(Type.String(), Type.Unknown(), {
@@ -21,8 +23,8 @@ const ColFilter = Type.Object({
   name: Type.String({ minLength: 1 }),
   value: Opt(Str),
   op: Opt(Type.Union([Type.Literal("contains"), Type.Literal("eq"), Type.Literal("prefix")])),
-  from: Opt(Int),
-  to: Opt(Int),
+  from: Opt(Ms),
+  to: Opt(Ms),
 });
 
 export const PagedRunsFilter = Type.Object({

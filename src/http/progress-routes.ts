@@ -9,7 +9,7 @@ import { TERMINAL } from "../store/model.ts";
 import type { Run, ScopeFilter, Store } from "../store/types.ts";
 import { Envelope, ok } from "./envelope.ts";
 import type { HeldQuota } from "./held-quota.ts";
-import { openSse, type SseStream } from "./sse.ts";
+import { openSse, SSE_HEADERS, type SseStream } from "./sse.ts";
 
 export interface ProgressRouteOptions {
   store: Store;
@@ -84,6 +84,13 @@ export async function progressRoutes(
   };
   const events = async (scope: ScopeFilter, id: string, reply: FastifyReply) => {
     const run = await find(scope, id);
+    // A HEAD asks for the headers only: no stream is opened, held or counted, and the
+    // connection is free for the client's next request (docs/live-progress.md).
+    if (reply.request.method === "HEAD") {
+      reply.hijack();
+      reply.raw.writeHead(200, SSE_HEADERS).end();
+      return;
+    }
     const free = opts.quota.take(scope, "stream");
     try {
       await stream(opts, run, () => find(scope, id), reply, open, free);

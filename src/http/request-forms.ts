@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
 import { MAX_JSON_DEPTH, nestedDeeperThan } from "../schema/json-depth.ts";
-import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
+import { jsonPathAt, numberProblem } from "../schema/json-integers.ts";
 import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
 /**
@@ -14,7 +14,9 @@ import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schem
  * - In a query string or a multipart form (formFields) an empty value is the field left out;
  *   integers and booleans are read from their text (a query string has no other way to carry them).
  * - Booleans as text: true/false/1/0 in any letter case (textBoolean, also used for form fields).
- * - An integer past ±(2^53 − 1), which JSON.parse rounds, is a 400 naming it (src/schema/json-integers.ts).
+ * - An integer past ±(2^53 − 1), which JSON.parse rounds, or a number past a double's range,
+ *   which it makes Infinity, is a 400 naming it (src/schema/json-integers.ts).
+ * - The body is UTF-8 or the charset its content-type names; other bytes are a 400 (bodyText).
  * - An empty body sent as application/json is no body; a route whose schema types its body
  *   answers "body is required" for it, as for no body or a body of `null`, unless its config says
  *   `bodyOptional` (every field has a default): then it is `{}`.
@@ -22,10 +24,16 @@ import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schem
 export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    // A leading byte order mark (.NET's StreamWriter with Encoding.UTF8 writes one) is not
-    // part of the JSON text: RFC 8259 lets a parser ignore it, and this one does.
-    const text = (typeof body === "string" ? body : body.toString("utf8")).replace(/^\uFEFF/, "");
+  // Fastify reads text/plain as a string: an HTML form's text/plain, or fetch's default for a
+  // string body, would reach a free-form body as text. It is refused like any other type.
+  app.removeContentTypeParser("text/plain");
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
+    let text: string;
+    try {
+      text = bodyText(body as Buffer, req.headers["content-type"]);
+    } catch (err) {
+      return done(err as Error, undefined);
+    }
     if (text.trim() === "") return done(null, undefined);
     parseJson(req, text, (err, value) => {
       if (err) return done(jsonError(text), undefined);
@@ -35,9 +43,8 @@ export function installRequestForms(app: FastifyInstance): void {
       // nest that deep, and is not walked a second time on the hot path.
       if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(value, MAX_JSON_DEPTH))
         return done(badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`), undefined);
-      // An integer JSON.parse rounded: refused rather than taken as another number.
-      const unsafe = unsafeIntegerPath(text);
-      if (unsafe !== undefined) return done(badRequest(unsafeIntegerDetail(unsafe)), undefined);
+      const numbers = numberProblem(text);
+      if (numbers !== undefined) return done(badRequest(numbers), undefined);
       done(null, value);
     });
   });
@@ -58,6 +65,57 @@ export function installRequestForms(app: FastifyInstance): void {
     }
     req.body = dropNulls(req.body, body);
   });
+}
+
+/** The charset a content-type names (`; charset=utf-8`, `;charset="UTF-8"`). */
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A JSON body's text (docs/errors.md, "How fields are read"): UTF-8, or the charset its
+ * content-type names (a WHATWG encoding label: iso-8859-1, utf-16, …). Bytes that are not of it
+ * are a 400 naming the field they are in, never U+FFFD in their place. A leading byte order mark
+ * (.NET's StreamWriter with Encoding.UTF8 writes one) is not part of the text: RFC 8259 lets a
+ * parser ignore it, and the decoder does. Without a content-type (a compressedFlag parameter,
+ * src/http/script-requests.ts) it is UTF-8.
+ */
+export function bodyText(body: Buffer, contentType: string | undefined): string {
+  const label = CHARSET.exec(contentType ?? "")?.[1]?.toLowerCase() ?? "utf-8";
+  let decoder = UTF8;
+  if (label !== "utf-8" && label !== "utf8") {
+    try {
+      decoder = new TextDecoder(label, { fatal: true });
+    } catch {
+      throw badRequest(
+        `unsupported charset ${JSON.stringify(label.slice(0, 40))} in content-type; JSON is UTF-8`,
+      );
+    }
+  }
+  try {
+    return decoder.decode(body);
+  } catch {
+    if (decoder !== UTF8) throw badRequest(`body is not valid ${decoder.encoding}`);
+    throw notUtf8(body, contentType === undefined);
+  }
+}
+
+/** Where the first byte that is not UTF-8 is, and in which field (an error path only). */
+function notUtf8(body: Buffer, compressed: boolean): Error {
+  const lossy = body.toString("utf8");
+  let at = 0;
+  let index = 0;
+  for (const ch of lossy) {
+    const cp = ch.codePointAt(0) ?? 0;
+    // U+FFFD stands for the bytes it replaced, unless those bytes spelled U+FFFD itself.
+    if (cp === 0xfffd && !(body[at] === 0xef && body[at + 1] === 0xbf && body[at + 2] === 0xbd))
+      break;
+    at += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    index += ch.length;
+  }
+  const byte = (body[at] ?? 0).toString(16).padStart(2, "0");
+  return badRequest(
+    `${jsonPathAt(lossy, index)} is not valid UTF-8 (byte 0x${byte} at offset ${at}); ${compressed ? "compress UTF-8 JSON" : "send JSON as UTF-8, or name its charset in content-type"}`,
+  );
 }
 
 /** The text of a JSON number: what a query string's integer field is read from. */

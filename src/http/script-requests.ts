@@ -4,9 +4,10 @@ import type { Static } from "typebox";
 import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import { MAX_JSON_DEPTH, nestedDeeperThan } from "../schema/json-depth.ts";
-import { unsafeIntegerDetail, unsafeIntegerPath } from "../schema/json-integers.ts";
+import { numberProblem } from "../schema/json-integers.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
+import { bodyText } from "./request-forms.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 
@@ -71,11 +72,9 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
   if (!compressed) return body ?? {};
   if (typeof body !== "string")
     throw badRequest("body must be a base64 string when compressedFlag is true");
-  let text: string;
+  let inflated: Buffer;
   try {
-    text = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes }).toString(
-      "utf8",
-    );
+    inflated = gunzipSync(Buffer.from(body, "base64"), { maxOutputLength: limitBytes });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
       throw new SluiceError(ErrorCode.TOO_LARGE, [
@@ -84,6 +83,8 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
     }
     throw badRequest("body is not base64 gzip data (compressedFlag is true)");
   }
+  // UTF-8 (docs/script-service.md): bytes that are not are a 400 naming the field, as in a body.
+  const text = bodyText(inflated, undefined);
   let parameter: unknown;
   try {
     parameter = JSON.parse(text);
@@ -94,7 +95,7 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
   // nesting first, since every walk after this one recurses.
   if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(parameter, MAX_JSON_DEPTH))
     throw badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`);
-  const unsafe = unsafeIntegerPath(text);
-  if (unsafe !== undefined) throw badRequest(unsafeIntegerDetail(unsafe));
+  const numbers = numberProblem(text);
+  if (numbers !== undefined) throw badRequest(numbers);
   return parameter;
 }

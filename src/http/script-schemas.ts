@@ -1,5 +1,6 @@
 import { Type } from "typebox";
 import { RUN_NAME_MAX } from "../flows/run-name.ts";
+import { MAX_VERSION } from "./revision-schemas.ts";
 import { CallbackFields, CallbackQueryFields } from "./webhook-schemas.ts";
 
 /** TypeBox schemas of the script service (docs/script-service.md). */
@@ -8,6 +9,7 @@ const Str = Type.String();
 const Timeout = Type.Integer({ minimum: 0, description: "seconds" });
 const ScriptVersion = Type.Integer({
   minimum: 1,
+  maximum: MAX_VERSION,
   description: "the script version to run (docs/script-service.md); absent: the newest",
 });
 

@@ -19,6 +19,17 @@ export interface SseStream {
 const frame = (m: SseMessage): string =>
   `${m.id !== undefined ? `id: ${m.id}\n` : ""}event: ${m.event}\ndata: ${JSON.stringify(m.data)}\n\n`;
 
+/**
+ * An event stream's headers. No `connection` header: Node keeps the connection alive when the
+ * client asked for it, and one forced to keep-alive stayed open after the stream ended for a
+ * client that sent `Connection: close` (docs/live-progress.md).
+ */
+export const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-store",
+  "x-accel-buffering": "no",
+} as const;
+
 /** What one client that does not read may hold queued, in characters of its frames. */
 export const CLIENT_QUEUE_BYTES = 256 * 1024;
 
@@ -40,12 +51,7 @@ export function openSse(
     queueMicrotask(deps.onClose);
     return { send() {}, end() {}, closed: true };
   }
-  res.writeHead(200, {
-    "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-store",
-    connection: "keep-alive",
-    "x-accel-buffering": "no",
-  });
+  res.writeHead(200, SSE_HEADERS);
   res.flushHeaders();
   // Frames, not messages: the budget is in bytes too (an event of control characters escapes
   // to six times its size), so a stuck client holds at most CLIENT_QUEUE_BYTES.

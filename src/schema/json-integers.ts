@@ -30,20 +30,20 @@ function stringEnd(text: string, start: number): number {
   }
 }
 
-/** Where the number starting at `start` ends, and whether it is an integer unsafe in a double. */
-function numberAt(text: string, start: number): { end: number; unsafe: boolean } {
+/** Where the number starting at `start` ends, and where its integer part ends. */
+function numberAt(text: string, start: number): { end: number; integerEnd: number } {
   let i = text.charCodeAt(start) === MINUS ? start + 1 : start;
-  const digits = i;
   while (i < text.length && text.charCodeAt(i) >= ZERO && text.charCodeAt(i) <= NINE) i++;
   const integerEnd = i;
-  // A fraction or an exponent makes it a double as sent (1e300, 12345678901234567.5).
   while (i < text.length && /[\d.eE+-]/.test(text[i] ?? "")) i++;
-  const unsafe =
-    i === integerEnd &&
-    integerEnd - digits >= 16 &&
-    !Number.isSafeInteger(Number(text.slice(start, integerEnd)));
-  return { end: i, unsafe };
+  return { end: i, integerEnd };
 }
+
+/** An integer (no fraction, no exponent: those are doubles as sent) a double cannot hold. */
+const unsafeInteger = (text: string, start: number, integerEnd: number, end: number): boolean =>
+  end === integerEnd &&
+  integerEnd - start - (text.charCodeAt(start) === MINUS ? 1 : 0) >= 16 &&
+  !Number.isSafeInteger(Number(text.slice(start, integerEnd)));
 
 /**
  * The path (`body.parameter.orders.0.id`, with `prefix` first) of the first integer in `text`
@@ -53,20 +53,78 @@ function numberAt(text: string, start: number): { end: number; unsafe: boolean }
  */
 export function unsafeIntegerPath(text: string, prefix = "body"): string | undefined {
   if (!LONG_DIGITS.test(text)) return undefined;
+  return walk(text, prefix, unsafeInteger, text.length)?.path;
+}
+
+/**
+ * An exponent of three digits. A number past a double's range has one, or 309 digits and so a run
+ * of 16 (LONG_DIGITS): both tests cost a bounded look at each character (`\d{309}` would look
+ * 309 characters ahead of each digit, seconds on a body of 308-digit numbers).
+ */
+const EXPONENT = /[eE][+-]?\d{3}/;
+const nonFinite = (text: string, start: number, integerEnd: number, end: number): boolean =>
+  (end - start > 308 || (end > integerEnd && EXPONENT.test(text.slice(integerEnd, end)))) &&
+  !Number.isFinite(Number(text.slice(start, end)));
+
+/**
+ * The 400 detail for the first number in `text` that JSON.parse did not keep as sent, or
+ * undefined (docs/errors.md, "How fields are read"): an integer past ±(2^53 − 1), which it
+ * rounds, or a number past a double's range (`1e400`), which it reads as Infinity and
+ * JSON.stringify writes as null. One walk, only over texts with a run of 16 digits or an
+ * exponent of three.
+ */
+export function numberProblem(text: string, prefix = "body"): string | undefined {
+  const long = LONG_DIGITS.test(text);
+  if (!long && !EXPONENT.test(text)) return undefined;
+  const hit = walk(
+    text,
+    prefix,
+    (t, s, i, e) => (long && unsafeInteger(t, s, i, e)) || nonFinite(t, s, i, e),
+    text.length,
+  );
+  if (!hit) return undefined;
+  return unsafeInteger(text, hit.start, hit.integerEnd, hit.end)
+    ? unsafeIntegerDetail(hit.path)
+    : `${hit.path} is a number beyond ±1.8e308, which a double cannot hold; send it as a string`;
+}
+
+/**
+ * The path of the value or key that holds offset `at` of a JSON text cut there (the text before
+ * a byte that is not UTF-8): `body.parameter.name`, or `body.parameter (a key)`.
+ */
+export function jsonPathAt(text: string, at: number, prefix = "body"): string {
+  return walk(text, prefix, () => false, at)?.path ?? prefix;
+}
+
+type BadNumber = (text: string, start: number, integerEnd: number, end: number) => boolean;
+/** Where the walk stopped: the path, and the number it picked (-1 when it stopped at an offset). */
+type Hit = { path: string; start: number; integerEnd: number; end: number };
+
+/**
+ * One pass over `text`, strings skipped whole: the path of the first number `bad` picks, or of
+ * what is open at offset `stop` (inside a string: that string's value, or the key it is).
+ */
+function walk(text: string, prefix: string, bad: BadNumber, stop: number): Hit | undefined {
   const levels: Level[] = [];
+  const path = (drop = 0) =>
+    [prefix, ...levels.slice(0, levels.length - drop).map((l) => nameOf(text, l))].join(".");
   let expectKey = false;
   for (let i = 0; i < text.length; ) {
+    if (i >= stop) return { path: path(), start: -1, integerEnd: -1, end: -1 };
     const c = text.charCodeAt(i);
     const top = levels[levels.length - 1];
     if (c === QUOTE) {
       const end = stringEnd(text, i);
-      if (expectKey && top?.index === undefined && top) top.key = i; // read only if the path is asked for
+      const isKey = expectKey && top !== undefined && top.index === undefined;
+      if (end > stop)
+        return { path: isKey ? `${path(1)} (a key)` : path(), start: -1, integerEnd: -1, end: -1 };
+      if (isKey) top.key = i; // read only if the path is asked for
       i = end;
       continue;
     }
     if (c === MINUS || (c >= ZERO && c <= NINE)) {
-      const { end, unsafe } = numberAt(text, i);
-      if (unsafe) return [prefix, ...levels.map((l) => nameOf(text, l))].join(".");
+      const { end, integerEnd } = numberAt(text, i);
+      if (bad(text, i, integerEnd, end)) return { path: path(), start: i, integerEnd, end };
       i = end;
       continue;
     }

@@ -71,9 +71,11 @@ export function fromSchema(schema: JsonSchema, pool: string[], depth = 0): fc.Ar
     case "string":
       return names(pool);
     case "integer":
+      // Past what a column holds too: 2^31 (a PostgreSQL integer), 1e300 (an integer to a
+      // schema, past a bigint); both were internal errors in cluster mode.
       return fc.oneof(
         fc.integer({ min: -2, max: 200 }),
-        fc.constantFrom(0, 1, 2 ** 31, 2 ** 53 + 1, -(2 ** 40)),
+        fc.constantFrom(0, 1, 2 ** 31, 2 ** 53 + 1, -(2 ** 40), 2 ** 63, 1e300, -1e300),
       );
     case "number":
       return fc.oneof(fc.double({ noNaN: true }), fc.integer());
@@ -149,7 +151,12 @@ function edit(
   return copy;
 }
 
-/** How the body's bytes go on the wire: encoding, and whether they are damaged on the way. */
+/**
+ * How the body's bytes go on the wire: encoding, and whether they are damaged on the way.
+ * `plain` is the text the server should read (before any encoding) when nothing damaged it after
+ * that: a byte that is not UTF-8 (a Latin-1 "ü", which Python's http.client sends for a `str`)
+ * is put in before encoding, so that a server reading it as U+FFFD is caught (fuzz-run.ts).
+ */
 export const wireBody = (json: string) =>
   fc
     .record({
@@ -163,11 +170,16 @@ export const wireBody = (json: string) =>
         "br",
         "GZIP",
       ),
-      damage: fc.constantFrom("none", "none", "none", "truncate", "flip", "append"),
+      damage: fc.constantFrom("none", "none", "none", "truncate", "flip", "append", "not-utf8"),
       at: fc.nat(),
     })
     .map(({ encoding, damage, at }) => {
       let bytes = Buffer.from(json);
+      if (damage === "not-utf8") {
+        const i = at % (bytes.length + 1);
+        bytes = Buffer.concat([bytes.subarray(0, i), Buffer.from([0xfc]), bytes.subarray(i)]);
+      }
+      const plain = damage === "none" || damage === "not-utf8" ? bytes : undefined;
       if (encoding?.toLowerCase() === "gzip") bytes = gzipSync(bytes);
       if (encoding === "deflate") bytes = deflateSync(bytes);
       if (damage === "truncate") bytes = bytes.subarray(0, at % (bytes.length + 1));
@@ -176,7 +188,7 @@ export const wireBody = (json: string) =>
         bytes[at % bytes.length] = (bytes[at % bytes.length] ?? 0) ^ 0x5a;
       }
       if (damage === "append") bytes = Buffer.concat([bytes, Buffer.from("\u0000}{garbage")]);
-      return { encoding, bytes };
+      return { encoding, bytes, plain };
     });
 
 export const contentTypes = fc.constantFrom(

@@ -49,6 +49,9 @@ interface Case {
   head: string;
   body: Buffer;
   route: string;
+  /** The JSON text as written, when the server should read exactly it (see echoed). */
+  plain?: Buffer | undefined;
+  contentType?: string | undefined;
 }
 
 export async function runFuzz(opts: { seed: number; runs: number }): Promise<FuzzResult> {
@@ -186,6 +189,44 @@ const SEEDS: Record<string, Json[]> = {
 };
 
 function caseArb(ops: Operation[]): fc.Arbitrary<Case> {
+  return fc.oneof({ weight: 9, arbitrary: routeCaseArb(ops) }, { weight: 1, arbitrary: echoArb() });
+}
+
+const ECHO: Operation = {
+  method: "POST",
+  path: "/script/external/fz-echo/run-sync",
+  params: [],
+  multipart: false,
+};
+
+/**
+ * Every body form (content types, charsets, encodings, bytes that are not UTF-8, numbers past a
+ * double) straight at the seeded script that returns its parameter, with a good scope and no
+ * query: its answers are checked against what was sent (echoed). Through the routes' own cases
+ * too few of them get past the lookup to be compared.
+ */
+function echoArb(): fc.Arbitrary<Case> {
+  return fc.tuple(jsonPayloadArb(ECHO), fc.boolean()).map(([payload, chunked]) => {
+    const headers: Record<string, string> = {
+      host: "127.0.0.1",
+      ...scopeHeaders(),
+      ...payload.headers,
+    };
+    if (chunked) headers["transfer-encoding"] = "chunked";
+    else headers["content-length"] = String(payload.bytes.length);
+    const lines = Object.entries(headers).map(([k, v]) => `${k}: ${headerSafe(v)}\r\n`);
+    return {
+      target: 0,
+      route: `POST ${ECHO.path}`,
+      head: `POST ${ECHO.path} HTTP/1.1\r\n${lines.join("")}\r\n`,
+      body: chunked ? chunk(payload.bytes) : payload.bytes,
+      plain: payload.plain,
+      contentType: payload.headers["content-type"],
+    };
+  });
+}
+
+function routeCaseArb(ops: Operation[]): fc.Arbitrary<Case> {
   return fc.tuple(fc.nat(1), fc.constantFrom(...ops)).chain(([target, op]) =>
     fc
       .record({
@@ -205,6 +246,8 @@ function caseArb(ops: Operation[]): fc.Arbitrary<Case> {
           route: `${op.method} ${op.path}`,
           head: `${op.method} ${url} HTTP/1.1\r\n${lines.join("")}\r\n`,
           body,
+          plain: payload.plain,
+          contentType: payload.headers["content-type"],
         };
       }),
   );
@@ -298,6 +341,7 @@ function authArb(signed: boolean): fc.Arbitrary<Record<string, string>> {
 interface Payload {
   headers: Record<string, string>;
   bytes: Buffer;
+  plain?: Buffer | undefined;
 }
 
 function jsonPayloadArb(op: Operation): fc.Arbitrary<Payload> {
@@ -315,7 +359,7 @@ function jsonPayloadArb(op: Operation): fc.Arbitrary<Payload> {
       const json = Buffer.from(JSON.stringify(v));
       const headers: Record<string, string> = { "content-type": "application/json" };
       if (encoding) headers["content-encoding"] = encoding;
-      return { headers, bytes: encoding ? gzipSync(json) : json };
+      return { headers, bytes: encoding ? gzipSync(json) : json, plain: json };
     });
   const json = fc.oneof(
     {
@@ -324,7 +368,10 @@ function jsonPayloadArb(op: Operation): fc.Arbitrary<Payload> {
     },
     {
       weight: 1,
-      arbitrary: fc.oneof(fc.constantFrom("", "{", "[]", "nul", '{"a":1}{'), fc.string()),
+      arbitrary: fc.oneof(
+        fc.constantFrom("", "{", "[]", "nul", '{"a":1}{', "[1e400]", '{"n":-1e999}'),
+        fc.string(),
+      ),
     },
   );
   const wild = fc
@@ -333,7 +380,12 @@ function jsonPayloadArb(op: Operation): fc.Arbitrary<Payload> {
       const headers: Record<string, string> = {};
       if (type) headers["content-type"] = type;
       if (wire.encoding) headers["content-encoding"] = wire.encoding;
-      return { headers, bytes: withBody || op.method === "POST" ? wire.bytes : Buffer.alloc(0) };
+      const sent = withBody || op.method === "POST";
+      return {
+        headers,
+        bytes: sent ? wire.bytes : Buffer.alloc(0),
+        plain: sent ? wire.plain : undefined,
+      };
     });
   if (op.method !== "POST")
     return fc.oneof(
@@ -419,6 +471,35 @@ function garbageArb(): fc.Arbitrary<Buffer> {
   });
 }
 
+/**
+ * The seeded script returns its parameter: an external run-sync of it that succeeded must answer
+ * exactly the JSON that was sent, read as its content-type says (docs/errors.md, "How fields are
+ * read"). Bytes that are not of its charset, a body that is not JSON (text/plain was once read as
+ * a string) or a number JSON.parse cannot keep (1e400 ran as null) fail the property.
+ */
+function echoed(c: Case, answer: unknown): void {
+  const compressed = /[?&]compressedFlag=(true|1)(&|\s)/i.test(c.head);
+  if (!c.plain || compressed || !/^POST \/script\/external\/fz-echo\/run-sync[?\s]/.test(c.head))
+    return;
+  const what = `${c.route} with ${JSON.stringify(c.contentType)} ${JSON.stringify(c.plain.toString("latin1").slice(0, 100))}`;
+  const label = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(c.contentType ?? "")?.[1] ?? "utf-8";
+  let sent: unknown;
+  try {
+    const text = new TextDecoder(label, { fatal: true }).decode(c.plain);
+    sent = text.trim() === "" || text.trim() === "null" ? {} : JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${what}: accepted, but it is not JSON of its charset (${err})`);
+  }
+  if (JSON.stringify(sent) !== JSON.stringify(answer) || hasNonFinite(sent))
+    throw new Error(`${what}: the script got ${JSON.stringify(answer)}`);
+}
+
+function hasNonFinite(v: unknown): boolean {
+  if (typeof v === "number") return !Number.isFinite(v);
+  if (v === null || typeof v !== "object") return false;
+  return Object.values(v).some(hasNonFinite);
+}
+
 /** The properties of one answer; returns the ID of a run or task it accepted. */
 function checkAnswer(c: Case, a: RawAnswer): string | undefined {
   const what = c.route;
@@ -442,7 +523,10 @@ function checkAnswer(c: Case, a: RawAnswer): string | undefined {
     typeof body.message === "string" &&
     "data" in body;
   if (!envelope) {
-    if (taskStatus === "SUCCESS" && c.route.includes("/external/")) return a.headers["x-task-id"];
+    if (taskStatus === "SUCCESS" && c.route.includes("/external/")) {
+      echoed(c, body);
+      return a.headers["x-task-id"];
+    }
     throw new Error(`${what}: not an envelope: ${a.body.toString().slice(0, 200)}`);
   }
   if (!CATALOG.has(body.code as number))

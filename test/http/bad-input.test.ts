@@ -163,6 +163,47 @@ describe("bad input gets a clear envelope", () => {
     );
     expectEnvelope(envelopeOf(noHost), 400, /Host/);
   });
+  it("a path parameter past the router's bound is a 400 naming it, without the whole URL", async () => {
+    const long = "a".repeat(5000);
+    const r = await server.call("GET", `/script/script/result/${long}`, { headers: h });
+    expectEnvelope(
+      r,
+      400,
+      /^invalid request: params: a path parameter is longer than 3072 characters \(URL-encoded\)$/,
+    );
+  });
+  it("an Expect other than 100-continue gets an envelope naming it, not Node's bare 417", async () => {
+    const a = await rawRequest(
+      port(),
+      head("/script/script/run", {
+        ...h,
+        "content-type": "application/json",
+        "content-length": "2",
+        expect: "200-ok",
+      }),
+      Buffer.from("{}"),
+      10_000,
+    );
+    expectEnvelope(
+      envelopeOf(a),
+      400,
+      /^invalid request: unsupported Expect header "200-ok"; only 100-continue is understood$/,
+    );
+    assert.equal(a.headers.connection, "close");
+    // 100-continue itself is answered as always: the interim 100, then the request's answer.
+    const go = await rawRequest(
+      port(),
+      head("/script/external/nowhere/run", {
+        ...h,
+        "content-type": "application/json",
+        "content-length": "2",
+        expect: "100-continue",
+      }),
+      Buffer.from("{}"),
+      10_000,
+    );
+    assert.equal(go.status, 100);
+  });
 });
 
 describe("U+0000 in a field (PostgreSQL cannot keep it)", () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { unsafeIntegerPath } from "../../src/schema/json-integers.ts";
+import { jsonPathAt, numberProblem, unsafeIntegerPath } from "../../src/schema/json-integers.ts";
 
 /** A JSON value with some leaves replaced by integer literals the generator spells as text. */
 type Tree = { text: string; paths: string[] };
@@ -114,5 +114,38 @@ describe("unsafeIntegerPath", () => {
     assert.equal(unsafeIntegerPath(`[${"1".repeat(10_000_000)}.5]`), undefined);
     const escapes = JSON.stringify({ s: `${'\\"'.repeat(2_000_000)}12345678901234567890` });
     assert.equal(unsafeIntegerPath(escapes), undefined);
+  });
+});
+
+describe("numberProblem and jsonPathAt", () => {
+  const beyond = (path: string) =>
+    `${path} is a number beyond ±1.8e308, which a double cannot hold; send it as a string`;
+  it("names a number past a double's range, not one inside a string, nor a double as sent", () => {
+    assert.equal(numberProblem('{"a":[1,{"b":-1e400}]}'), beyond("body.a.1.b"));
+    assert.equal(numberProblem(`[${"9".repeat(309)}.5]`), beyond("body.0"));
+    assert.equal(numberProblem('{"1e400":"1e400","x":1.7976931348623157e308}'), undefined);
+    assert.equal(numberProblem("[1e-400, 1E+300, 12345678901234567.5]"), undefined);
+    assert.match(numberProblem("[1e999, 12345678901234567]") ?? "", /^body\.0 is a number beyond/);
+    assert.match(
+      numberProblem("[12345678901234567, 1e999]") ?? "",
+      /^body\.0 is an integer beyond/,
+    );
+  });
+  it("is no slower than a parse on a body of 308-digit numbers", () => {
+    // A regular expression looking 309 digits ahead of each digit took 5 s on this text.
+    const text = `[${`${"1".repeat(308)}.5,`.repeat(30_000)}1]`;
+    const start = performance.now();
+    assert.equal(numberProblem(text), undefined);
+    const ms = performance.now() - start;
+    const parse = performance.now();
+    JSON.parse(text);
+    assert.ok(ms < 10 * (performance.now() - parse) + 100, `${ms.toFixed(0)} ms`);
+  });
+  it("names the value or key open at an offset", () => {
+    const text = '{"a":{"bc":"xyz","d":["p","q"]}}';
+    assert.equal(jsonPathAt(text, text.indexOf("y")), "body.a.bc");
+    assert.equal(jsonPathAt(text, text.indexOf("q")), "body.a.d.1");
+    assert.equal(jsonPathAt(text, text.indexOf("c")), "body.a (a key)");
+    assert.equal(jsonPathAt('"abc"', 2), "body");
   });
 });
