@@ -1,4 +1,4 @@
-import { checkElementName, checkFolderPath, joinPath } from "../elements/paths.ts";
+import { checkElementName, checkFolderPath, joinPath, nfc } from "../elements/paths.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type {
   AppBounds,
@@ -145,6 +145,8 @@ function checkNames(bundle: Bundle): void {
     ...bundle.flows.map((f) => ["DPL", f] as const),
   ];
   for (const [type, e] of entries) {
+    e.path = nfc(e.path);
+    e.name = nfc(e.name);
     const problem = checkFolderPath(e.path) ?? checkElementName(e.name);
     if (problem) throw badRequest(`bundle: ${type} ${joinPath(e.path, e.name)}: ${problem}`);
     const key = `${type} ${joinPath(e.path, e.name)}`;

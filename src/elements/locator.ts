@@ -1,6 +1,6 @@
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
 import type { Element, ElementType, Scope, Store } from "../store/types.ts";
-import { checkFolderPath } from "./paths.ts";
+import { checkFolderPath, nfc } from "./paths.ts";
 
 /** FlowElementInfo and the locating fields of every request that names an element. */
 export interface Locator {
@@ -41,7 +41,7 @@ export async function locateElement(
   if (loc.path !== undefined) {
     const problem = checkFolderPath(loc.path);
     if (problem) throw badRequest(`path ${problem}`);
-    const folder = await store.folderByPath(scope, loc.path);
+    const folder = await findFolder(store, scope, loc.path);
     if (!folder)
       throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [`${loc.path}/${loc.elementName}`]);
     folderId = folder.id;
@@ -51,10 +51,21 @@ export async function locateElement(
     folderId = folder.id;
   }
 
-  const found = await store.findElements(scope, { type, name: loc.elementName, folderId });
+  const name = nfc(loc.elementName);
+  let found = await store.findElements(scope, { type, name, folderId });
+  // Stored before names were kept in NFC (a decomposed Hangul name was accepted as sent).
+  if (found.length === 0 && name !== loc.elementName)
+    found = await store.findElements(scope, { type, name: loc.elementName, folderId });
   if (found.length === 0) throw new SluiceError(ErrorCode.ELEMENT_NOT_FOUND, [describe()]);
   if (found.length > 1) throw new SluiceError(ErrorCode.ELEMENT_NOT_UNIQUE, [describe()]);
   return found[0] as Element;
+}
+
+/** A folder by its path in NFC, or as given when it was stored before paths were kept so. */
+async function findFolder(store: Store, scope: Scope, path: string) {
+  const canonical = nfc(path);
+  const folder = await store.folderByPath(scope, canonical);
+  return folder ?? (canonical !== path ? store.folderByPath(scope, path) : undefined);
 }
 
 /** Resolves the target folder of a deploy or upload: path creates missing folders, folderId must exist. */
@@ -72,7 +83,7 @@ export async function targetFolder(
     if (!folder) throw new SluiceError(ErrorCode.FOLDER_NOT_FOUND, [loc.folderId]);
     return folder;
   }
-  const path = loc.path ?? "/";
+  const path = nfc(loc.path ?? "/");
   const problem = checkFolderPath(path);
   if (problem) throw badRequest(`path ${problem}`);
   return store.ensureFolder(scope, path, now);

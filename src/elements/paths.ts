@@ -30,6 +30,14 @@ export function checkNewFolderPath(path: string): string | null {
   return null;
 }
 
+/**
+ * The one form names and folder paths are kept and compared in (docs/dataflow-service.md,
+ * "Names"): Unicode NFC. macOS writes file names decomposed (`e` + U+0301), other systems and
+ * keyboards composed (U+00E9); without this the two were different names, and a decomposed one
+ * was refused (a combining mark is not a letter).
+ */
+export const nfc = (text: string): string => text.normalize("NFC");
+
 const NAME = /^[\p{L}\p{N}_.-]{1,128}$/u;
 
 export function checkElementName(name: string): string | null {

@@ -1,6 +1,6 @@
 import type { Clock } from "../clock.ts";
 import { type Locator, locateElement, targetFolder } from "../elements/locator.ts";
-import { checkElementName } from "../elements/paths.ts";
+import { checkElementName, nfc } from "../elements/paths.ts";
 import { badRequest } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { SecretLookup } from "../secrets/secrets.ts";
@@ -44,9 +44,10 @@ export async function deploy(
   notify: (element: Element) => void,
   scope: Scope,
   user: string | null,
-  req: DeployRequest,
+  given: DeployRequest,
 ): Promise<ValidationResult[]> {
   const { store, clock } = deps;
+  const req = { ...given, elementName: nfc(given.elementName) };
   const nameProblem = checkElementName(req.elementName);
   if (nameProblem) throw badRequest(`elementName ${nameProblem}`);
   if ((req.elementType ?? "DPL") !== "DPL")

@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import { appBounds } from "../config-limits.ts";
-import { checkElementName, joinPath } from "../elements/paths.ts";
+import { checkElementName, joinPath, nfc } from "../elements/paths.ts";
 import { ErrorCode, SluiceError } from "../errors.ts";
 import type { ScriptEnv } from "../store/revision-types.ts";
 import type { Scope, Store } from "../store/types.ts";
@@ -73,7 +73,7 @@ async function importOne(
   userId: string | null,
 ): Promise<UploadResult> {
   const { config } = deps;
-  const base = file.filename.split(/[\\/]/).pop() ?? "";
+  const base = nfc(file.filename.split(/[\\/]/).pop() ?? "");
   const match = /^(.*)\.(py|zip)$/i.exec(base);
   const name = match?.[1] ?? base;
   const filePath = joinPath(folder.path, name);
