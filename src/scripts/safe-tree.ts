@@ -1,5 +1,15 @@
+import { randomUUID } from "node:crypto";
 import { constants, type Stats } from "node:fs";
-import { type FileHandle, lchown, lstat, open, readdir, rmdir, unlink } from "node:fs/promises";
+import {
+  type FileHandle,
+  lchown,
+  lstat,
+  open,
+  readdir,
+  rename,
+  rmdir,
+  unlink,
+} from "node:fs/promises";
 
 /**
  * Walks of a directory tree that processes of the sandbox may still be changing while Node, root,
@@ -56,17 +66,56 @@ export async function chgrpTree(dir: string, gid: number): Promise<void> {
   }
 }
 
-/** Removes a directory and everything in it. */
+/**
+ * Removes a directory and everything in it, holding two descriptors whatever its depth (a task can
+ * nest directories far deeper than the service may open: a descriptor per level ran out of them,
+ * left the tree for ever and took every descriptor of the service meanwhile). Each directory of
+ * the tree is emptied of its files and its subdirectories move up into the top one, under a new
+ * random name, to be emptied in turn: nothing is ever deeper than one level below the top.
+ * A rename never follows its last components, and both ends are reached through descriptors of
+ * directories of the tree, so nothing leaves it (docs/security.md, "Disk").
+ */
 export async function removeTree(dir: string): Promise<void> {
-  const fh = await openDir(dir);
-  if (!fh) {
+  const top = await openDir(dir);
+  if (!top) {
     await unlink(dir).catch(unlessGone);
     return;
   }
   try {
-    await eachEntry(fh, (p, e) => (e.isDirectory() ? removeTree(p) : unlink(p).catch(unlessGone)));
+    const base = `/proc/self/fd/${top.fd}`;
+    const pending = await readdir(base);
+    for (let name = pending.pop(); name !== undefined; name = pending.pop())
+      await removeEntry(base, name, pending);
+  } finally {
+    await top.close();
+  }
+  await rmdir(dir).catch(unlessGone);
+}
+
+/**
+ * Removes the entry `name` of the top directory (`base`): a file, or a directory emptied of its
+ * files whose subdirectories move up into the top one (their new names onto `pending`).
+ */
+async function removeEntry(base: string, name: string, pending: string[]): Promise<void> {
+  const p = `${base}/${name}`;
+  const e = await lstat(p).catch(unlessGone);
+  if (!e) return;
+  // Not a directory, or swapped for something else under us: a name to remove, nothing to enter.
+  const fh = e.isDirectory() ? await openDir(p) : undefined;
+  if (!fh) {
+    await unlink(p).catch(unlessGone);
+    return;
+  }
+  try {
+    await eachEntry(fh, async (q, sub) => {
+      if (!sub.isDirectory()) return unlink(q).catch(unlessGone);
+      // A random name: the tree's processes cannot have taken it (a rename replaces a file or
+      // an empty directory of that name: inside the tree too, and removed anyway).
+      const up = `.sluice-removing-${randomUUID()}`;
+      await rename(q, `${base}/${up}`).then(() => pending.push(up), unlessGone);
+    });
   } finally {
     await fh.close();
   }
-  await rmdir(dir).catch(unlessGone);
+  await rmdir(p).catch(unlessGone);
 }
