@@ -84,7 +84,15 @@ function claimUids(
     return { base: python.uidBase, count: python.uidCount, release: () => {} };
   const size = Math.max(256, python.concurrency * 4) + preloaders * sliceSize(python.concurrency);
   const uids = claimUidBlock(python, size);
-  const killed = killUidBlock(uids);
+  let killed: number;
+  try {
+    killed = killUidBlock(uids);
+  } catch (err) {
+    // Held, the block would be skipped by this process's next runner; whoever claims it next
+    // kills its leftovers first, as here.
+    uids.release();
+    throw err;
+  }
   if (killed > 0)
     logger.warn(
       { killed, uidBase: uids.base },

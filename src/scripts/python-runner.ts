@@ -73,11 +73,7 @@ export async function createPythonRunner(deps: PythonRunnerDeps): Promise<Python
     logger,
     clock,
   }).catch(async (err: unknown) => {
-    // What it took goes back as at close: a block this process still held would be skipped by
-    // its next runner (docs/security.md, "Layers").
-    await syntax.close();
-    if (sandbox !== "none") killUidBlock(uids.block);
-    uids.block.release();
+    await giveBack(syntax, sandbox, uids.block, logger);
     throw err;
   });
   const envPools = new EnvPools({
@@ -168,6 +164,27 @@ function liveMasked(spec: TaskSpec): { spec: TaskSpec; end(): void } {
       }
     },
   };
+}
+
+/**
+ * What a start that failed took goes back as at close: a block this process still held would be
+ * skipped by its next runner (docs/security.md, "Layers"). Given back whatever fails here (its
+ * next claimer kills its leftovers first); the start's own error is the one its caller sees.
+ */
+async function giveBack(
+  syntax: Runner["syntax"],
+  sandbox: Sandbox,
+  block: Runner["uids"],
+  logger: Logger,
+): Promise<void> {
+  try {
+    await syntax.close();
+    if (sandbox !== "none") killUidBlock(block);
+  } catch (err) {
+    logger.error({ err }, "a python runner that failed to start could not stop all it started");
+  } finally {
+    block.release();
+  }
 }
 
 /** The work directories, the cgroups and the default zygote; cgroups opened are closed on a failure. */

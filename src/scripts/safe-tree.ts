@@ -67,53 +67,55 @@ export async function chgrpTree(dir: string, gid: number): Promise<void> {
 }
 
 /**
- * How deep removeTree descends before it cuts: each level holds a descriptor, and a task can nest
- * directories far deeper than the service has descriptors (docs/security.md, "Disk").
- */
-const CUT_DEPTH = 64;
-
-/**
- * Removes a directory and everything in it. A subdirectory CUT_DEPTH levels down is moved up into
- * the directory being removed (a rename, which follows no last component) and removed in a later
- * pass, so at most CUT_DEPTH descriptors are open whatever the tree's depth.
+ * Removes a directory and everything in it, holding two descriptors whatever its depth (a task can
+ * nest directories far deeper than the service may open: a descriptor per level ran out of them,
+ * left the tree for ever and took every descriptor of the service meanwhile). Each directory of
+ * the tree is emptied of its files and its subdirectories move up into the top one, under a new
+ * random name, to be emptied in turn: nothing is ever deeper than one level below the top.
+ * A rename never follows its last components, and both ends are reached through descriptors of
+ * directories of the tree, so nothing leaves it (docs/security.md, "Disk").
  */
 export async function removeTree(dir: string): Promise<void> {
-  const fh = await openDir(dir);
-  if (!fh) {
+  const top = await openDir(dir);
+  if (!top) {
     await unlink(dir).catch(unlessGone);
     return;
   }
   try {
-    const cut = { top: `/proc/self/fd/${fh.fd}`, moved: 1 };
-    while (cut.moved > 0) {
-      cut.moved = 0;
-      await emptyDir(fh, 1, cut);
-    }
+    const base = `/proc/self/fd/${top.fd}`;
+    const pending = await readdir(base);
+    for (let name = pending.pop(); name !== undefined; name = pending.pop())
+      await removeEntry(base, name, pending);
   } finally {
-    await fh.close();
+    await top.close();
   }
   await rmdir(dir).catch(unlessGone);
 }
 
-async function emptyDir(
-  fh: FileHandle,
-  depth: number,
-  cut: { top: string; moved: number },
-): Promise<void> {
-  await eachEntry(fh, async (p, e) => {
-    if (!e.isDirectory()) return unlink(p).catch(unlessGone);
-    if (depth >= CUT_DEPTH) {
-      await rename(p, `${cut.top}/.sluice-cut-${randomUUID()}`).catch(unlessGone);
-      cut.moved++;
-      return;
-    }
-    const sub = await openDir(p);
-    if (!sub) return unlink(p).catch(unlessGone); // swapped for something else: not entered
-    try {
-      await emptyDir(sub, depth + 1, cut);
-    } finally {
-      await sub.close();
-    }
-    await rmdir(p).catch(unlessGone);
-  });
+/**
+ * Removes the entry `name` of the top directory (`base`): a file, or a directory emptied of its
+ * files whose subdirectories move up into the top one (their new names onto `pending`).
+ */
+async function removeEntry(base: string, name: string, pending: string[]): Promise<void> {
+  const p = `${base}/${name}`;
+  const e = await lstat(p).catch(unlessGone);
+  if (!e) return;
+  // Not a directory, or swapped for something else under us: a name to remove, nothing to enter.
+  const fh = e.isDirectory() ? await openDir(p) : undefined;
+  if (!fh) {
+    await unlink(p).catch(unlessGone);
+    return;
+  }
+  try {
+    await eachEntry(fh, async (q, sub) => {
+      if (!sub.isDirectory()) return unlink(q).catch(unlessGone);
+      // A random name: the tree's processes cannot have taken it (a rename replaces a file or
+      // an empty directory of that name: inside the tree too, and removed anyway).
+      const up = `.sluice-removing-${randomUUID()}`;
+      await rename(q, `${base}/${up}`).then(() => pending.push(up), unlessGone);
+    });
+  } finally {
+    await fh.close();
+  }
+  await rmdir(p).catch(unlessGone);
 }

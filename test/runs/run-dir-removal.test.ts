@@ -1,5 +1,14 @@
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
@@ -24,8 +33,36 @@ const quiet = { info() {}, error() {} };
 
 const made: string[] = [];
 after(() => {
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+  // rm(1) removes any depth; Node's rmSync fails past PATH_MAX (the deep test's leftovers).
+  for (const dir of made) execFileSync("rm", ["-rf", dir]);
 });
+
+/**
+ * What a task can write in its run's directory: directories nested `depth` deep, by relative
+ * paths (no path is ever longer than a name), a file at the bottom.
+ */
+const NEST = `
+import os, sys
+os.chdir(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    os.mkdir("d"); os.chdir("d")
+open("leaf", "w").write("run")
+`;
+
+/** Runs `fn` with this process allowed `room` more open descriptors than it holds now. */
+async function withFewDescriptors<T>(room: number, fn: () => Promise<T>): Promise<T> {
+  const limit = readdirSync("/proc/self/fd").length + room;
+  const set = (soft: string) =>
+    execFileSync("prlimit", [`--pid=${process.pid}`, `--nofile=${soft}:`]);
+  const before = /^Max open files\s+(\d+)/m.exec(readFileSync("/proc/self/limits", "utf8"))?.[1];
+  assert.ok(before);
+  set(String(limit));
+  try {
+    return await fn();
+  } finally {
+    set(before);
+  }
+}
 
 /** A data directory and a host directory of root's files, fresh for one test. */
 function place() {
@@ -105,6 +142,17 @@ for (const [who, remove] of Object.entries(removers)) {
       await remove(p.dataDir, "planted");
       assert.equal(existsSync(dir), false, "the run's directory is gone");
       assert.deepEqual(p.gone(), []);
+    });
+
+    it("removes a directory nested deeper than the process may hold descriptors", async () => {
+      const p = place();
+      const dir = path.join(p.dataDir, "tasks", "deep");
+      mkdirSync(dir, { recursive: true });
+      execFileSync("/usr/bin/python3", ["-c", NEST, dir, "3000"]);
+      // A walk holding a descriptor per level ran out of them 256 levels down, left the whole
+      // tree for ever (every pass failed again), and meanwhile left the service none.
+      await withFewDescriptors(256, () => remove(p.dataDir, "deep"));
+      assert.equal(existsSync(dir), false, "the run's directory is gone");
     });
 
     it("never removes a file outside it, whatever a process inside swaps meanwhile", async () => {
