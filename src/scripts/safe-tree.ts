@@ -51,19 +51,59 @@ async function eachEntry(
   }
 }
 
-/** Gives every file of a directory to `gid`, owners unchanged. */
+/** A directory of a walk: who it is, and its subdirectories still to visit. */
+interface Level {
+  dev: number;
+  ino: number;
+  subdirs: string[];
+}
+
+/**
+ * Gives every file of a directory to `gid`, owners unchanged. Holds two descriptors whatever the
+ * depth (one per level ran the service out of them, at every script node's start of a run whose
+ * kept directory nested deep enough; docs/security.md, "Disk"): it goes down into a subdirectory
+ * and back up through `..`, and a parent that is not the directory it came from (the tree was
+ * moved under it) ends the walk, changing nothing more.
+ */
 export async function chgrpTree(dir: string, gid: number): Promise<void> {
-  const fh = await openDir(dir);
-  if (!fh) return; // swapped for something else under us: nothing of it is ours to change
+  let fh = await openDir(dir);
+  const levels: Level[] = [];
   try {
-    const st = await fh.stat();
-    await fh.chown(st.uid, gid);
-    await eachEntry(fh, (p, e) =>
-      e.isDirectory() ? chgrpTree(p, gid) : lchown(p, e.uid, gid).catch(unlessGone),
-    );
+    if (fh) levels.push(await handOver(fh, gid));
+    while (fh) {
+      const next = levels.at(-1)?.subdirs.pop();
+      if (next !== undefined) {
+        const child = await openDir(`/proc/self/fd/${fh.fd}/${next}`);
+        if (!child) continue; // swapped for something else under us: nothing of it is ours
+        await fh.close();
+        fh = child;
+        levels.push(await handOver(fh, gid));
+        continue;
+      }
+      levels.pop();
+      const parent = levels.at(-1);
+      if (!parent) break;
+      const up = await openDir(`/proc/self/fd/${fh.fd}/..`);
+      await fh.close();
+      fh = up;
+      const st = await up?.stat();
+      if (st?.dev !== parent.dev || st.ino !== parent.ino) break;
+    }
   } finally {
-    await fh.close();
+    await fh?.close();
   }
+}
+
+/** Gives the open directory and its files to `gid`; its subdirectories are the walk's to enter. */
+async function handOver(fh: FileHandle, gid: number): Promise<Level> {
+  const st = await fh.stat();
+  await fh.chown(st.uid, gid);
+  const subdirs: string[] = [];
+  await eachEntry(fh, async (p, e) => {
+    if (e.isDirectory()) subdirs.push(p.slice(p.lastIndexOf("/") + 1));
+    else await lchown(p, e.uid, gid).catch(unlessGone);
+  });
+  return { dev: st.dev, ino: st.ino, subdirs };
 }
 
 /**

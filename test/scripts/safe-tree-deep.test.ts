@@ -50,3 +50,56 @@ describe("removeTree of a tree deeper than the process has descriptors", () => {
     }
   });
 });
+
+/**
+ * chgrpTree hands a kept directory to the next task's group at every script node's start of its
+ * run (src/scripts/python-runner-workdir.ts): a descriptor per level was the same exhaustion, at
+ * each node start, for a tree well within the disk budget (20,000 levels: 80 MB of directories).
+ */
+describe("chgrpTree of a tree deeper than the process has descriptors", () => {
+  it("gives every file and directory to the group with a few descriptors, and changes nothing outside", () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-deep-grp-"));
+    try {
+      fs.mkdirSync(path.join(root, "run"));
+      fs.writeFileSync(path.join(root, "outside"), "x");
+      const made = spawnSync(
+        "/usr/bin/python3",
+        [
+          "-c",
+          "import os,sys\nos.chdir(sys.argv[1])\nfor i in range(2000):\n    open('f', 'w').close()\n    os.mkdir('d')\n    os.mkdir('e')\n    os.chdir('d')\nopen('f','w').write('x')\n",
+          path.join(root, "run"),
+        ],
+        { encoding: "utf8" },
+      );
+      assert.equal(made.status, 0, made.stderr);
+      const done = spawnSync(
+        "prlimit",
+        [
+          "--nofile=256",
+          process.execPath,
+          "--input-type=module",
+          "-e",
+          `import { chgrpTree } from ${JSON.stringify(SAFE_TREE)}; await chgrpTree(process.argv[1], 4321);`,
+          path.join(root, "run"),
+        ],
+        { encoding: "utf8" },
+      );
+      assert.equal(done.status, 0, done.stderr);
+      // Every entry of the tree, read with a walk by path (the test's own, not Sluice's).
+      const groups = spawnSync(
+        "/usr/bin/python3",
+        [
+          "-c",
+          "import os,sys\nos.chdir(sys.argv[1])\nn=0;bad=0\nwhile True:\n    for e in ('f','d','e'):\n        if os.path.lexists(e):\n            n+=1; bad += os.lstat(e).st_gid != 4321\n    if not os.path.isdir('d'): break\n    os.chdir('d')\nprint(n, bad, os.stat(sys.argv[1]).st_gid)\n",
+          path.join(root, "run"),
+        ],
+        { encoding: "utf8" },
+      );
+      assert.equal(groups.stdout.trim(), "6001 0 4321", groups.stderr);
+      assert.equal(fs.statSync(path.join(root, "outside")).gid, 0, "nothing outside changed");
+      assert.notEqual(fs.statSync(root).gid, 4321);
+    } finally {
+      spawnSync("rm", ["-rf", root]);
+    }
+  });
+});
