@@ -21,13 +21,16 @@ import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schem
  *   answers "body is required" for it, as for no body or a body of `null`, unless its config says
  *   `bodyOptional` (every field has a default): then it is `{}`.
  */
+/** A media type with the `+json` suffix, in any case, with or without parameters. */
+const JSON_SUFFIX = /^application\/[\w.!#$&^-]+\+json\s*(?:;.*)?$/i;
+
 export function installRequestForms(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   // Fastify reads text/plain as a string: an HTML form's text/plain, or fetch's default for a
   // string body, would reach a free-form body as text. It is refused like any other type.
   app.removeContentTypeParser("text/plain");
-  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, body, done) => {
+  const parser: Parameters<FastifyInstance["addContentTypeParser"]>[2] = (req, body, done) => {
     let text: string;
     try {
       text = bodyText(body as Buffer, req.headers["content-type"]);
@@ -47,7 +50,10 @@ export function installRequestForms(app: FastifyInstance): void {
       if (numbers !== undefined) return done(badRequest(numbers), undefined);
       done(null, value);
     });
-  });
+  };
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, parser);
+  // RFC 6839's structured suffix (application/vnd.api+json, application/problem+json): JSON too.
+  app.addContentTypeParser(JSON_SUFFIX, { parseAs: "buffer" }, parser);
   app.addHook("preValidation", async (req) => {
     const schema = req.routeOptions.schema;
     if (!schema) return;

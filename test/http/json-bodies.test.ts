@@ -100,6 +100,30 @@ describe("JSON bodies are read as sent, or refused naming why", () => {
     );
   });
 
+  // RFC 6839's structured suffix: JSON:API clients send application/vnd.api+json, others
+  // application/problem+json or a vendor type of their own. Before, each was refused.
+  it("a +json media type is JSON, with its charset read like application/json's", async () => {
+    for (const type of [
+      "application/vnd.api+json",
+      "application/problem+json; charset=utf-8",
+      "Application/Vnd.Acme.Order-V2+JSON",
+    ]) {
+      const r = await post("/script/external/echo/run-sync", '{"a":"Müller"}', type);
+      assert.deepEqual(r.body, { a: "Müller" }, `${type}: ${r.text}`);
+    }
+    const latin = await post(
+      "/script/external/echo/run-sync",
+      latin1('{"a":"Müller"}'),
+      "application/vnd.api+json;charset=iso-8859-1",
+    );
+    assert.deepEqual(latin.body, { a: "Müller" }, latin.text);
+    // Not a suffix: still refused.
+    refused(
+      await post("/script/external/echo/run-sync", "{}", "application/json-seq"),
+      'unsupported content type "application/json-seq"; bodies are application/json (uploads multipart/form-data)',
+    );
+  });
+
   it("text/plain is an unsupported content type, on every route, whatever the body", async () => {
     const before = await stored();
     const detail = (type: string) =>
