@@ -197,6 +197,8 @@ export const contentTypes = fc.constantFrom(
   "application/json; charset=utf-8",
   "APPLICATION/JSON",
   "application/json; charset=latin1",
+  "application/vnd.api+json",
+  "application/problem+json; charset=utf-8",
   "text/plain",
   "application/x-www-form-urlencoded",
   "multipart/form-data",
