@@ -60,6 +60,9 @@ export function headerText(value: string): string {
 }
 const NON_ASCII = /[\u0080-\uffff]/;
 
+/** Headers that name who calls and where: each at most once (docs/auth.md, "Headers per endpoint"). */
+const SINGLE = ["app", "space", "user", "token"] as const;
+
 function unauthorized(): SluiceError {
   return new SluiceError(ErrorCode.UNAUTHORIZED);
 }
@@ -71,6 +74,11 @@ export function resolveContext(
   nowS: number,
 ): RequestContext {
   const language = languageOf(req.headers.language);
+  for (const name of SINGLE) {
+    const n = req.raw.headersDistinct[name]?.length ?? 0;
+    // Node joins the values ("a1, a2"): a scope neither sender meant.
+    if (n > 1) throw badRequest(`header ${name} is given ${n} times; send it once`);
+  }
   const app = header(req, "app");
   const space = header(req, "space");
   const user = header(req, "user");
