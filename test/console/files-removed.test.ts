@@ -47,8 +47,11 @@ describe("console: a run whose kept files were removed (headless Chromium)", () 
       headers: scopeHeaders(),
       body: { elementName: "kept", parameter: { orders: [] } },
     });
-    await page.goto(`${server.url}/console/#/run/${r.headers.get("x-run-id")}`);
-    await page.locator("h1 [data-status='SUCCESS']").waitFor();
+    const id = r.headers.get("x-run-id") ?? "";
+    await page.goto(`${server.url}/console/#/run/${id}`);
+    // Only the hash changes: until this run's page is drawn, the previous run's page (and its
+    // notice) is still there, with the same status.
+    await page.locator("#run-facts dd", { hasText: id }).waitFor();
     assert.equal(await page.locator("#files-removed").count(), 0);
   });
 });
