@@ -40,25 +40,44 @@ declare module "fastify" {
   }
 }
 
-const header = (req: FastifyRequest, name: string): string | undefined => {
+const rawHeader = (req: FastifyRequest, name: string): string | undefined => {
   const v = req.headers[name];
   const s = Array.isArray(v) ? v[0] : v;
-  return s === undefined || s === "" ? undefined : headerText(s);
+  return s === undefined || s === "" ? undefined : s;
+};
+const header = (req: FastifyRequest, name: string): string | undefined => {
+  const s = rawHeader(req, name);
+  return s === undefined ? undefined : headerText(s);
 };
 
 /**
  * A header value's text (docs/auth.md, "Headers per endpoint"). Node reads header bytes as
- * Latin-1: a user "张三" sent as UTF-8 (Go's net/http, a gateway passing it through) became
- * "å¼ ä¸\x89", stored as the initiator, and its token, signed over the UTF-8 name, did not match.
- * Bytes that are UTF-8 are read as UTF-8; others (Python's requests writes a `str` header as
- * Latin-1) stay Latin-1.
+ * Latin-1, so a user "张三" sent as UTF-8 (Go's net/http, a gateway passing it through) became
+ * "å¼ ä¸\x89". Bytes that are UTF-8 for a text with a character past U+00FF are read as UTF-8;
+ * all others stay Latin-1 (Python's requests, Node and Java gateways write a `str` header that
+ * way). The reading is one-to-one: a text past U+00FF has one byte form, a text within it has
+ * one. Reading every UTF-8 value as UTF-8 made 0xfc ("Müller" in Latin-1) and 0xc3 0xbc ("MÃ¼ller"
+ * in Latin-1, "Müller" in UTF-8) one scope, so a gateway's tenant "MÃ¼ller" reached "Müller".
  */
 export function headerText(value: string): string {
   if (!NON_ASCII.test(value)) return value;
   const bytes = Buffer.from(value, "latin1");
-  return isUtf8(bytes) ? bytes.toString("utf8") : value;
+  if (!isUtf8(bytes)) return value;
+  const text = bytes.toString("utf8");
+  return BEYOND_LATIN1.test(text) ? text : value;
 }
 const NON_ASCII = /[\u0080-\uffff]/;
+const BEYOND_LATIN1 = /[\u0100-\uffff]/;
+
+/**
+ * A header value read as UTF-8 wherever its bytes are UTF-8: the second reading a token may sign
+ * (a Go client's "Müller", 0xc3 0xbc). Only a signature decides it, never a scope alone.
+ */
+function utf8Text(value: string): string {
+  if (!NON_ASCII.test(value)) return value;
+  const bytes = Buffer.from(value, "latin1");
+  return isUtf8(bytes) ? bytes.toString("utf8") : value;
+}
 
 /** Headers that name who calls and where: each at most once (docs/auth.md, "Headers per endpoint"). */
 const SINGLE = ["app", "space", "user", "token"] as const;
@@ -94,16 +113,13 @@ export function resolveContext(
   if (auth.mode === "signature") {
     if (token !== undefined) {
       if (!app || !space || user === undefined) throw unauthorized();
-      const id = { app, space, user };
-      const secrets: (string | undefined)[] = [];
-      if (access === "internal" || access === "lookup") secrets.push(auth.internalSecret);
-      // Own keys only: an app named "__proto__" or "constructor" must not reach Object.prototype.
-      if (access !== "internal" && Object.hasOwn(auth.appSecrets, app))
-        secrets.push(auth.appSecrets[app]);
-      const ok = secrets.some(
-        (s) => s !== undefined && verifyToken(s, token, id, nowS, auth.tokenTtlS),
-      );
-      if (!ok) throw unauthorized();
+      const verifies = (id: Identity) => tokenVerifies(config, access, token, id, nowS);
+      // The text a token signs is the scope; a header's other reading counts only when signed.
+      const utf8 = (name: string) => utf8Text(rawHeader(req, name) ?? "");
+      const alt = { app: utf8("app"), space: utf8("space"), user: utf8("user") };
+      if (verifies({ app, space, user })) identity = { app, space, user };
+      else if (sameIdentity(alt, { app, space, user }) || !verifies(alt)) throw unauthorized();
+      else identity = alt;
     } else if (sessionValue !== undefined && access !== "internal") {
       if (!cookie) throw unauthorized();
       if (
@@ -143,6 +159,26 @@ export function resolveContext(
     identity.app && identity.space ? { app: identity.app, space: identity.space } : null;
   return { scope, user: identity.user ?? null, language };
 }
+
+/** Whether `token` signs `id` with a secret the endpoint accepts (docs/auth.md, "Token"). */
+function tokenVerifies(
+  config: Config,
+  access: Access,
+  token: string,
+  id: Identity,
+  nowS: number,
+): boolean {
+  const auth = config.auth;
+  const secrets: (string | undefined)[] = [];
+  if (access === "internal" || access === "lookup") secrets.push(auth.internalSecret);
+  // Own keys only: an app named "__proto__" or "constructor" must not reach Object.prototype.
+  if (access !== "internal" && Object.hasOwn(auth.appSecrets, id.app))
+    secrets.push(auth.appSecrets[id.app]);
+  return secrets.some((s) => s !== undefined && verifyToken(s, token, id, nowS, auth.tokenTtlS));
+}
+
+const sameIdentity = (a: Identity, b: Identity): boolean =>
+  a.app === b.app && a.space === b.space && a.user === b.user;
 
 /**
  * One error naming every missing scope header at once (docs/auth.md, "Headers per endpoint"), so

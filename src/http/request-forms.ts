@@ -119,8 +119,13 @@ function notUtf8(body: Buffer, compressed: boolean): Error {
     index += ch.length;
   }
   const byte = (body[at] ?? 0).toString(16).padStart(2, "0");
+  // A key before it that is no JSON string (a bad escape) cannot be named: the body is.
+  let where = "body";
+  try {
+    where = jsonPathAt(lossy, index);
+  } catch {}
   return badRequest(
-    `${jsonPathAt(lossy, index)} is not valid UTF-8 (byte 0x${byte} at offset ${at}); ${compressed ? "compress UTF-8 JSON" : "send JSON as UTF-8, or name its charset in content-type"}`,
+    `${where} is not valid UTF-8 (byte 0x${byte} at offset ${at}); ${compressed ? "compress UTF-8 JSON" : "send JSON as UTF-8, or name its charset in content-type"}`,
   );
 }
 

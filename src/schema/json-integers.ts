@@ -10,8 +10,15 @@
  * body of many long numbers (docs/errors.md).
  */
 
-/** A number past the safe range has at least 16 digits: texts without such a run are not scanned. */
+/**
+ * A number past the safe range has at least 16 digits: texts without such a run are not scanned.
+ * A JSON number starts the text or follows whitespace, `:`, `,` or `[`; a run inside a string (an
+ * order number sent as text) mostly does not, and costs no walk.
+ */
 const LONG_DIGITS = /\d{16}/;
+const LONG_NUMBER = /(?:^|[\s:,[])-?\d{16}/;
+/** The first, quick test finds the run; the second, slower one, whether a number holds it. */
+const longNumber = (text: string): boolean => LONG_DIGITS.test(text) && LONG_NUMBER.test(text);
 
 const QUOTE = 34;
 const BACKSLASH = 92;
@@ -52,7 +59,7 @@ const unsafeInteger = (text: string, start: number, integerEnd: number, end: num
  * included, as in every other 400 detail.
  */
 export function unsafeIntegerPath(text: string, prefix = "body"): string | undefined {
-  if (!LONG_DIGITS.test(text)) return undefined;
+  if (!longNumber(text)) return undefined;
   return walk(text, prefix, unsafeInteger, text.length)?.path;
 }
 
@@ -62,6 +69,20 @@ export function unsafeIntegerPath(text: string, prefix = "body"): string | undef
  * 309 characters ahead of each digit, seconds on a body of 308-digit numbers).
  */
 const EXPONENT = /[eE][+-]?\d{3}/;
+/**
+ * EXPONENT in a number, where JSON puts one: after the digits of a number that starts where a
+ * value may. "node123" or a UUID's "5e67…" in a string is none (a third of random UUIDs hold an
+ * "e" and three digits), and walking every such body cost more than its parse.
+ */
+const NUMBER_EXPONENT = /(?:^|[\s:,[])-?\d+(?:\.\d+)?[eE][+-]?\d{3}/;
+const exponentNumber = (text: string): boolean => EXPONENT.test(text) && NUMBER_EXPONENT.test(text);
+
+/**
+ * Whether numberProblem walks `text`: only when a number (not a string) in it may be past what a
+ * double holds. Exported for its test.
+ */
+export const numbersToWalk = (text: string): boolean => longNumber(text) || exponentNumber(text);
+
 const nonFinite = (text: string, start: number, integerEnd: number, end: number): boolean =>
   (end - start > 308 || (end > integerEnd && EXPONENT.test(text.slice(integerEnd, end)))) &&
   !Number.isFinite(Number(text.slice(start, end)));
@@ -70,12 +91,12 @@ const nonFinite = (text: string, start: number, integerEnd: number, end: number)
  * The 400 detail for the first number in `text` that JSON.parse did not keep as sent, or
  * undefined (docs/errors.md, "How fields are read"): an integer past ±(2^53 − 1), which it
  * rounds, or a number past a double's range (`1e400`), which it reads as Infinity and
- * JSON.stringify writes as null. One walk, only over texts with a run of 16 digits or an
- * exponent of three.
+ * JSON.stringify writes as null. One walk, only over texts with a number of 16 digits or with
+ * an exponent of three.
  */
 export function numberProblem(text: string, prefix = "body"): string | undefined {
-  const long = LONG_DIGITS.test(text);
-  if (!long && !EXPONENT.test(text)) return undefined;
+  const long = longNumber(text);
+  if (!long && !exponentNumber(text)) return undefined;
   const hit = walk(
     text,
     prefix,

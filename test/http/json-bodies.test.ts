@@ -61,6 +61,14 @@ describe("JSON bodies are read as sent, or refused naming why", () => {
       await post("/script/external/echo/run-sync", latin1('{"Straße":1}')),
       "body (a key) is not valid UTF-8 (byte 0xdf at offset 6); send JSON as UTF-8, or name its charset in content-type",
     );
+    // A key before the byte that no parser would take (a bad escape, a tab): the bytes are
+    // still what is wrong, not the key read on its own (its parser's place was in the key).
+    for (const key of ['"a\\q"', '"a\tb"']) {
+      refused(
+        await post("/script/external/echo/run-sync", latin1(`{"x":1,${key}:"ü"}`)),
+        "body is not valid UTF-8 (byte 0xfc at offset 14); send JSON as UTF-8, or name its charset in content-type",
+      );
+    }
     // A sequence cut short, an overlong form, an encoded surrogate: none is UTF-8.
     for (const bad of [[0xc3], [0xc0, 0xaf], [0xed, 0xa0, 0x80]]) {
       const raw = Buffer.concat([Buffer.from('["ok","'), Buffer.from(bad), Buffer.from('"]')]);

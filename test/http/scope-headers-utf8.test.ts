@@ -87,6 +87,45 @@ describe(`scope headers outside ASCII (${TEST_MODE})`, () => {
     assert.equal((await initiator(server, latin.runId))?.userId, "Müller");
   });
 
+  /** A deploy and activation with the head's header values written as the given bytes. */
+  const deployRaw = async (target: TestServer, headers: Record<string, Buffer>) => {
+    const port = Number(new URL(target.url).port);
+    const call = async (path: string, body: string) => {
+      const lines = Object.entries(headers).map(([k, v]) =>
+        Buffer.concat([Buffer.from(`${k}: `), v, CRLF]),
+      );
+      const head = Buffer.concat([
+        Buffer.from(
+          `POST ${DF}${path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`,
+        ),
+        ...lines,
+      ]);
+      const a = await rawRequest(port, "", Buffer.concat([head, CRLF, Buffer.from(body)]), 15_000);
+      return JSON.parse(a.body.toString()) as { code: number; data: unknown };
+    };
+    const flow = { elementName: "u8", revisionName: "r1", path: "/u8", flow: NO_SCRIPT_FLOW };
+    assert.equal((await call("/flow/deploy", JSON.stringify({ ...flow, configure: {} }))).code, 0);
+    const activated = await call("/flow/activate", '{"elementName":"u8","path":"/u8"}');
+    assert.equal(activated.data, "APPROVED");
+  };
+
+  it("two byte forms of one name are never one scope (a Latin-1 gateway's spaces)", async () => {
+    // A gateway that writes header text as Latin-1 (Node, Netty, Python) sends the space "Müller"
+    // as 0xfc and a space named "MÃ¼ller" as 0xc3 0xbc, the UTF-8 bytes of "Müller". Read as
+    // UTF-8 the second would be the first tenant's scope.
+    const victim = { app: Buffer.from("gw"), space: Buffer.from("Müller", "latin1") };
+    await deployRaw(server, { ...victim, user: Buffer.from("v") });
+    const own = await run(server, { ...victim, user: "v" });
+    assert.equal(own.answer.code, 0, own.answer.message);
+    const other = await run(server, {
+      app: Buffer.from("gw"),
+      space: Buffer.from("MÃ¼ller", "latin1"),
+      user: "attacker",
+    });
+    assert.notEqual(other.answer.code, 0, "another byte form reached the scope");
+    assert.match(other.answer.message, /does not exist/);
+  });
+
   it("a token signed over a UTF-8 user is accepted", async () => {
     const scope = { app: "app1", space: "s1", user: "张三" };
     await deployAndActivate(
@@ -109,5 +148,16 @@ describe(`scope headers outside ASCII (${TEST_MODE})`, () => {
     const r = await run(signed, { app: "app1", space: "s1", user: Buffer.from("张三"), token });
     assert.equal(r.answer.code, 0, r.answer.message);
     assert.equal((await initiator(signed, r.runId))?.userId, "张三");
+  });
+
+  it("a token signed over a UTF-8 user within Latin-1 (Go's Müller) is read as signed", async () => {
+    const token = signToken(
+      SECRET,
+      { app: "app1", space: "s1", user: "Müller" },
+      Math.floor(Date.now() / 1000),
+    );
+    const r = await run(signed, { app: "app1", space: "s1", user: Buffer.from("Müller"), token });
+    assert.equal(r.answer.code, 0, r.answer.message);
+    assert.equal((await initiator(signed, r.runId))?.userId, "Müller");
   });
 });

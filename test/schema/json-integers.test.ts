@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { jsonPathAt, numberProblem, unsafeIntegerPath } from "../../src/schema/json-integers.ts";
+import {
+  jsonPathAt,
+  numberProblem,
+  numbersToWalk,
+  unsafeIntegerPath,
+} from "../../src/schema/json-integers.ts";
 
 /** A JSON value with some leaves replaced by integer literals the generator spells as text. */
 type Tree = { text: string; paths: string[] };
@@ -140,6 +145,27 @@ describe("numberProblem and jsonPathAt", () => {
     const parse = performance.now();
     JSON.parse(text);
     assert.ok(ms < 10 * (performance.now() - parse) + 100, `${ms.toFixed(0)} ms`);
+  });
+  it("does not walk a body whose strings only look like numbers (node123, UUIDs)", () => {
+    // "e123" inside a string (a node ID, about a third of random UUIDs) is no exponent, and a
+    // run of 16 digits inside one (an order number sent as text) no integer: neither may cost a
+    // walk of the whole body, which took as long as its parse, or twice as long.
+    const item = (i: number) =>
+      `{"node":"node${100 + (i % 900)}","uuid":"3f0e1234-5e67-4b89-a012-34e5678f9abc","order":"17890123456789${10000 + i}","amount":12.5}`;
+    const text = `[${Array.from({ length: 100 }, (_, i) => item(i)).join(",")}]`;
+    assert.equal(numbersToWalk(text), false);
+    assert.equal(numberProblem(text), undefined);
+    // A number is still found at the start, after whitespace, a colon, a comma or a bracket.
+    for (const t of [
+      "1e400",
+      "[1,\n -1e400]",
+      '{"a":1E+400}',
+      `[${"9".repeat(17)}]`,
+      `{"n":"x","m":-2.5e999}`,
+    ]) {
+      assert.equal(numbersToWalk(t), true, t);
+      assert.notEqual(numberProblem(t), undefined, t);
+    }
   });
   it("names the value or key open at an offset", () => {
     const text = '{"a":{"bc":"xyz","d":["p","q"]}}';
