@@ -66,13 +66,14 @@ export async function checkNodes(
     const element = cfg.element as Locator | undefined;
     if (element && (vertex.type === "script" || vertex.type === "subflow")) {
       const type = vertex.type === "script" ? "PY" : "DPL";
-      if (!(await ctx.elementExists(element, type))) {
+      const found = await ctx.elementExists(element, type);
+      if (found !== true) {
         add(
           ValidationCode.ELEMENT_NOT_FOUND,
           id,
           vertex.type,
           [...base, "element"],
-          `${type} element ${element.elementName} does not exist`,
+          missingElement(`${type} element`, element, found),
         );
       }
     }
@@ -91,4 +92,16 @@ export async function checkNodes(
       }
     }
   }
+}
+
+/**
+ * Why a locator names no element (docs/flow-graph.md, 28050008): where it was looked for, or the
+ * lookup's own reason (a name several folders hold: give `path` or `folderId`).
+ */
+export function missingElement(label: string, loc: Locator, found: false | string): string {
+  const named =
+    loc.elementName !== undefined ? `${label} ${loc.elementName}` : `${label} ${loc.elementId}`;
+  if (typeof found === "string") return `${named}: ${found}`;
+  const folder = loc.path ?? loc.folderId;
+  return `${named} does not exist ${folder !== undefined ? `in folder ${folder}` : "in this space"}`;
 }
