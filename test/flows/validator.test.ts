@@ -64,6 +64,37 @@ describe("validateFlow", () => {
     const r = only(await check(f), C.UNKNOWN_NODE_TYPE);
     assert.equal(r.nodeId, "score");
     assert.deepEqual(r.path, ["flow", "vertexes", 2, "type"]);
+    // The message says what to write instead.
+    assert.equal(
+      r.errorMessage,
+      'unknown node type "sql": must be one of input, transform, script, http, subflow, merge, output',
+    );
+  });
+
+  it("a misspelt operator type or http method lists the values it may be", async () => {
+    const f = ok();
+    f.vertexes[1] = {
+      id: "clean",
+      type: "transform",
+      config: { operators: [{ id: "m", type: "mapp", fields: {} }] },
+    } as never;
+    f.vertexes.push({
+      id: "h",
+      type: "http",
+      config: { url: "http://x", method: "GETT" },
+    } as never);
+    const found = await check(f);
+    const op = found.find((r) => r.operatorId === "m");
+    assert.match(
+      op?.errorMessage ?? "",
+      /^unknown operator type "mapp": must be one of filter, map, select, rename, sort, limit, distinct, aggregate, flatten, expr$/,
+    );
+    const method = found.find((r) => r.nodeId === "h" && r.path.at(-1) === "method");
+    assert.equal(
+      method?.errorMessage,
+      "must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS",
+      JSON.stringify(found),
+    );
   });
 
   it("duplicate id", async () => {

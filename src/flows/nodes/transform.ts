@@ -1,7 +1,7 @@
 /** `transform`: a chain of JSONata-based operators over the node input. */
 import { Type } from "typebox";
 import { MAX_NAME_LENGTH, shortName } from "../graph.ts";
-import { operatorDef } from "../operators/index.ts";
+import { OPERATORS, operatorDef } from "../operators/index.ts";
 import { schemaIssues } from "../schema-issues.ts";
 import type { ConfigExpression, ConfigIssue, NodeDef } from "./types.ts";
 
@@ -27,7 +27,7 @@ export const transformNode: NodeDef = {
           message:
             named === undefined
               ? `must NOT have more than ${MAX_NAME_LENGTH} characters`
-              : `unknown operator type "${named}"`,
+              : `unknown operator type "${named}": must be one of ${Object.keys(OPERATORS).join(", ")}`,
           ...opInfo(op),
         });
         return;
