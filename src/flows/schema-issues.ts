@@ -96,3 +96,28 @@ function literalChoices(errors: readonly SchemaError[]): Map<string, string> {
   }
   return out;
 }
+
+/**
+ * Keys of `value` that `schema` does not name, where it names its keys (an object schema with
+ * `properties` and no pattern or additional ones), followed through named properties and array
+ * items; a union, a record or a free-form value (an http body, a JSON Schema) is not looked into.
+ */
+export function unreadFields(schema: TSchema, value: unknown, at: JsonPath = []): JsonPath[] {
+  const s = schema as {
+    properties?: Record<string, TSchema>;
+    patternProperties?: unknown;
+    additionalProperties?: unknown;
+    items?: TSchema;
+  };
+  if (Array.isArray(value))
+    return s.items ? value.flatMap((v, i) => unreadFields(s.items as TSchema, v, [...at, i])) : [];
+  if (typeof value !== "object" || value === null || s.properties === undefined) return [];
+  if (s.patternProperties !== undefined || s.additionalProperties !== undefined) return [];
+  const out: JsonPath[] = [];
+  for (const [k, v] of Object.entries(value)) {
+    const known = Object.hasOwn(s.properties, k) ? s.properties[k] : undefined;
+    if (known === undefined) out.push([...at, k]);
+    else out.push(...unreadFields(known, v, [...at, k]));
+  }
+  return out;
+}

@@ -2,7 +2,7 @@
 import { Type } from "typebox";
 import { MAX_NAME_LENGTH, shortName } from "../graph.ts";
 import { OPERATORS, operatorDef } from "../operators/index.ts";
-import { schemaIssues } from "../schema-issues.ts";
+import { schemaIssues, unreadFields } from "../schema-issues.ts";
 import type { ConfigExpression, ConfigIssue, NodeDef } from "./types.ts";
 
 type Op = Record<string, unknown>;
@@ -52,6 +52,17 @@ export const transformNode: NodeDef = {
       }
     });
     return out;
+  },
+  unread(config) {
+    return (config.operators as Op[]).flatMap((op, i) => {
+      const def = operatorDef(op.type);
+      if (!def || schemaIssues(def.schema, op).length > 0) return [];
+      return unreadFields(def.schema, op).map((path) => ({
+        path: ["operators", i, ...path],
+        message: `is not a field of a ${def.type} operator and is ignored`,
+        ...opInfo(op),
+      }));
+    });
   },
   run(ctx) {
     return ctx.deps.expressions.transform(ctx.config.operators as Op[], ctx.input, ctx.params);
