@@ -5,7 +5,7 @@
  */
 import { errorText } from "../errors.ts";
 import type { Scope } from "../store/model.ts";
-import { createEvaluator, type Evaluator, type Guardrails, truthy } from "./expr.ts";
+import { createEvaluator, type Evaluator, type Guardrails, located, truthy } from "./expr.ts";
 import { applyOperators } from "./operators/index.ts";
 
 /** How the executor and the node types evaluate a flow's expressions (docs/flow-graph.md). */
@@ -16,12 +16,20 @@ export interface FlowExpressions {
     input: unknown,
     params: unknown,
   ): Promise<unknown>;
-  /** Whether each edge condition holds for a node's output (JSONata boolean rules). */
-  conditions(texts: readonly string[], value: unknown, params: unknown): Promise<boolean[]>;
-  /** One `{{expr}}` template string. */
-  template(text: string, input: unknown, params: unknown): Promise<unknown>;
-  /** Every string inside a JSON-like value, rendered as a template. */
-  deep(value: unknown, input: unknown, params: unknown): Promise<unknown>;
+  /**
+   * Whether each edge condition holds for a node's output (JSONata boolean rules); `edges` names
+   * each condition's edge in a failure (`edge a->b, when: …`).
+   */
+  conditions(
+    texts: readonly string[],
+    value: unknown,
+    params: unknown,
+    edges?: readonly string[],
+  ): Promise<boolean[]>;
+  /** One `{{expr}}` template string; `at` names it in a failure (`url: …`). */
+  template(text: string, input: unknown, params: unknown, at?: string): Promise<unknown>;
+  /** Every string inside a JSON-like value, rendered as a template; `at` as for `deep` of expr.ts. */
+  deep(value: unknown, input: unknown, params: unknown, at?: string): Promise<unknown>;
 }
 
 /**
@@ -38,9 +46,15 @@ export type Job =
       input: unknown;
       params: unknown;
     }
-  | { kind: "conditions"; texts: readonly string[]; value: unknown; params: unknown }
-  | { kind: "template"; text: string; input: unknown; params: unknown }
-  | { kind: "deep"; value: unknown; input: unknown; params: unknown };
+  | {
+      kind: "conditions";
+      texts: readonly string[];
+      value: unknown;
+      params: unknown;
+      edges?: readonly string[] | undefined;
+    }
+  | { kind: "template"; text: string; input: unknown; params: unknown; at?: string | undefined }
+  | { kind: "deep"; value: unknown; input: unknown; params: unknown; at?: string | undefined };
 
 export async function runJob(ev: Evaluator, job: Job): Promise<unknown> {
   switch (job.kind) {
@@ -50,14 +64,24 @@ export async function runJob(ev: Evaluator, job: Job): Promise<unknown> {
       });
     case "conditions": {
       const out: boolean[] = [];
-      for (const text of job.texts)
-        out.push(truthy(await ev.evaluate(text, job.value, job.params)));
+      for (const [k, text] of job.texts.entries()) {
+        try {
+          out.push(truthy(await ev.evaluate(text, job.value, job.params)));
+        } catch (err) {
+          const edge = job.edges?.[k];
+          throw edge === undefined ? err : located(err, `edge ${edge}, when`);
+        }
+      }
       return out;
     }
     case "template":
-      return ev.template(job.text, job.input, job.params);
+      try {
+        return await ev.template(job.text, job.input, job.params);
+      } catch (err) {
+        throw job.at === undefined ? err : located(err, job.at);
+      }
     case "deep":
-      return ev.deep(job.value, job.input, job.params);
+      return ev.deep(job.value, job.input, job.params, job.at);
   }
 }
 
@@ -65,10 +89,10 @@ export async function runJob(ev: Evaluator, job: Job): Promise<unknown> {
 export function expressionsOver(run: (job: Job) => Promise<unknown>): FlowExpressions {
   return {
     transform: (operators, input, params) => run({ kind: "transform", operators, input, params }),
-    conditions: (texts, value, params) =>
-      run({ kind: "conditions", texts, value, params }) as Promise<boolean[]>,
-    template: (text, input, params) => run({ kind: "template", text, input, params }),
-    deep: (value, input, params) => run({ kind: "deep", value, input, params }),
+    conditions: (texts, value, params, edges) =>
+      run({ kind: "conditions", texts, value, params, edges }) as Promise<boolean[]>,
+    template: (text, input, params, at) => run({ kind: "template", text, input, params, at }),
+    deep: (value, input, params, at) => run({ kind: "deep", value, input, params, at }),
   };
 }
 

@@ -39,6 +39,31 @@ export function expressionError(text: string): string | null {
   }
 }
 
+const LOCATED = Symbol("located");
+
+/**
+ * `err` as an Error whose message starts with where in the flow it happened (`operator m1 (map),
+ * fields.up`, `edge a->b, when`, `body.v`) and ends with JSONata's position in the expression,
+ * so that a run's error names the place without the server's logs (docs/flow-graph.md, "Where a
+ * run failed"). JSONata's `code` is kept (the lanes tell its own stops by it); an error located
+ * once passes through unchanged.
+ */
+export function located(err: unknown, where: string): Error {
+  const e = (typeof err === "object" && err !== null ? err : {}) as {
+    message?: unknown;
+    position?: unknown;
+    code?: unknown;
+    [LOCATED]?: true;
+  };
+  if (e[LOCATED]) return err as Error;
+  const text = typeof e.message === "string" ? e.message : String(err);
+  const at = typeof e.position === "number" ? ` (at position ${e.position})` : "";
+  return Object.assign(new Error(`${where}: ${text}${at}`), {
+    ...(e.code !== undefined && { code: e.code }),
+    [LOCATED]: true as const,
+  });
+}
+
 /** JSONata's own bounds on one evaluation (docs/flow-graph.md, "Expression limits"). */
 export interface Guardrails {
   /** Wall time of one evaluation, checked at every step. */
@@ -53,8 +78,11 @@ export interface Evaluator {
   evaluate(text: string, input: unknown, params: unknown): Promise<unknown>;
   /** One template string (below). */
   template(text: string, input: unknown, params: unknown): Promise<unknown>;
-  /** Every string inside a JSON-like value rendered as a template (http bodies). */
-  deep(value: unknown, input: unknown, params: unknown): Promise<unknown>;
+  /**
+   * Every string inside a JSON-like value rendered as a template (http bodies); with `at`, a
+   * failing one is named by its path under `at` (`body.v.0`).
+   */
+  deep(value: unknown, input: unknown, params: unknown, at?: string): Promise<unknown>;
 }
 
 export function createEvaluator(g: Guardrails): Evaluator {
@@ -82,12 +110,27 @@ export function createEvaluator(g: Guardrails): Evaluator {
 export function evaluatorOver(evaluate: Evaluator["evaluate"]): Evaluator {
   const template = (text: string, input: unknown, params: unknown) =>
     renderTemplate(evaluate, text, input, params);
-  const deep = async (value: unknown, input: unknown, params: unknown): Promise<unknown> => {
-    if (typeof value === "string") return template(value, input, params);
-    if (Array.isArray(value)) return Promise.all(value.map((v) => deep(v, input, params)));
+  // `at`: the dotted path of `value` in the node's config, which a failing template is named by.
+  const deep = async (
+    value: unknown,
+    input: unknown,
+    params: unknown,
+    at?: string,
+  ): Promise<unknown> => {
+    const under = (k: string | number) => (at === undefined ? undefined : `${at}.${k}`);
+    if (typeof value === "string") {
+      if (at === undefined) return template(value, input, params);
+      try {
+        return await template(value, input, params);
+      } catch (err) {
+        throw located(err, at);
+      }
+    }
+    if (Array.isArray(value))
+      return Promise.all(value.map((v, i) => deep(v, input, params, under(i))));
     if (typeof value === "object" && value !== null) {
       const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value)) out[k] = await deep(v, input, params);
+      for (const [k, v] of Object.entries(value)) out[k] = await deep(v, input, params, under(k));
       return out;
     }
     return value;

@@ -55,12 +55,17 @@ export async function takeEdges(
   taken: Set<Edge>,
 ): Promise<void> {
   const texts: string[] = [];
+  // Each condition's edge, as findings name it: a failing `when` says which edge it is.
+  const names: string[] = [];
   for (const { edge } of outgoing) {
     if (edge.when === undefined) taken.add(edge);
-    else texts.push(edge.when);
+    else {
+      texts.push(edge.when);
+      names.push(edge.id ?? `${edge.source}->${edge.target}`);
+    }
   }
   if (texts.length === 0) return;
-  const holds = await expressions.conditions(texts, value, params);
+  const holds = await expressions.conditions(texts, value, params, names);
   let k = 0;
   for (const { edge } of outgoing) if (edge.when !== undefined && holds[k++]) taken.add(edge);
 }

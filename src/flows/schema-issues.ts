@@ -34,8 +34,18 @@ export function schemaIssues(schema: TSchema, value: unknown): PathIssue[] {
   if (v.Check(value)) return [];
   const issues: PathIssue[] = [];
   const seen = new Set<string>();
-  for (const e of v.Errors(value)) {
+  const errors = [...v.Errors(value)];
+  const oneOf = literalChoices(errors);
+  for (const e of errors) {
     const base = pointerToPath(e.instancePath);
+    const choices = oneOf.get(e.instancePath);
+    if (choices !== undefined) {
+      // A value outside a list of literals (an http method, a trigger's type): which ones may be.
+      const key = JSON.stringify(base);
+      if (!seen.has(key)) issues.push({ path: base, message: `must be one of ${choices}` });
+      seen.add(key);
+      continue;
+    }
     const params = e.params as { requiredProperties?: string[]; additionalProperties?: string[] };
     // "schema is false" duplicates the additionalProperties error that names the keys.
     if (e.keyword === "boolean") continue;
@@ -56,4 +66,58 @@ export function schemaIssues(schema: TSchema, value: unknown): PathIssue[] {
     }
   }
   return issues;
+}
+
+type SchemaError = { keyword: string; schemaPath: string; instancePath: string; params: unknown };
+
+/**
+ * The paths whose value failed an `anyOf` of literals only (`Type.Union` of `Type.Literal`), with
+ * the literals as text: TypeBox says `must be equal to constant` once per literal, naming none.
+ */
+function literalChoices(errors: readonly SchemaError[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const any of errors) {
+    if (any.keyword !== "anyOf") continue;
+    const prefix = `${any.schemaPath}/anyOf/`;
+    const branches = new Set<string>();
+    const literals = new Map<string, unknown>();
+    for (const e of errors) {
+      if (e.instancePath !== any.instancePath || !e.schemaPath.startsWith(prefix)) continue;
+      const branch = e.schemaPath.slice(prefix.length).split("/")[0] ?? "";
+      branches.add(branch);
+      const allowed = (e.params as { allowedValue?: unknown } | null)?.allowedValue;
+      if (e.keyword === "const" && e.schemaPath === prefix + branch) literals.set(branch, allowed);
+    }
+    if (branches.size === 0 || literals.size !== branches.size) continue;
+    const shown = [...literals.values()].map((l) =>
+      typeof l === "string" ? l : JSON.stringify(l),
+    );
+    out.set(any.instancePath, shown.join(", "));
+  }
+  return out;
+}
+
+/**
+ * Keys of `value` that `schema` does not name, where it names its keys (an object schema with
+ * `properties` and no pattern or additional ones), followed through named properties and array
+ * items; a union, a record or a free-form value (an http body, a JSON Schema) is not looked into.
+ */
+export function unreadFields(schema: TSchema, value: unknown, at: JsonPath = []): JsonPath[] {
+  const s = schema as {
+    properties?: Record<string, TSchema>;
+    patternProperties?: unknown;
+    additionalProperties?: unknown;
+    items?: TSchema;
+  };
+  if (Array.isArray(value))
+    return s.items ? value.flatMap((v, i) => unreadFields(s.items as TSchema, v, [...at, i])) : [];
+  if (typeof value !== "object" || value === null || s.properties === undefined) return [];
+  if (s.patternProperties !== undefined || s.additionalProperties !== undefined) return [];
+  const out: JsonPath[] = [];
+  for (const [k, v] of Object.entries(value)) {
+    const known = Object.hasOwn(s.properties, k) ? s.properties[k] : undefined;
+    if (known === undefined) out.push([...at, k]);
+    else out.push(...unreadFields(known, v, [...at, k]));
+  }
+  return out;
 }

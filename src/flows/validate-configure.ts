@@ -16,6 +16,7 @@ import {
 import { describeIssues, validateJsonSchema } from "./json-schema.ts";
 import { unknownPlaceholders } from "./run-name.ts";
 import { type JsonPath, schemaIssues } from "./schema-issues.ts";
+import { missingElement } from "./validate-nodes.ts";
 import {
   Severity,
   ValidationCode,
@@ -93,9 +94,14 @@ async function elementIssue(
   ctx: ValidationContext,
 ): Promise<ValidationResult[]> {
   const types = locator.elementType ? [locator.elementType] : (["PY", "DPL"] as const);
-  for (const t of types) if (await ctx.elementExists(locator, t)) return [];
+  let reason: false | string = false;
+  for (const t of types) {
+    const found = await ctx.elementExists(locator, t);
+    if (found === true) return [];
+    reason ||= found;
+  }
   return [
-    issue(ValidationCode.ELEMENT_NOT_FOUND, path, `element ${locator.elementName} does not exist`),
+    issue(ValidationCode.ELEMENT_NOT_FOUND, path, missingElement("element", locator, reason)),
   ];
 }
 

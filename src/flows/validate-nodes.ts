@@ -3,11 +3,13 @@ import type { Locator } from "../elements/locator.ts";
 import { expressionError, templateExpressions } from "./expr.ts";
 import { type Edge, joinPrelude } from "./graph.ts";
 import { NODES } from "./nodes/index.ts";
-import { type JsonPath, schemaIssues } from "./schema-issues.ts";
+import type { ConfigIssue, NodeDef } from "./nodes/types.ts";
+import { type JsonPath, schemaIssues, unreadFields } from "./schema-issues.ts";
 import { secretIssues } from "./validate-secrets.ts";
 import {
   type AddFinding,
   type FoundVertex,
+  Severity,
   ValidationCode,
   type ValidationContext,
 } from "./validation-codes.ts";
@@ -63,16 +65,27 @@ export async function checkNodes(
       }
     }
     if (issues.length > 0) continue;
+    for (const s of unread(vertex.type, def, cfg))
+      add(
+        ValidationCode.INVALID_NODE_CONFIG,
+        id,
+        vertex.type,
+        [...base, ...s.path],
+        s.message,
+        s,
+        Severity.WARNING,
+      );
     const element = cfg.element as Locator | undefined;
     if (element && (vertex.type === "script" || vertex.type === "subflow")) {
       const type = vertex.type === "script" ? "PY" : "DPL";
-      if (!(await ctx.elementExists(element, type))) {
+      const found = await ctx.elementExists(element, type);
+      if (found !== true) {
         add(
           ValidationCode.ELEMENT_NOT_FOUND,
           id,
           vertex.type,
           [...base, "element"],
-          `${type} element ${element.elementName} does not exist`,
+          missingElement(`${type} element`, element, found),
         );
       }
     }
@@ -91,4 +104,32 @@ export async function checkNodes(
       }
     }
   }
+}
+
+/**
+ * Why a locator names no element (docs/flow-graph.md, 28050008): where it was looked for, or the
+ * lookup's own reason (a name several folders hold: give `path` or `folderId`).
+ */
+export function missingElement(label: string, loc: Locator, found: false | string): string {
+  const named =
+    loc.elementName !== undefined ? `${label} ${loc.elementName}` : `${label} ${loc.elementId}`;
+  if (typeof found === "string") return `${named}: ${found}`;
+  const folder = loc.path ?? loc.folderId;
+  return `${named} does not exist ${folder !== undefined ? `in folder ${folder}` : "in this space"}`;
+}
+
+/**
+ * A config's fields the node does not read, as warnings (docs/flow-graph.md, 28050006): a typo
+ * (`timeout` for `timeoutSeconds`) deploys, and would otherwise do nothing without a word.
+ */
+function unread(type: string, def: NodeDef, config: Record<string, unknown>): ConfigIssue[] {
+  if (def.unread) return def.unread(config);
+  const a = ["input", "http", "output"].includes(type) ? "an" : "a";
+  return unreadFields(def.configSchema, config).map((path) => ({
+    path,
+    message:
+      type === "script" && path.length === 2 && path[0] === "element" && path[1] === "version"
+        ? "is not read: a script node runs the version pinned when the revision becomes the release; activate the flow to pin the newest version"
+        : `is not a field of ${a} ${type} node and is ignored`,
+  }));
 }

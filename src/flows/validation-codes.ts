@@ -44,10 +44,15 @@ export interface ValidationResult {
 
 /** What validation needs from the rest of the service (element store, Python parser). */
 export interface ValidationContext {
+  /**
+   * true when the locator names one element of the type; false when it names none; a text when
+   * it names no single element for another reason, said so (several of that name in the scope,
+   * an unknown folder): the finding repeats it instead of calling the element missing.
+   */
   elementExists(
     locator: import("../elements/locator.ts").Locator,
     type: "PY" | "DPL",
-  ): boolean | Promise<boolean>;
+  ): boolean | string | Promise<boolean | string>;
   /**
    * null when the code parses; else the first error, `line` 1-based in `code`. Without `line`,
    * `message` is the whole finding (the code does not compile for another reason, or could not

@@ -1,5 +1,5 @@
 import { locateElement } from "../elements/locator.ts";
-import { SluiceError } from "../errors.ts";
+import { ErrorCode, SluiceError } from "../errors.ts";
 import type { SyntaxChecker } from "../scripts/syntax-check.ts";
 import type { SecretLookup } from "../secrets/secrets.ts";
 import type { Scope, Store } from "../store/types.ts";
@@ -18,8 +18,10 @@ export const validationContext = (
       await locateElement(deps.store, scope, loc, type);
       return true;
     } catch (err) {
-      // Not found, not unique or a malformed locator: all mean "no such element" to the validator.
-      if (err instanceof SluiceError) return false;
+      // Not found: the validator says where it looked. Not unique, an unknown folder or a
+      // malformed locator: the lookup's own reason, which says what to give.
+      if (err instanceof SluiceError)
+        return err.code === ErrorCode.ELEMENT_NOT_FOUND ? false : err.message;
       throw err;
     }
   },

@@ -5,7 +5,7 @@
  */
 
 import { expressionError } from "./expr.ts";
-import { Edge, isNodeType, shortName, Vertex } from "./graph.ts";
+import { Edge, isNodeType, NODE_TYPES, shortName, Vertex } from "./graph.ts";
 import { type JsonPath, schemaIssues } from "./schema-issues.ts";
 import { validateConfigure } from "./validate-configure.ts";
 import { checkCycles, checkReachable } from "./validate-graph.ts";
@@ -134,7 +134,7 @@ function collectVertexes(raw: unknown[], found: FoundVertex[], add: AddFinding):
         vertex.id,
         nodeType,
         [...path, "type"],
-        `unknown node type "${vertex.type}"`,
+        `unknown node type "${vertex.type}": must be one of ${NODE_TYPES.join(", ")}`,
       );
       return;
     }

@@ -64,6 +64,85 @@ describe("validateFlow", () => {
     const r = only(await check(f), C.UNKNOWN_NODE_TYPE);
     assert.equal(r.nodeId, "score");
     assert.deepEqual(r.path, ["flow", "vertexes", 2, "type"]);
+    // The message says what to write instead.
+    assert.equal(
+      r.errorMessage,
+      'unknown node type "sql": must be one of input, transform, script, http, subflow, merge, output',
+    );
+  });
+
+  it("a field a node does not read is a warning at its path, not silence", async () => {
+    const f = ok();
+    f.vertexes[1] = {
+      id: "clean",
+      type: "transform",
+      config: {
+        operators: [{ id: "s1", type: "sort", by: [{ field: "amount", order: "desc" }] }],
+      },
+    } as never;
+    f.vertexes[2] = {
+      id: "score",
+      type: "script",
+      config: { element: { elementName: "score", version: 3 } },
+    } as never;
+    f.vertexes.push({
+      id: "h",
+      type: "http",
+      config: {
+        url: "http://x",
+        timeout: 5,
+        body: { free: { form: 1 } },
+        headers: { "x-a": "1" },
+      },
+    } as never);
+    f.edges.push({ source: "in", target: "h" });
+    f.vertexes[0] = {
+      id: "in",
+      type: "input",
+      config: { schema: { type: "object", properties: { a: { type: "number" } } } },
+    } as never;
+    const found = await check(f);
+    const warned = found.map((r) => [r.errorCode, r.severity, r.nodeId, r.path.slice(3).join(".")]);
+    assert.deepEqual(
+      warned,
+      [
+        [C.INVALID_NODE_CONFIG, 1, "clean", "config.operators.0.by.0.order"],
+        [C.INVALID_NODE_CONFIG, 1, "score", "config.element.version"],
+        [C.INVALID_NODE_CONFIG, 1, "h", "config.timeout"],
+      ],
+      JSON.stringify(found),
+    );
+    const [order, version, timeout] = found;
+    assert.equal(order?.operatorId, "s1");
+    assert.match(order?.errorMessage ?? "", /^is not a field of a sort operator and is ignored/);
+    assert.match(version?.errorMessage ?? "", /runs the version pinned when .* activate/);
+    assert.match(timeout?.errorMessage ?? "", /^is not a field of an http node and is ignored/);
+  });
+
+  it("a misspelt operator type or http method lists the values it may be", async () => {
+    const f = ok();
+    f.vertexes[1] = {
+      id: "clean",
+      type: "transform",
+      config: { operators: [{ id: "m", type: "mapp", fields: {} }] },
+    } as never;
+    f.vertexes.push({
+      id: "h",
+      type: "http",
+      config: { url: "http://x", method: "GETT" },
+    } as never);
+    const found = await check(f);
+    const op = found.find((r) => r.operatorId === "m");
+    assert.match(
+      op?.errorMessage ?? "",
+      /^unknown operator type "mapp": must be one of filter, map, select, rename, sort, limit, distinct, aggregate, flatten, expr$/,
+    );
+    const method = found.find((r) => r.nodeId === "h" && r.path.at(-1) === "method");
+    assert.equal(
+      method?.errorMessage,
+      "must be one of GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS",
+      JSON.stringify(found),
+    );
   });
 
   it("duplicate id", async () => {

@@ -137,19 +137,20 @@ export const httpNode: NodeDef = {
   async run(ctx) {
     const { config, input, params } = ctx;
     // `${secret.NAME}` in url and header values: resolved here, at execution only (docs/secrets.md).
-    const render = (text: string) =>
+    // `at`: the field a failing template is named by (docs/flow-graph.md, "Where a run failed").
+    const render = (text: string, at: string) =>
       substituteSecrets(text, ctx.deps.secrets, (t) =>
-        ctx.deps.expressions.template(t, input, params),
+        ctx.deps.expressions.template(t, input, params, at),
       );
-    const url = String(await render(config.url as string));
+    const url = String(await render(config.url as string, "url"));
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries((config.headers ?? {}) as Record<string, string>)) {
-      const value = await render(v);
+      const value = await render(v, `headers.${k}`);
       headers[k] = typeof value === "string" ? value : JSON.stringify(value);
     }
     let body: string | undefined;
     if (config.body !== undefined) {
-      const rendered = await ctx.deps.expressions.deep(config.body, input, params);
+      const rendered = await ctx.deps.expressions.deep(config.body, input, params, "body");
       if (typeof rendered === "string") body = rendered;
       else {
         body = JSON.stringify(rendered);

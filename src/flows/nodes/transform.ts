@@ -1,8 +1,8 @@
 /** `transform`: a chain of JSONata-based operators over the node input. */
 import { Type } from "typebox";
 import { MAX_NAME_LENGTH, shortName } from "../graph.ts";
-import { operatorDef } from "../operators/index.ts";
-import { schemaIssues } from "../schema-issues.ts";
+import { OPERATORS, operatorDef } from "../operators/index.ts";
+import { schemaIssues, unreadFields } from "../schema-issues.ts";
 import type { ConfigExpression, ConfigIssue, NodeDef } from "./types.ts";
 
 type Op = Record<string, unknown>;
@@ -27,7 +27,7 @@ export const transformNode: NodeDef = {
           message:
             named === undefined
               ? `must NOT have more than ${MAX_NAME_LENGTH} characters`
-              : `unknown operator type "${named}"`,
+              : `unknown operator type "${named}": must be one of ${Object.keys(OPERATORS).join(", ")}`,
           ...opInfo(op),
         });
         return;
@@ -52,6 +52,17 @@ export const transformNode: NodeDef = {
       }
     });
     return out;
+  },
+  unread(config) {
+    return (config.operators as Op[]).flatMap((op, i) => {
+      const def = operatorDef(op.type);
+      if (!def || schemaIssues(def.schema, op).length > 0) return [];
+      return unreadFields(def.schema, op).map((path) => ({
+        path: ["operators", i, ...path],
+        message: `is not a field of a ${def.type} operator and is ignored`,
+        ...opInfo(op),
+      }));
+    });
   },
   run(ctx) {
     return ctx.deps.expressions.transform(ctx.config.operators as Op[], ctx.input, ctx.params);

@@ -89,5 +89,10 @@ export interface NodeDef {
   /** Checks beyond the schema; only called on a schema-valid config. */
   check?(config: Record<string, unknown>, info: { sources: string[] }): ConfigIssue[];
   expressions?(config: Record<string, unknown>): ConfigExpression[];
+  /**
+   * Fields of a schema-valid config the node does not read (deploy warnings); absent: those
+   * `configSchema` does not name (schema-issues.ts, `unreadFields`).
+   */
+  unread?(config: Record<string, unknown>): ConfigIssue[];
   run(ctx: NodeContext): Promise<unknown>;
 }

@@ -1,4 +1,5 @@
 /** The operator registry and the chain evaluation of a transform node. */
+import { located } from "../expr.ts";
 import { aggregate } from "./aggregate.ts";
 import { distinct } from "./distinct.ts";
 import { expr } from "./expr.ts";
@@ -31,10 +32,29 @@ export async function applyOperators(
   ctx: OperatorContext,
 ): Promise<unknown> {
   let value = input;
-  for (const op of operators) {
+  for (const [i, op] of operators.entries()) {
     const def = operatorDef(op.type);
     if (!def) throw new Error(`unknown operator type: ${String(op.type)}`);
-    value = await def.apply(op, value, ctx);
+    // A failure names the operator and the field of the expression that failed (docs/flow-graph.md,
+    // "Where a run failed"): `operator m1 (map), fields.up: …`.
+    const name = `operator ${typeof op.id === "string" ? op.id : `#${i}`} (${def.type})`;
+    const fields = new Map<string, string>();
+    for (const e of def.expressions(op))
+      if (!fields.has(e.text)) fields.set(e.text, e.path.join("."));
+    try {
+      value = await def.apply(op, value, {
+        evaluate: async (text, record) => {
+          try {
+            return await ctx.evaluate(text, record);
+          } catch (err) {
+            const field = fields.get(text);
+            throw located(err, field === undefined ? name : `${name}, ${field}`);
+          }
+        },
+      });
+    } catch (err) {
+      throw located(err, name);
+    }
   }
   return value;
 }
