@@ -94,7 +94,8 @@ export function resolveContext(
 ): RequestContext {
   const language = languageOf(req.headers.language);
   for (const name of SINGLE) {
-    const n = req.raw.headersDistinct[name]?.length ?? 0;
+    // headersDistinct is Node's own request's; an injected request (tests, app.inject) has none.
+    const n = req.raw.headersDistinct?.[name]?.length ?? 0;
     // Node joins the values ("a1, a2"): a scope neither sender meant.
     if (n > 1) throw badRequest(`header ${name} is given ${n} times; send it once`);
   }
