@@ -90,4 +90,12 @@ describe("sluice serve refused at start", () => {
       holder.close();
     }
   });
+
+  it("`token` and `retention` name a bad setting the same way", async () => {
+    for (const args of [["token", "--app", "a", "--space", "s"], ["retention"]]) {
+      const r = await sluice(args, { DATA_DIR: dataDir, LOG_LEVEL: "verbose" });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /^sluice: config: LOG_LEVEL must be one of .* got "verbose"\n$/);
+    }
+  });
 });
