@@ -94,14 +94,21 @@ export interface AppDeps {
   stored?: StoredQuota | undefined;
 }
 
+/** Root endpoints that balancers and monitoring call on a timer. */
+const PROBES = new Set(["/health", "/ready", "/metrics"]);
+
 /** A path parameter's longest URL-encoded form: an artifact name of MAX_NAME_BYTES bytes. */
 const MAX_PARAM_LENGTH = 3 * MAX_NAME_BYTES;
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
+  const logsProbes = deps.logger.isLevelEnabled("debug");
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
+    // Probes come every few seconds from balancers and Prometheus: logged per request only at
+    // debug, or they would be most of the info log (docs/operations.md, "Request IDs").
+    disableRequestLogging: (req) => !logsProbes && PROBES.has((req.url ?? "").split("?")[0] ?? ""),
     bodyLimit: config.limits.bodyBytes,
     genReqId: (req) => {
       const given = req.headers["x-request-id"];
