@@ -1,4 +1,9 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type LogLevel,
+} from "fastify";
 import type { Logger } from "pino";
 import { MAX_NAME_BYTES } from "./artifacts/names.ts";
 import type { AuditTrail } from "./audit/audit-trail.ts";
@@ -94,21 +99,14 @@ export interface AppDeps {
   stored?: StoredQuota | undefined;
 }
 
-/** Root endpoints that balancers and monitoring call on a timer. */
-const PROBES = new Set(["/health", "/ready", "/metrics"]);
-
 /** A path parameter's longest URL-encoded form: an artifact name of MAX_NAME_BYTES bytes. */
 const MAX_PARAM_LENGTH = 3 * MAX_NAME_BYTES;
 
 /** The whole HTTP application. It never listens: main.ts and the tests decide that. */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
-  const logsProbes = deps.logger.isLevelEnabled("debug");
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
-    // Probes come every few seconds from balancers and Prometheus: logged per request only at
-    // debug, or they would be most of the info log (docs/operations.md, "Request IDs").
-    disableRequestLogging: (req) => !logsProbes && PROBES.has((req.url ?? "").split("?")[0] ?? ""),
     bodyLimit: config.limits.bodyBytes,
     genReqId: (req) => {
       const given = req.headers["x-request-id"];
@@ -198,12 +196,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Event streams and long polls of both groups (docs/live-progress.md#bounds).
   const held = createHeldQuota(config.limits);
   metrics.watchHeld(held);
+  // Probes come every few seconds from balancers and Prometheus: at info their request lines
+  // would be most of the log, so they log from warn up (docs/operations.md, "Request IDs").
+  const probeLogLevel = (deps.logger.level === "info" ? "warn" : deps.logger.level) as LogLevel;
   await app.register(opsPlugin, {
+    probeLogLevel,
     metrics,
     store: deps.store,
     runner: deps.runner,
   });
   await app.register(healthRoutes, {
+    probeLogLevel,
     sandbox: deps.runner.sandbox,
     cgroup: deps.runner.cgroup,
     refusal: deps.runner.refusal,

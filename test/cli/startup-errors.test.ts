@@ -42,6 +42,10 @@ describe("sluice serve refused at start", () => {
     [{ SCRIPT_SANDBOX: "bubble" }, /SCRIPT_SANDBOX must be auto, bwrap or none, got "bubble"/],
     [{ SCRIPT_NETWORK: "ture" }, /SCRIPT_NETWORK must be true or false, got "ture"/],
     [{ LOG_LEVEL: "verbose" }, /LOG_LEVEL must be one of .* got "verbose"/],
+    [
+      { SCRIPT_CONCURRENCY: "100000" },
+      /SCRIPT_UID_COUNT 16384 is smaller than one block of \d+ uids .* lower SCRIPT_CONCURRENCY/,
+    ],
   ];
   for (const [env, names] of cases)
     it(`names ${Object.entries(env)[0]?.join("=")}`, async () => {
