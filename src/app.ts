@@ -1,4 +1,9 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type LogLevel,
+} from "fastify";
 import type { Logger } from "pino";
 import { MAX_NAME_BYTES } from "./artifacts/names.ts";
 import type { AuditTrail } from "./audit/audit-trail.ts";
@@ -191,12 +196,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Event streams and long polls of both groups (docs/live-progress.md#bounds).
   const held = createHeldQuota(config.limits);
   metrics.watchHeld(held);
+  // Probes come every few seconds from balancers and Prometheus: at info their request lines
+  // would be most of the log, so they log from warn up (docs/operations.md, "Request IDs").
+  const probeLogLevel = (deps.logger.level === "info" ? "warn" : deps.logger.level) as LogLevel;
   await app.register(opsPlugin, {
+    probeLogLevel,
     metrics,
     store: deps.store,
     runner: deps.runner,
   });
   await app.register(healthRoutes, {
+    probeLogLevel,
     sandbox: deps.runner.sandbox,
     cgroup: deps.runner.cgroup,
     refusal: deps.runner.refusal,

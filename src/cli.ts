@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { makeSessionCookie, signToken } from "./auth/tokens.ts";
 import { CLIENT_COMMANDS, CLIENT_USAGE, runClientCommand } from "./cli/index.ts";
 import { loadConfig } from "./config.ts";
+import { StartupError } from "./errors.ts";
 
 const USAGE = `usage: sluice <command>
   serve                                   start the service (default; SLUICE_ROLE=api|worker|all, default all)
@@ -14,6 +15,17 @@ client commands (talk to a running server; docs/cli.md):
 ${CLIENT_USAGE}`;
 
 export async function runCli(argv: string[]): Promise<void> {
+  try {
+    await command(argv);
+  } catch (err) {
+    // A bad setting read by `token` or `retention`: one line naming it, as `serve` says it.
+    if (!(err instanceof StartupError)) throw err;
+    process.stderr.write(`sluice: ${err.message}\n`);
+    process.exitCode = 1;
+  }
+}
+
+async function command(argv: string[]): Promise<void> {
   const [command = "serve", ...rest] = argv;
   if (command !== "serve" && command !== "worker") quietWhenOutputCloses();
   switch (command) {

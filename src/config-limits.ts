@@ -4,22 +4,27 @@
  * configuration shares.
  */
 
+import { StartupError } from "./errors.ts";
+
 export type Env = Record<string, string | undefined>;
 
 export const MiB = 1024 * 1024;
 
-export function int(env: Env, key: string, fallback: number): number {
-  const raw = env[key];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n)) throw new Error(`config: ${key} must be a number, got "${raw}"`);
-  return n;
-}
+/**
+ * A numeric setting: every one is a count, a size or a time, so a whole number, 0 or more (absent
+ * or empty: `fallback`). "abc", "-5", "1.5" or a value past 2^53 stop the start naming the
+ * setting and what was given; the default is not quietly taken instead (docs/operations.md,
+ * "Start-up").
+ */
+export const int = (env: Env, key: string, fallback: number): number => whole(env, key, fallback);
 
+/** A yes/no setting: `true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`; a typo stops the start. */
 export function bool(env: Env, key: string, fallback: boolean): boolean {
   const raw = env[key]?.toLowerCase();
   if (raw === undefined || raw === "") return fallback;
-  return raw === "1" || raw === "true" || raw === "yes";
+  if (["1", "true", "yes", "on"].includes(raw)) return true;
+  if (["0", "false", "no", "off"].includes(raw)) return false;
+  throw new StartupError(`config: ${key} must be true or false, got "${env[key]}"`);
 }
 
 export interface LimitsConfig {
@@ -84,7 +89,8 @@ export function limitsConfig(env: Env): LimitsConfig {
     Math.max(1, int(env, "LIMIT_QUEUED_RUNS_PER_APP", Math.ceil(queuedRuns / 2))),
   );
   const heldRequests = Math.max(1, int(env, "LIMIT_HELD_REQUESTS", 4000));
-  const bodyBytes = int(env, "LIMIT_BODY_BYTES", 10 * MiB);
+  // At least a byte: a body limit of 0 is no setting Fastify takes.
+  const bodyBytes = whole(env, "LIMIT_BODY_BYTES", 10 * MiB, 1);
   const resultBytes = int(env, "LIMIT_RESULT_BYTES", 16 * MiB);
   // Both at least one whole body, so that any body the limit allows is taken when none other is.
   const bodyBytesInFlight = Math.max(bodyBytes, int(env, "LIMIT_BODY_BYTES_IN_FLIGHT", 256 * MiB));
@@ -178,7 +184,7 @@ export function whole(
   const n = raw === undefined || raw === "" ? fallback : Number(raw);
   if (Number.isSafeInteger(n) && n >= min && n <= max) return n;
   const range = max === Number.MAX_SAFE_INTEGER ? `${min} or more` : `from ${min} to ${max}`;
-  throw new Error(`config: ${key} must be a whole number ${range}, got "${raw}"`);
+  throw new StartupError(`config: ${key} must be a whole number ${range}, got "${raw}"`);
 }
 
 /**
@@ -188,3 +194,36 @@ export function whole(
  */
 const keptCount = (env: Env, key: string, fallback = 100) =>
   whole(env, key, fallback, 0, 1_000_000_000);
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+export function logLevel(raw: string | undefined): string {
+  if (raw === undefined || raw === "") return "info";
+  if (LOG_LEVELS.includes(raw)) return raw;
+  throw new StartupError(`config: LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, got "${raw}"`);
+}
+
+/**
+ * A URL as it may be shown: its password replaced, so a message naming it never leaks one. What
+ * does not parse as user:password@host has whatever comes before an `@` hidden.
+ */
+export function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) {
+      u.password = "***";
+      return u.href;
+    }
+  } catch {}
+  const at = url.lastIndexOf("@");
+  return at < 0 ? url : `***${url.slice(at)}`;
+}
+
+/** DATABASE_URL: empty for embedded mode, else a PostgreSQL URL (anything else is a mistake). */
+export function databaseUrlOf(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  if (/^postgres(ql)?:\/\//.test(raw)) return raw;
+  throw new StartupError(
+    `config: DATABASE_URL must be a postgres:// or postgresql:// URL (unset: embedded SQLite), got "${withoutPassword(raw)}"`,
+  );
+}

@@ -1,5 +1,6 @@
 import path from "node:path";
 import { bool, type Env, int, MiB } from "./config-limits.ts";
+import { StartupError } from "./errors.ts";
 
 /** Python tasks and their sandbox: the settings' type and reading (out of config.ts). */
 export interface PythonConfig {
@@ -89,30 +90,32 @@ function envsConfigOf(env: Env): EnvsConfig {
 export function pythonConfig(env: Env): PythonConfig {
   const sandbox = env.SCRIPT_SANDBOX ?? "auto";
   if (sandbox !== "auto" && sandbox !== "bwrap" && sandbox !== "none") {
-    throw new Error(`config: SCRIPT_SANDBOX must be auto, bwrap or none, got "${sandbox}"`);
+    throw new StartupError(`config: SCRIPT_SANDBOX must be auto, bwrap or none, got "${sandbox}"`);
   }
   const bwrap = env.SCRIPT_BWRAP || "/usr/bin/bwrap";
   if (!path.isAbsolute(bwrap)) {
-    throw new Error(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
+    throw new StartupError(`config: SCRIPT_BWRAP must be an absolute path, got "${bwrap}"`);
   }
   const cgroup = env.SCRIPT_CGROUP || "auto";
   if (cgroup !== "auto" && cgroup !== "required" && cgroup !== "off") {
-    throw new Error(`config: SCRIPT_CGROUP must be auto, required or off, got "${cgroup}"`);
+    throw new StartupError(`config: SCRIPT_CGROUP must be auto, required or off, got "${cgroup}"`);
   }
   const cgroupRoot = env.SCRIPT_CGROUP_ROOT || "/sys/fs/cgroup";
   if (!path.isAbsolute(cgroupRoot)) {
-    throw new Error(`config: SCRIPT_CGROUP_ROOT must be an absolute path, got "${cgroupRoot}"`);
+    throw new StartupError(
+      `config: SCRIPT_CGROUP_ROOT must be an absolute path, got "${cgroupRoot}"`,
+    );
   }
   const checkConcurrency = int(env, "SCRIPT_CHECK_CONCURRENCY", 2);
   // Each concurrent check holds a sandbox uid of its own, one of the last of the runner's block.
   if (!Number.isInteger(checkConcurrency) || checkConcurrency < 1 || checkConcurrency > 64) {
-    throw new Error(
+    throw new StartupError(
       `config: SCRIPT_CHECK_CONCURRENCY must be an integer from 1 to 64, got "${checkConcurrency}"`,
     );
   }
   const diskBytes = int(env, "SCRIPT_DISK_BYTES", 256 * MiB);
   if (!Number.isSafeInteger(diskBytes) || diskBytes < 0) {
-    throw new Error(
+    throw new StartupError(
       `config: SCRIPT_DISK_BYTES must be a whole number of bytes, got "${diskBytes}"`,
     );
   }

@@ -1,15 +1,17 @@
 import path from "node:path";
 import {
   bool,
+  databaseUrlOf,
   type Env,
   int,
   type LimitsConfig,
   limitsConfig,
+  logLevel,
   MiB,
   whole,
 } from "./config-limits.ts";
 import { type PythonConfig, pythonConfig } from "./config-python.ts";
-import { languageOf } from "./errors.ts";
+import { languageOf, StartupError } from "./errors.ts";
 import { parseKey } from "./secrets/crypto.ts";
 import { MONITOR_READS_DEFAULTS } from "./store/pg-monitor-reads.ts";
 
@@ -42,6 +44,8 @@ export interface Config {
   heartbeatTimeoutMs: number;
   /** How often a node ends the runs STARTED by it that it does not execute (docs/cluster.md). */
   orphanSweepMs: number;
+  /** SHUTDOWN_GRACE_S: on SIGTERM, how long running work may finish (docs/operations.md). */
+  shutdownGraceS: number;
   /** Cron and configure (docs/flow-graph.md): error handlers, file retention, schedule resync. */
   flowConfig: {
     smtpFrom: string;
@@ -129,17 +133,17 @@ export function parseAppSecrets(raw: string | undefined): Record<string, string>
 function role(raw: string | undefined): Config["role"] {
   if (raw === undefined || raw === "") return "all";
   if (raw === "all" || raw === "api" || raw === "worker") return raw;
-  throw new Error(`config: SLUICE_ROLE must be all, api or worker, got "${raw}"`);
+  throw new StartupError(`config: SLUICE_ROLE must be all, api or worker, got "${raw}"`);
 }
 
 export function loadConfig(env: Env = process.env): Config {
-  const databaseUrl = env.DATABASE_URL || undefined;
+  const databaseUrl = databaseUrlOf(env.DATABASE_URL);
   const authMode = env.AUTH_MODE ?? "off";
   if (authMode !== "off" && authMode !== "signature") {
-    throw new Error(`config: AUTH_MODE must be "off" or "signature", got "${authMode}"`);
+    throw new StartupError(`config: AUTH_MODE must be "off" or "signature", got "${authMode}"`);
   }
   return {
-    port: int(env, "PORT", 8080),
+    port: whole(env, "PORT", 8080, 0, 65_535),
     host: env.HOST ?? "127.0.0.1",
     dataDir: path.resolve(env.DATA_DIR ?? "./data"),
     databaseUrl,
@@ -150,10 +154,10 @@ export function loadConfig(env: Env = process.env): Config {
       ),
       timeoutMs: Math.max(1, int(env, "MONITOR_READ_TIMEOUT_MS", MONITOR_READS_DEFAULTS.timeoutMs)),
     },
-    mode: databaseUrl?.startsWith("postgres") ? "cluster" : "embedded",
+    mode: databaseUrl ? "cluster" : "embedded",
     dataflowPrefix: env.DATAFLOW_PREFIX ?? "/dataflow-3-0",
     scriptPrefix: env.SCRIPT_PREFIX ?? "/script",
-    logLevel: env.LOG_LEVEL ?? "info",
+    logLevel: logLevel(env.LOG_LEVEL),
     auth: {
       mode: authMode,
       appSecrets: parseAppSecrets(env.AUTH_APP_SECRETS),
@@ -170,6 +174,8 @@ export function loadConfig(env: Env = process.env): Config {
     heartbeatTimeoutMs: int(env, "HEARTBEAT_TIMEOUT_MS", 30000),
     // ORPHAN_SWEEP_MS: whole milliseconds, at least 10 (docs/cluster.md).
     orphanSweepMs: whole(env, "ORPHAN_SWEEP_MS", 60_000, 10),
+    // At most a day: the process's last-resort exit timer is a plain timer (docs/operations.md).
+    shutdownGraceS: whole(env, "SHUTDOWN_GRACE_S", 30, 0, 86_400),
     flowConfig: flowConfigOf(env),
     secrets: {
       key: env.SECRETS_KEY ? parseKey(env.SECRETS_KEY, "SECRETS_KEY") : undefined,
@@ -233,7 +239,7 @@ function webhooksConfigOf(env: Env): Config["webhooks"] {
 function idempotencyWindow(env: Env): number {
   const s = int(env, "IDEMPOTENCY_WINDOW_SECONDS", 86_400);
   if (!Number.isSafeInteger(s) || s < 1) {
-    throw new Error(
+    throw new StartupError(
       `config: IDEMPOTENCY_WINDOW_SECONDS must be a whole number of seconds, at least 1, got "${s}"`,
     );
   }
@@ -269,7 +275,7 @@ function flowConfigOf(env: Env): Config["flowConfig"] {
 function auditConfigOf(env: Env): Config["audit"] {
   const retentionDays = int(env, "AUDIT_RETENTION_DAYS", 365);
   if (!Number.isSafeInteger(retentionDays) || retentionDays < 0) {
-    throw new Error(
+    throw new StartupError(
       `config: AUDIT_RETENTION_DAYS must be a whole number of days (0: keep), got "${retentionDays}"`,
     );
   }
@@ -281,7 +287,7 @@ function artifactsConfigOf(env: Env): Config["artifacts"] {
   const whole = (key: string, fallback: number) => {
     const n = int(env, key, fallback);
     if (!Number.isSafeInteger(n) || n < 0)
-      throw new Error(`config: ${key} must be a whole number, 0 or more, got "${env[key]}"`);
+      throw new StartupError(`config: ${key} must be a whole number, 0 or more, got "${env[key]}"`);
     return n;
   };
   const maxFileBytes = whole("ARTIFACT_MAX_FILE_BYTES", 16 * MiB);

@@ -186,3 +186,13 @@ export function errorText(err: unknown): string {
     return err.message;
   return String(err);
 }
+
+/**
+ * What stops the service at start: a setting with a value it cannot take, a data directory it
+ * cannot write, a database it cannot reach, an address it cannot listen on. The message names the
+ * setting and what was given (never a secret's value), and `sluice serve` prints it as one line,
+ * without a stack trace (docs/operations.md, "Start-up").
+ */
+export class StartupError extends Error {
+  override readonly name = "StartupError";
+}

@@ -1,14 +1,31 @@
+import fs from "node:fs";
 import { buildApp } from "./app.ts";
 import { type Config, loadConfig } from "./config.ts";
+import { StartupError } from "./errors.ts";
 import { heldRequestsWarning, openFilesLimit } from "./http/open-files.ts";
 import { createLogger } from "./logger.ts";
 import { waitForRunEnd } from "./runs/wait.ts";
 import { createServices, type Services } from "./services.ts";
 
-/** `sluice serve`: wires everything, listens, and shuts down gracefully on SIGTERM/SIGINT. */
+/**
+ * `sluice serve`: wires everything, listens, and shuts down gracefully on SIGTERM/SIGINT. What
+ * stops the start (a bad setting, an unwritable DATA_DIR, an unreachable database, an address in
+ * use) is one line on stderr naming it, and exit status 1 (docs/operations.md, "Start-up").
+ */
 export async function serve(role?: Config["role"]): Promise<void> {
+  try {
+    await start(role);
+  } catch (err) {
+    if (!(err instanceof StartupError)) throw err;
+    process.stderr.write(`sluice: cannot start: ${err.message}\n`);
+    process.exit(1);
+  }
+}
+
+async function start(role: Config["role"] | undefined): Promise<void> {
   const config = loadConfig();
   if (role) config.role = role;
+  checkDataDir(config.dataDir);
   const logger = createLogger(config.logLevel);
   // Not a way to survive bad input (every stream handles its own errors, and the fuzz suite
   // shows no request gets here: docs/errors.md); a bug that does get here leaves state unknown,
@@ -36,7 +53,7 @@ export async function serve(role?: Config["role"]): Promise<void> {
   const shutdown = async (signal: string) => {
     if (closing) return;
     closing = true;
-    const graceS = Number(process.env.SHUTDOWN_GRACE_S ?? 30);
+    const graceS = config.shutdownGraceS;
     logger.info({ signal, graceS }, "shutting down: no new work, waiting for running tasks");
     // Last resort if something hangs past the deadline: exit non-zero so supervisors notice.
     // The real timer, not the services' clock: it guards the process, whatever the services do.
@@ -65,7 +82,16 @@ export async function serve(role?: Config["role"]): Promise<void> {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await services.close();
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "EADDRINUSE" && code !== "EACCES" && code !== "EADDRNOTAVAIL") throw err;
+    throw new StartupError(
+      `cannot listen on HOST "${config.host}" PORT ${config.port}: ${(err as Error).message}`,
+    );
+  }
   logger.info(
     {
       mode: services.topology.mode,
@@ -77,6 +103,22 @@ export async function serve(role?: Config["role"]): Promise<void> {
     },
     "sluice is ready",
   );
+}
+
+/**
+ * DATA_DIR is created if missing and must be a directory this process can write (both modes keep
+ * tasks' working directories there); otherwise the start stops naming it.
+ */
+function checkDataDir(dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    if (!fs.statSync(dir).isDirectory()) throw new Error("not a directory");
+    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+  } catch (err) {
+    throw new StartupError(
+      `DATA_DIR "${dir}" is not a directory this process can write: ${(err as Error).message}`,
+    );
+  }
 }
 
 /**

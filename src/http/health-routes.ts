@@ -1,4 +1,4 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, LogLevel } from "fastify";
 import { Type } from "typebox";
 import type { DataDisk } from "../runs/run-disk.ts";
 
@@ -6,6 +6,8 @@ import type { DataDisk } from "../runs/run-disk.ts";
 export async function healthRoutes(
   app: FastifyInstance,
   opts: {
+    /** Level of the probe's request log (docs/operations.md, "Request IDs"). */
+    probeLogLevel: LogLevel;
     sandbox: string;
     cgroup: string;
     refusal: string | undefined;
@@ -16,6 +18,7 @@ export async function healthRoutes(
   app.get(
     "/health",
     {
+      logLevel: opts.probeLogLevel,
       schema: {
         response: {
           200: Type.Object({

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, LogLevel } from "fastify";
 import fp from "fastify-plugin";
 import { Type } from "typebox";
 import type { ScriptRunner } from "../scripts/runner-types.ts";
@@ -13,6 +13,8 @@ declare module "fastify" {
 }
 
 export interface OpsOptions {
+  /** Level of /ready's and /metrics' request log (docs/operations.md, "Request IDs"). */
+  probeLogLevel: LogLevel;
   metrics: Metrics;
   store: Store;
   runner: ScriptRunner;
@@ -42,30 +44,37 @@ export const opsPlugin = fp(
       );
     });
 
-    app.get("/ready", { schema: { response: { 200: Check, 503: Check } } }, async (_req, reply) => {
-      const checks: Record<string, string> = {};
-      if (app.draining) checks.shutdown = "draining";
-      try {
-        // A primary-key read of an ID that cannot exist: proves the store answers, costs nothing.
-        await opts.store.getRun(null, "ready-probe");
-        checks.store = "ok";
-      } catch (err) {
-        checks.store = `unreachable: ${err instanceof Error ? err.message : String(err)}`;
-      }
-      try {
-        const s = opts.runner.stats();
-        checks.runner = `ok (${s.running} running, ${s.idle} idle, ${s.queued} waiting)`;
-      } catch (err) {
-        checks.runner = `down: ${err instanceof Error ? err.message : String(err)}`;
-      }
-      const ready =
-        !app.draining && checks.store === "ok" && checks.runner?.startsWith("ok") === true;
-      return reply.code(ready ? 200 : 503).send({ status: ready ? "ready" : "not ready", checks });
-    });
+    app.get(
+      "/ready",
+      { logLevel: opts.probeLogLevel, schema: { response: { 200: Check, 503: Check } } },
+      async (_req, reply) => {
+        const checks: Record<string, string> = {};
+        if (app.draining) checks.shutdown = "draining";
+        try {
+          // A primary-key read of an ID that cannot exist: proves the store answers, costs nothing.
+          await opts.store.getRun(null, "ready-probe");
+          checks.store = "ok";
+        } catch (err) {
+          checks.store = `unreachable: ${err instanceof Error ? err.message : String(err)}`;
+        }
+        try {
+          const s = opts.runner.stats();
+          checks.runner = `ok (${s.running} running, ${s.idle} idle, ${s.queued} waiting)`;
+        } catch (err) {
+          checks.runner = `down: ${err instanceof Error ? err.message : String(err)}`;
+        }
+        const ready =
+          !app.draining && checks.store === "ok" && checks.runner?.startsWith("ok") === true;
+        return reply
+          .code(ready ? 200 : 503)
+          .send({ status: ready ? "ready" : "not ready", checks });
+      },
+    );
 
     app.get(
       "/metrics",
       {
+        logLevel: opts.probeLogLevel,
         schema: {
           produces: ["text/plain"],
           response: { 200: Type.String({ description: "Prometheus text exposition format" }) },

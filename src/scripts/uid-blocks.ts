@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { StartupError } from "../errors.ts";
 
 /**
  * Sandbox uids must not be shared by two Sluice processes on one host: a task's uid is its
@@ -28,8 +29,10 @@ export function claimUidBlock(
   fs.mkdirSync(lockDir, { recursive: true, mode: 0o700 });
   const blocks = Math.floor(range.uidCount / blockSize);
   if (blocks < 1)
-    throw new Error(
-      `SCRIPT_UID_COUNT ${range.uidCount} is smaller than one block of ${blockSize} uids`,
+    throw new StartupError(
+      `config: SCRIPT_UID_COUNT ${range.uidCount} is smaller than one block of ${blockSize} uids ` +
+        "(max(256, 4 × SCRIPT_CONCURRENCY), plus the preloading zygotes' slices: docs/operations.md); " +
+        "raise SCRIPT_UID_COUNT or lower SCRIPT_CONCURRENCY",
     );
   for (let b = 0; b < blocks; b++) {
     const base = range.uidBase + b * blockSize;
@@ -53,7 +56,7 @@ export function claimUidBlock(
       },
     };
   }
-  throw new Error(
+  throw new StartupError(
     `all ${blocks} sandbox uid blocks of ${blockSize} are held by running Sluice processes; raise SCRIPT_UID_COUNT`,
   );
 }

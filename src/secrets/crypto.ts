@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { StartupError } from "../errors.ts";
 
 /**
  * Secret values at rest (docs/secrets.md): AES-256-GCM, a fresh 96-bit nonce per value, and the
@@ -69,7 +70,7 @@ export function parseKey(raw: string, variable: string): Buffer {
   if (/^[0-9a-fA-F]{64}$/.test(text)) key = Buffer.from(text, "hex");
   else if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) key = Buffer.from(text, "base64");
   if (key?.length !== KEY_BYTES) {
-    throw new Error(
+    throw new StartupError(
       `config: ${variable} must be ${KEY_BYTES} bytes written as 64 hex digits or as base64 ` +
         `(e.g. the output of \`openssl rand -base64 32\`)`,
     );

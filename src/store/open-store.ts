@@ -2,6 +2,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
 import pg from "pg";
+import { withoutPassword } from "../config-limits.ts";
+import { StartupError } from "../errors.ts";
 import { createKyselyStore } from "./kysely-store.ts";
 import { migrate } from "./migrate.ts";
 import {
@@ -19,6 +21,22 @@ import type { Store } from "./types.ts";
 pg.types.setTypeParser(20, (v) => Number(v));
 
 export type OpenedStore = Store & { db: Kysely<Database> };
+
+/** Network errors, and PostgreSQL's refusals of a login (SQLSTATE classes 08, 28 and 3D). */
+const CANNOT_CONNECT = /^(E[A-Z]+|08...|28...|3D...)$/;
+
+/**
+ * The first connection failing is the operator's to fix (the database down, a wrong host, user,
+ * password or database name): the start stops with one line naming DATABASE_URL, its password
+ * hidden (docs/cluster.md). A supervisor restarting the node retries it.
+ */
+function unreachable(err: unknown, url: string): StartupError | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== "string" || !CANNOT_CONNECT.test(code)) return undefined;
+  return new StartupError(
+    `cannot reach the database of DATABASE_URL "${withoutPassword(url)}": ${(err as Error).message}`,
+  );
+}
 
 /** Opens and migrates the store the configuration names: PostgreSQL for a postgres:// URL, else SQLite. */
 export async function openStore(opts: {
@@ -48,7 +66,12 @@ export async function openStore(opts: {
       client.on("error", (err) => logger?.warn({ err }, "store connection lost in use")),
     );
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    await migrate(db as Kysely<unknown>, "postgres");
+    try {
+      await migrate(db as Kysely<unknown>, "postgres");
+    } catch (err) {
+      await db.destroy();
+      throw unreachable(err, opts.databaseUrl) ?? err;
+    }
     const hot = new Kysely<Database>({
       dialect: new PostgresDialect({ pool: preparedPool(pool) }),
     });
