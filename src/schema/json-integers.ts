@@ -83,8 +83,15 @@ const exponentNumber = (text: string): boolean => EXPONENT.test(text) && NUMBER_
  */
 export const numbersToWalk = (text: string): boolean => longNumber(text) || exponentNumber(text);
 
+/**
+ * A number that may be past a double's range, read to tell: 309 characters or more, an exponent
+ * of three digits, or an exponent or fraction after 16 integer digits (210 digits and `e99` are
+ * 1e308 and more: an exponent of two digits needs a long integer part to get there).
+ */
 const nonFinite = (text: string, start: number, integerEnd: number, end: number): boolean =>
-  (end - start > 308 || (end > integerEnd && EXPONENT.test(text.slice(integerEnd, end)))) &&
+  (end - start > 308 ||
+    (end > integerEnd &&
+      (integerEnd - start >= 16 || EXPONENT.test(text.slice(integerEnd, end))))) &&
   !Number.isFinite(Number(text.slice(start, end)));
 
 /**

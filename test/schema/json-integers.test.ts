@@ -130,6 +130,10 @@ describe("numberProblem and jsonPathAt", () => {
     assert.equal(numberProblem(`[${"9".repeat(309)}.5]`), beyond("body.0"));
     assert.equal(numberProblem('{"1e400":"1e400","x":1.7976931348623157e308}'), undefined);
     assert.equal(numberProblem("[1e-400, 1E+300, 12345678901234567.5]"), undefined);
+    // Past the range with an exponent of two digits: 250 digits and e99 is 1e348.
+    assert.equal(numberProblem(`{"a":1${"0".repeat(250)}e99}`), beyond("body.a"));
+    assert.equal(numberProblem(`[-1${"0".repeat(250)}.5E+60]`), beyond("body.0"));
+    assert.equal(numberProblem(`[1${"0".repeat(250)}e-99]`), undefined);
     assert.match(numberProblem("[1e999, 12345678901234567]") ?? "", /^body\.0 is a number beyond/);
     assert.match(
       numberProblem("[12345678901234567, 1e999]") ?? "",
