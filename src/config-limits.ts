@@ -204,14 +204,17 @@ export function logLevel(raw: string | undefined): string {
 }
 
 /**
- * A URL as it may be shown: its password replaced, so a message naming it never leaks one. What
- * does not parse as user:password@host has whatever comes before an `@` hidden.
+ * A URL as it may be shown: its password replaced, so a message naming it never leaks one; pg
+ * also reads one from the query string (`?password=`). What does not parse as
+ * scheme://user:password@host has whatever comes before an `@` hidden.
  */
 export function withoutPassword(url: string): string {
   try {
     const u = new URL(url);
-    if (u.password) {
-      u.password = "***";
+    // No host: not read as user:password@host ("sluice:hunter2@db" is a scheme and a path).
+    if (u.host !== "") {
+      if (u.password) u.password = "***";
+      if (u.searchParams.has("password")) u.searchParams.set("password", "***");
       return u.href;
     }
   } catch {}

@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { loadConfig } from "../src/config.ts";
+import { withoutPassword } from "../src/config-limits.ts";
 import { StartupError } from "../src/errors.ts";
 
 /**
@@ -94,6 +95,12 @@ describe("the configuration refuses what it cannot take", () => {
       () => loadConfig({ DATABASE_URL: "sluice:hunter2@db" }),
       (err: Error) => err.message.includes('"***@db"') && !err.message.includes("hunter2"),
     );
+    // pg takes a password from the query string too (`?password=`).
+    assert.equal(
+      withoutPassword("postgres://u@db/x?sslmode=require&password=hunter2"),
+      "postgres://u@db/x?sslmode=require&password=***",
+    );
+    assert.equal(withoutPassword("postgres://u:a%40b@db/x"), "postgres://u:***@db/x");
     assert.equal(loadConfig({ DATABASE_URL: "postgresql://db/x" }).mode, "cluster");
     assert.equal(loadConfig({ DATABASE_URL: "" }).mode, "embedded");
   });
