@@ -4,11 +4,12 @@
 // takes to load them (docs/operations.md, "Start-up"). NODE_COMPILE_CACHE chooses another
 // directory; NODE_DISABLE_COMPILE_CACHE=1 turns it off.
 import module from "node:module";
+import { fileURLToPath } from "node:url";
 
 const cache = module.enableCompileCache(
   process.env.NODE_COMPILE_CACHE
     ? undefined
-    : new URL("../node_modules/.cache/sluice-compile", import.meta.url).pathname,
+    : fileURLToPath(new URL("../node_modules/.cache/sluice-compile", import.meta.url)),
 );
 // Worker threads (monitoring reads, the checkpointer) take it from the environment, not this call.
 if (cache.directory) process.env.NODE_COMPILE_CACHE = cache.directory;
