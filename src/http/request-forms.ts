@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { badRequest } from "../errors.ts";
-import { MAX_JSON_DEPTH, nestedDeeperThan } from "../schema/json-depth.ts";
+import { MAX_JSON_DEPTH, tooDeep } from "../schema/json-depth.ts";
 import { jsonPathAt, numberProblem } from "../schema/json-integers.ts";
 import { dropDeclaredNulls, isRecord, type ShapeSchema, typesOf } from "../schema/null-absent.ts";
 
@@ -40,14 +40,8 @@ export function installRequestForms(app: FastifyInstance): void {
     if (text.trim() === "") return done(null, undefined);
     parseJson(req, text, (err, value) => {
       if (err) return done(jsonError(text), undefined);
-      // Every recursive walk after this (the NUL check, null dropping, validation, a store's
-      // JSON.stringify) would overflow the stack on deeper nesting: a 400 here, not a 999999.
-      // Each level takes two characters at least: a shorter text (every usual request) cannot
-      // nest that deep, and is not walked a second time on the hot path.
-      if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(value, MAX_JSON_DEPTH))
-        return done(badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`), undefined);
-      const numbers = numberProblem(text);
-      if (numbers !== undefined) return done(badRequest(numbers), undefined);
+      const problem = parsedBodyProblem(text, value);
+      if (problem !== undefined) return done(badRequest(problem), undefined);
       done(null, value);
     });
   };
@@ -71,6 +65,18 @@ export function installRequestForms(app: FastifyInstance): void {
     }
     req.body = dropNulls(req.body, body);
   });
+}
+
+/**
+ * What a parsed JSON body (or a compressedFlag parameter) may not be, or undefined: nested deeper
+ * than MAX_JSON_DEPTH, checked first, since every recursive walk after this (the NUL check, null
+ * dropping, validation, a store's JSON.stringify) would overflow the stack, a 400 here and not a
+ * 999999; then a number JSON.parse did not keep as sent (docs/errors.md, "Bad input" and "How
+ * fields are read"). A text too short to nest that deep (every usual request) is not walked again.
+ */
+export function parsedBodyProblem(text: string, value: unknown): string | undefined {
+  if (tooDeep(text, value)) return `body nests deeper than ${MAX_JSON_DEPTH} levels`;
+  return numberProblem(text);
 }
 
 /** The charset a content-type names (`; charset=utf-8`, `;charset="UTF-8"`). */

@@ -3,11 +3,9 @@ import type { FastifyRequest } from "fastify";
 import type { Static } from "typebox";
 import type { Config } from "../config.ts";
 import { badRequest, ErrorCode, SluiceError } from "../errors.ts";
-import { MAX_JSON_DEPTH, nestedDeeperThan } from "../schema/json-depth.ts";
-import { numberProblem } from "../schema/json-integers.ts";
 import type { TaskRequest } from "../scripts/task-service.ts";
 import { scopeOf } from "./context.ts";
-import { bodyText } from "./request-forms.ts";
+import { bodyText, parsedBodyProblem } from "./request-forms.ts";
 import type { ExternalRunQuery, InternalRunBody } from "./script-schemas.ts";
 import { callbackOf } from "./webhook-schemas.ts";
 
@@ -91,11 +89,8 @@ export function decodeParameter(body: unknown, compressed: boolean, limitBytes: 
   } catch {
     throw badRequest("body: the decompressed parameters are not valid JSON");
   }
-  // As for a body sent as it is (docs/errors.md, "Bad input" and "How fields are read"): the
-  // nesting first, since every walk after this one recurses.
-  if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(parameter, MAX_JSON_DEPTH))
-    throw badRequest(`body nests deeper than ${MAX_JSON_DEPTH} levels`);
-  const numbers = numberProblem(text);
-  if (numbers !== undefined) throw badRequest(numbers);
+  // As for a body sent as it is.
+  const problem = parsedBodyProblem(text, parameter);
+  if (problem !== undefined) throw badRequest(problem);
   return parameter;
 }

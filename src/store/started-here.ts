@@ -1,5 +1,6 @@
 import { type Kysely, sql } from "kysely";
 import { countFinished } from "./kysely-monitor.ts";
+import { FINISHED } from "./model.ts";
 import { endAll } from "./run-ends.ts";
 import { endColumns } from "./run-write-rows.ts";
 import type { Database } from "./schema.ts";
@@ -30,7 +31,7 @@ async function endedAmong(db: Kysely<Database>, ids: readonly string[]): Promise
     .selectFrom("runs")
     .select("id")
     .where("id", "in", ids)
-    .where("status", "in", [sql.lit("SUCCESS"), sql.lit("FAILURE"), sql.lit("CANCELED")])
+    .where("status", "in", FINISHED.map(sql.lit))
     .execute();
   return rows.map((r) => r.id);
 }
