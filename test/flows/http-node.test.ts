@@ -111,6 +111,16 @@ describe("http node", () => {
     const safe = encodeURIComponent('{"id":"1789012345678901234","n":9007199254740991,"f":1e300}');
     const ok = await run({ url: `${base}/int64?${safe}` }, {});
     assert.deepEqual(ok.result, { id: "1789012345678901234", n: 9007199254740991, f: 1e300 });
+    // Past a double: JSON.parse makes it Infinity, which the run would keep as null.
+    const huge = await run(
+      { url: `${base}/int64?${encodeURIComponent('{"rate":[1,1e400]}')}` },
+      {},
+    );
+    assert.equal(huge.status, "FAILURE", JSON.stringify(huge.result));
+    assert.match(
+      huge.error ?? "",
+      /response\.rate\.1 is a number beyond ±1\.8e308, which a double cannot hold$/,
+    );
   });
 
   // Before, a run whose node log kept such an answer (logContent DETAILED) was answered as an

@@ -89,11 +89,11 @@ describe(`HEAD and Connection: close on event streams (${TEST_MODE})`, () => {
   });
 
   it("a client's Connection: close is kept: the connection closes when the stream ends", async () => {
-    const r = await server.call("POST", `${DF}/run-sync`, {
+    const r = await server.call("POST", `${DF}/run`, {
       headers: h,
-      body: { elementName: "held", parameter: {}, timeout: 1 },
+      body: { elementName: "held", parameter: {} },
     });
-    const runId = r.headers.get("x-run-id") as string;
+    const runId = r.body.data as string;
     await release(server.dataDir, runId);
     await server.call("GET", `${DF}/run/${runId}/result?timeout=60`, { headers: h });
     const read = await exchange(

@@ -9,7 +9,7 @@
 import { Type } from "typebox";
 import { BodyTooLarge, readBody } from "../../fetch-body.ts";
 import { MAX_JSON_DEPTH, tooDeep } from "../../schema/json-depth.ts";
-import { unsafeIntegerDetail, unsafeIntegerPath } from "../../schema/json-integers.ts";
+import { numberProblem } from "../../schema/json-integers.ts";
 import { maskCutText, maskOrder, maskText } from "../../secrets/mask.ts";
 import { substituteSecrets } from "../../secrets/substitute.ts";
 import type { ConfigExpression, NodeContext, NodeDef } from "./types.ts";
@@ -191,13 +191,12 @@ export const httpNode: NodeDef = {
       if (!res.ok) {
         throw new Error(`HTTP ${res.status} from ${method} ${url}: ${errorDetail(parsed, ctx)}`);
       }
-      // An integer JSON.parse rounded fails the node rather than the flow going on with another
-      // number than the server sent, as a script's return value (docs/flow-graph.md, "http").
-      const unsafe = typeof parsed === "string" ? undefined : unsafeIntegerPath(text, "response");
-      if (unsafe !== undefined)
-        throw new Error(
-          `${method} ${url}: ${unsafeIntegerDetail(unsafe).replace(/; send .*/, "")}`,
-        );
+      // A number JSON.parse changed (an integer rounded, one past a double made Infinity, then
+      // null) fails the node rather than the flow going on with another number than the server
+      // sent, as a request body or a script's return value (docs/flow-graph.md, "http").
+      const changed = typeof parsed === "string" ? undefined : numberProblem(text, "response");
+      if (changed !== undefined)
+        throw new Error(`${method} ${url}: ${changed.replace(/; send .*/, "")}`);
       return parsed;
     } finally {
       for (const free of frees) free();
