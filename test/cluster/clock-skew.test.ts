@@ -179,7 +179,8 @@ describe("cluster: a worker whose clock is minutes off", () => {
     assert.match(ended?.error ?? "", /stopped sending heartbeats/);
     const took = Date.now() - killedAt;
     assert.ok(
-      took <= HEARTBEAT_TIMEOUT_MS + 2 * HEARTBEAT_MS + 1000,
+      // Before, minutes (its 5-minute lead); the slack is for a loaded machine's slow beats.
+      took <= HEARTBEAT_TIMEOUT_MS + 2 * HEARTBEAT_MS + 5000,
       `failed ${took} ms after the kill`,
     );
   });

@@ -99,7 +99,8 @@ describe("cluster: every node's sessions ended while they run", () => {
       await fetch(`${api.url}${DF}/run/${started.data}/result?timeout=20`, { headers: H })
     ).json()) as { status: boolean; data: unknown };
     assert.deepEqual(res.data, [{ amount: 2, qty: 3, total: 6 }], JSON.stringify(res));
-    assert.ok(Date.now() - t0 < 5000, `answered after ${Date.now() - t0} ms`);
+    // Woken by the worker's end, not the poll's 20 s timeout (a loaded machine's slack below it).
+    assert.ok(Date.now() - t0 < 12_000, `answered after ${Date.now() - t0} ms`);
     const row = (
       await runs.db.query<{ node_id: string }>("select node_id from runs where id = $1", [
         started.data,
