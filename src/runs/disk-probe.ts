@@ -49,6 +49,9 @@ export const realProbe: DiskProbe = {
  */
 export const MAX_WALK_DEPTH = 256;
 
+/** Why a tree counts as past every bound: the words both the watch and the kept count use. */
+export const UNMEASURABLE = `deeper than the disk watch measures (${MAX_WALK_DEPTH} levels, or a path past 4,096 bytes)`;
+
 /**
  * Allocated bytes of a tree (a sparse file counts what it holds) and its entries, symlinks not
  * followed. A tree deeper than MAX_WALK_DEPTH, or with a path too long to read, is Infinity: it

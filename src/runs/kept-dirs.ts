@@ -14,7 +14,7 @@ import path from "node:path";
 import type { Clock } from "../clock.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
 import type { FilesRemoved, Run } from "../store/types.ts";
-import { type DiskProbe, MAX_WALK_DEPTH } from "./disk-probe.ts";
+import { type DiskProbe, UNMEASURABLE } from "./disk-probe.ts";
 
 export interface KeptDirs {
   /**
@@ -158,8 +158,7 @@ async function keep(s: State, e: Entry, earlier = false): Promise<void> {
   await remove(
     s,
     e,
-    `the run's directory nested deeper than the disk watch measures (${MAX_WALK_DEPTH} levels, ` +
-      "or a path past 4,096 bytes): it was removed (its artifacts, kept in the database, are not affected)",
+    `the run's directory nested ${UNMEASURABLE}: it was removed (its artifacts, kept in the database, are not affected)`,
   );
 }
 

@@ -3,7 +3,7 @@
  * walks of running runs' directories, and which run is stopped; run-disk.ts hands them the runs.
  */
 import type { Clock, TimerHandle } from "../clock.ts";
-import { type DiskProbe, type DiskSpace, MAX_WALK_DEPTH } from "./disk-probe.ts";
+import { type DiskProbe, type DiskSpace, UNMEASURABLE } from "./disk-probe.ts";
 import type { KeptDirs } from "./kept-dirs.ts";
 
 export interface DataDiskConfig {
@@ -159,9 +159,7 @@ async function checkOnce(d: Disk, only?: RunState): Promise<void> {
 }
 
 /** A tree the walk cannot measure (disk-probe.ts) counts as past every bound. */
-const unmeasurable =
-  `the run's working directory nests deeper than the disk watch measures (${MAX_WALK_DEPTH} ` +
-  "levels, or a path past 4,096 bytes): the node was stopped and the run's files removed";
+const unmeasurable = `the run's working directory nests ${UNMEASURABLE}: the node was stopped and the run's files removed`;
 
 /** Below the floor, what ended runs keep goes first (kept-dirs.ts); answers the space then. */
 export async function giveBackKept(d: Disk, s: DiskSpace): Promise<DiskSpace> {
