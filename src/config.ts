@@ -284,20 +284,15 @@ function auditConfigOf(env: Env): Config["audit"] {
 
 /** ARTIFACT_MAX_FILE_BYTES, …_RUN_BYTES, …_FILES, …_DOWNLOAD_BYTES[_PER_APP] (docs/artifacts.md). */
 function artifactsConfigOf(env: Env): Config["artifacts"] {
-  const whole = (key: string, fallback: number) => {
-    const n = int(env, key, fallback);
-    if (!Number.isSafeInteger(n) || n < 0)
-      throw new StartupError(`config: ${key} must be a whole number, 0 or more, got "${env[key]}"`);
-    return n;
-  };
-  const maxFileBytes = whole("ARTIFACT_MAX_FILE_BYTES", 16 * MiB);
+  const bytes = (key: string, fallback: number) => whole(env, key, fallback);
+  const maxFileBytes = bytes("ARTIFACT_MAX_FILE_BYTES", 16 * MiB);
   // A file kept is always downloadable: a share holds at least one file of the largest size.
-  const downloadBytes = Math.max(maxFileBytes, whole("ARTIFACT_DOWNLOAD_BYTES", 256 * MiB));
-  const perApp = whole("ARTIFACT_DOWNLOAD_BYTES_PER_APP", Math.ceil(downloadBytes / 4));
+  const downloadBytes = Math.max(maxFileBytes, bytes("ARTIFACT_DOWNLOAD_BYTES", 256 * MiB));
+  const perApp = bytes("ARTIFACT_DOWNLOAD_BYTES_PER_APP", Math.ceil(downloadBytes / 4));
   return {
     maxFileBytes,
-    maxRunBytes: whole("ARTIFACT_MAX_RUN_BYTES", 64 * MiB),
-    maxFiles: whole("ARTIFACT_MAX_FILES", 1000),
+    maxRunBytes: bytes("ARTIFACT_MAX_RUN_BYTES", 64 * MiB),
+    maxFiles: bytes("ARTIFACT_MAX_FILES", 1000),
     downloadBytes,
     downloadBytesPerApp: Math.min(downloadBytes, Math.max(maxFileBytes, perApp)),
   };
