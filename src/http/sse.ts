@@ -19,11 +19,7 @@ export interface SseStream {
 const frame = (m: SseMessage): string =>
   `${m.id !== undefined ? `id: ${m.id}\n` : ""}event: ${m.event}\ndata: ${JSON.stringify(m.data)}\n\n`;
 
-/**
- * An event stream's headers. No `connection` header: Node keeps the connection alive when the
- * client asked for it, and one forced to keep-alive stayed open after the stream ended for a
- * client that sent `Connection: close` (docs/live-progress.md).
- */
+/** An event stream's headers (a HEAD of one gets them too). */
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-store",
@@ -51,7 +47,11 @@ export function openSse(
     queueMicrotask(deps.onClose);
     return { send() {}, end() {}, closed: true };
   }
-  res.writeHead(200, SSE_HEADERS);
+  // keep-alive, unless the client asked to close (docs/live-progress.md): without the header a
+  // stop of the service with streams open waited about 70 s (cluster mode); forced for every
+  // client, one that sent `Connection: close` kept its socket after the stream ended.
+  const closing = /\bclose\b/i.test(res.req.headers.connection ?? "");
+  res.writeHead(200, closing ? SSE_HEADERS : { ...SSE_HEADERS, connection: "keep-alive" });
   res.flushHeaders();
   // Frames, not messages: the budget is in bytes too (an event of control characters escapes
   // to six times its size), so a stuck client holds at most CLIENT_QUEUE_BYTES.

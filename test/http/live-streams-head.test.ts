@@ -103,5 +103,14 @@ describe(`HEAD and Connection: close on event streams (${TEST_MODE})`, () => {
     );
     assert.match(read, /event: end/);
     assert.doesNotMatch(read, /connection: keep-alive/i);
+    // Any other client's stream says keep-alive, as before: without it, a stop of the service
+    // with streams open waited about 70 s in cluster mode (docs/live-progress.md).
+    const kept = await exchange(
+      port,
+      `GET ${DF}/run/${runId}/events HTTP/1.1\r\n${head}\r\n`,
+      (text) => text.includes("event: end"),
+    );
+    assert.match(kept, /\r\nconnection: keep-alive\r\n/i);
+    assert.doesNotMatch(kept, /\r\nkeep-alive: timeout/i);
   });
 });
