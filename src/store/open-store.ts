@@ -47,8 +47,10 @@ export async function openStore(opts: {
   /** Where a connection lost while idle in the pool is reported. */
   logger?: { warn(obj: unknown, msg?: string): void } | undefined;
   /**
-   * Monitoring's reads made ready now rather than at the first one (a process that serves the
-   * API): loading the SQLite reader's thread took the first list 250 ms, 540 ms under load.
+   * SQLite: monitoring's reading thread started now rather than at the first read (a process
+   * that serves the API): loading it took the first list 250 ms, 540 ms under load. PostgreSQL's
+   * reads need no thread; a connection opened ahead sat idle in its pool and kept a stopping
+   * process alive for the pool's idle timeout (10 s), so none is.
    */
   warmReads?: boolean | undefined;
 }): Promise<OpenedStore> {
@@ -93,7 +95,6 @@ export async function openStore(opts: {
       },
       hot,
     );
-    if (opts.warmReads) reads.warm();
     const { monitorRuns, monitorFlows, listFlows } = reads;
     return { ...store, monitorRuns, monitorFlows, listFlows };
   }

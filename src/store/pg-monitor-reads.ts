@@ -35,7 +35,7 @@ export function createPgMonitorReads(
   connectionString: string,
   config: MonitorReadsConfig,
   logger?: { warn(obj: unknown, msg?: string): void },
-): MonitorMethods & { warm(): void; close(): Promise<void> } {
+): MonitorMethods & { close(): Promise<void> } {
   const pool = new pg.Pool({
     connectionString,
     max: config.connections,
@@ -62,13 +62,6 @@ export function createPgMonitorReads(
       read(scope, () => methods.monitorRuns(scope, elementId, query)),
     monitorFlows: (scope) => read(scope, () => methods.monitorFlows(scope)),
     listFlows: (scope) => read(scope ?? EVERY_SCOPE, () => methods.listFlows(scope)),
-    // One connection opened ahead, so the first read does not wait for it; a failure here is
-    // the first read's to report.
-    warm: () =>
-      void pool.connect().then(
-        (c) => c.release(),
-        () => {},
-      ),
     close: () => db.destroy(),
   };
 }
