@@ -22,6 +22,15 @@ export interface Recovery {
 /** Lost runs queued again per sweep at most; the next beat takes the rest. */
 const LOST_BATCH = 500;
 
+/**
+ * A node's row is written at its start and never again once it stops, one per process start: a
+ * row silent this long is deleted (docs/cluster.md, "Heartbeats"), at most once per
+ * FORGET_EVERY_MS by each node. A day keeps a node's start time for whoever looks into a run it
+ * held; its runs need no row (a node without one is not live, as one silent past the timeout).
+ */
+export const NODE_ROWS_KEPT_MS = 24 * 3600_000;
+const FORGET_EVERY_MS = 3600_000;
+
 const kindOf = (run: Pick<Run, "elementType">): RunJob["kind"] =>
   run.elementType === "PY" ? "script" : "flow";
 
@@ -53,12 +62,20 @@ interface RecoveryState {
   timer: TimerHandle | undefined;
   running: Promise<unknown>;
   stopped: boolean;
+  /** When this node last deleted the rows of long-gone nodes (clock.now()). */
+  forgotAt: number;
 }
 
 type Recovered = { failed: number; requeued: number };
 
 export function createRecovery(deps: RecoveryDeps): Recovery {
-  const r: RecoveryState = { deps, timer: undefined, running: Promise.resolve(), stopped: false };
+  const r: RecoveryState = {
+    deps,
+    timer: undefined,
+    running: Promise.resolve(),
+    stopped: false,
+    forgotAt: Number.NEGATIVE_INFINITY,
+  };
   return {
     recoverAtStart: () => recoverAtStart(r),
     sweep: () => sweep(r),
@@ -125,11 +142,22 @@ async function requeueLost(r: RecoveryState, now: number): Promise<number> {
   return requeued;
 }
 
+/** Beats, and now and then deletes the rows of nodes long gone. */
+async function beat(r: RecoveryState, now: number): Promise<void> {
+  const { store } = r.deps;
+  await store.heartbeat(r.deps.nodeId, now);
+  // A wall clock stepped back would otherwise put the next pass off by the step.
+  if (now - r.forgotAt < FORGET_EVERY_MS && now >= r.forgotAt) return;
+  r.forgotAt = now;
+  const forgotten = await store.forgetNodes({ now, timeoutMs: NODE_ROWS_KEPT_MS });
+  if (forgotten > 0) r.deps.logger.info({ forgotten }, "forgot nodes silent for a day");
+}
+
 async function sweep(r: RecoveryState): Promise<Recovered> {
   const { deps } = r;
   const { store } = deps;
   const now = deps.clock.now();
-  await store.heartbeat(deps.nodeId, now);
+  await beat(r, now);
   if (!deps.sharedDatabase) {
     await deps.waiting?.sweep();
     return { failed: 0, requeued: 0 };
@@ -168,7 +196,7 @@ async function recoverAtStart(r: RecoveryState): Promise<Recovered> {
   const { store } = deps;
   // Shared database: the other nodes' STARTED runs are theirs until they stop beating.
   if (deps.sharedDatabase) return sweep(r);
-  await store.heartbeat(deps.nodeId, deps.clock.now());
+  await beat(r, deps.clock.now());
   let failed = 0;
   for (const run of await store.unfinishedRuns(["STARTED"])) {
     const what = run.elementType === "PY" ? "task" : "run";

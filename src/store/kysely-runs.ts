@@ -35,6 +35,7 @@ type RunMethods = Pick<
   | "childRuns"
   | "heartbeat"
   | "orphanedRuns"
+  | "forgetNodes"
   | "queuedBefore"
   | "storedBytes"
 >;
@@ -62,6 +63,13 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
     childRuns: (parentRunId) => childRuns(db, parentRunId),
     heartbeat: (nodeId, now) => heartbeat(db, dialect, nodeId, now),
     orphanedRuns: (live) => orphanedRuns(db, dialect, live),
+    async forgetNodes(kept) {
+      const r = await db
+        .deleteFrom("nodes")
+        .where("heartbeat_at", "<", liveSince(dialect, kept))
+        .executeTakeFirst();
+      return Number(r.numDeletedRows);
+    },
     queuedBefore: (cutoff, limit) => queuedBefore(db, cutoff, limit),
     storedBytes: (app) => storedBytes(db, app),
   };

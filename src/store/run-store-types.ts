@@ -78,6 +78,11 @@ export interface RunStore {
 
   /** Records that this process is alive (by the database's clock: node-liveness.ts). */
   heartbeat(nodeId: string, now: number): Promise<void>;
+  /**
+   * Forgets the nodes that have not beaten within `kept.timeoutMs` (docs/cluster.md, "Heartbeats");
+   * answers how many. A node's row is written at its start, so without this they pile up.
+   */
+  forgetNodes(kept: Liveness): Promise<number>;
   /** STARTED runs whose node is not `live` (has not beaten within its timeout, or never registered). */
   orphanedRuns(live: Liveness): Promise<Run[]>;
   /** QUEUED runs created before `cutoff`, oldest first, at most `limit` (lost-job sweep). */

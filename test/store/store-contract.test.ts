@@ -812,6 +812,41 @@ for (const dialect of ["sqlite", "postgres"] as const) {
         assert.deepEqual(await store.endedAmong([]), []);
       });
 
+      it("forgetNodes deletes the rows of nodes silent past the time kept, and only those", async () => {
+        const gone = unique("gone");
+        const recent = unique("recent");
+        const now = Date.now();
+        await store.heartbeat(gone, now);
+        await store.heartbeat(recent, now);
+        // Beats are written by the database's clock on PostgreSQL: moved back there, not here.
+        await store.db
+          .updateTable("nodes")
+          .set((eb) => ({ heartbeat_at: eb("heartbeat_at", "-", 90_000) }))
+          .where("id", "=", gone)
+          .execute();
+        await store.db
+          .updateTable("nodes")
+          .set((eb) => ({ heartbeat_at: eb("heartbeat_at", "-", 30_000) }))
+          .where("id", "=", recent)
+          .execute();
+        const forgotten = await store.forgetNodes({ now, timeoutMs: 60_000 });
+        assert.ok(forgotten >= 1, `forgot ${forgotten}`);
+        const left = await store.db
+          .selectFrom("nodes")
+          .select("id")
+          .where("id", "in", [gone, recent])
+          .execute();
+        assert.deepEqual(
+          left.map((r) => r.id),
+          [recent],
+        );
+        const onGone = newRun({ nodeId: gone });
+        await store.insertRun(onGone);
+        await store.startRun(onGone.id, now, gone);
+        const orphaned = (await store.orphanedRuns({ now, timeoutMs: 60_000 })).map((r) => r.id);
+        assert.ok(orphaned.includes(onGone.id), "a forgotten node's STARTED run is an orphan");
+      });
+
       it("childRuns lists the runs started by a parent", async () => {
         const parent = newRun();
         const kids = [

@@ -1,0 +1,70 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import pino from "pino";
+import { type Clock, systemClock } from "../../src/clock.ts";
+import type { RunQueue } from "../../src/queue/types.ts";
+import { createRecovery, NODE_ROWS_KEPT_MS } from "../../src/runs/recovery.ts";
+import { createRunEvents } from "../../src/runs/run-events.ts";
+import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
+
+/**
+ * docs/cluster.md, "Heartbeats": every process start writes a node row, and a node's beats
+ * delete the rows of nodes silent for a day, at most once an hour, so the table holds the nodes
+ * of the last day rather than every start ever.
+ */
+describe("rows of long-gone nodes", () => {
+  let store: OpenedStore;
+  let dataDir: string;
+
+  before(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-recovery-forget-"));
+    store = await openStore({ dataDir });
+  });
+
+  after(async () => {
+    await store?.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const nodeIds = async () =>
+    (await store.db.selectFrom("nodes").select("id").orderBy("id").execute()).map((r) => r.id);
+
+  it("are deleted by a beat a day later, once an hour at most; the live ones stay", async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const clock: Clock = { ...systemClock, now: () => now };
+    const recovery = (nodeId: string) =>
+      createRecovery({
+        store,
+        queue: {} as RunQueue,
+        events: createRunEvents({ clock }),
+        clock,
+        logger: pino({ level: "silent" }),
+        nodeId,
+        sharedDatabase: true,
+        heartbeatMs: 1000,
+        heartbeatTimeoutMs: 3000,
+        requeue: false,
+      });
+    // Three earlier starts of the service, each beating once.
+    for (const id of ["start-1", "start-2", "start-3"]) await recovery(id).sweep();
+    const current = recovery("start-4");
+    now += NODE_ROWS_KEPT_MS - 1000;
+    await current.sweep();
+    assert.deepEqual(await nodeIds(), ["start-1", "start-2", "start-3", "start-4"]);
+    // Past the day: the next pass may run (the first one ran at this node's first beat).
+    now += 2000;
+    await store.heartbeat("start-3", now); // start-3 still beats: it stays
+    await current.sweep();
+    assert.deepEqual(
+      await nodeIds(),
+      ["start-1", "start-2", "start-3", "start-4"],
+      "within the hour",
+    );
+    now += 3600_000;
+    await current.sweep();
+    assert.deepEqual(await nodeIds(), ["start-3", "start-4"]);
+  });
+});
