@@ -5,7 +5,7 @@
  * written. Prints each process's busy time by the largest self-time groups (node_modules
  * package, source file or native function) and keeps the .cpuprofile files for a closer look.
  *
- *   node bench/cluster-profile.ts        (BENCH_RUNS=1500)
+ *   node bench/cluster-profile.ts        (BENCH_RUNS=1500, BENCH_WORKERS=1)
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -16,6 +16,8 @@ import { startProcess } from "../test/helpers/process.ts";
 import { httpJson, load, postJson } from "./lib.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 1500);
+/** Worker processes beside the API one, each profiled. */
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
 const DF = "/dataflow-3-0";
 const profDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-cprof-"));
 const dirs: string[] = [];
@@ -72,7 +74,8 @@ try {
     );
   };
   const api = await spawnNode("serve", { SLUICE_ROLE: "api" });
-  const worker = await spawnNode("worker", {});
+  const workers = [];
+  for (let i = 0; i < WORKERS; i++) workers.push(await spawnNode("worker", {}));
   await postJson(`${api.url}${DF}/flow/deploy`, {
     elementName: "plain",
     revisionName: "b",
@@ -97,7 +100,7 @@ try {
     `submitted ${(RUNS / ((submitted - t0) / 1000)).toFixed(0)} runs/s, ` +
       `all ended ${(RUNS / ((done - t0) / 1000)).toFixed(0)} runs/s`,
   );
-  for (const p of [api, worker]) {
+  for (const p of [api, ...workers]) {
     p.child.kill("SIGTERM");
     await new Promise((r) => p.child.once("exit", r));
   }
