@@ -82,8 +82,9 @@ async function start(role: Config["role"] | undefined): Promise<void> {
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
+  let address: string;
   try {
-    await app.listen({ port: config.port, host: config.host });
+    address = await app.listen({ port: config.port, host: config.host });
   } catch (err) {
     await services.close();
     const code = (err as NodeJS.ErrnoException).code;
@@ -103,6 +104,10 @@ async function start(role: Config["role"] | undefined): Promise<void> {
     },
     "sluice is ready",
   );
+  // Whatever LOG_LEVEL says, one line on stderr once it listens: what a supervisor or a script
+  // (the tests among them) waits for instead of asking /health again and again
+  // (docs/operations.md, "Start-up").
+  process.stderr.write(`sluice: listening on ${address}\n`);
 }
 
 /**

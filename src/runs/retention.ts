@@ -7,7 +7,7 @@ import { readdir } from "node:fs/promises";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { LRUCache } from "lru-cache";
 import type { Clock, TimerHandle } from "../clock.ts";
-import type { RetentionConfig } from "../config.ts";
+import type { RetentionConfig } from "../config-storage.ts";
 import { normalizeConfigure } from "../flows/graph.ts";
 import { removeTree } from "../scripts/safe-tree.ts";
 import { scriptHeader } from "../scripts/script-header.ts";

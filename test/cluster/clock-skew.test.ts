@@ -1,15 +1,20 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { DF } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
-import { type PgRuns, pgRuns } from "../helpers/wait.ts";
+import {
+  type Cluster,
+  deployFlow,
+  HEARTBEAT_MS,
+  HEARTBEAT_TIMEOUT_MS,
+  type HeldRequests,
+  holdRequests,
+  httpCallFlow,
+  type Proc,
+  QUICK_NODES,
+  skewed,
+  startCluster,
+} from "../helpers/cluster.ts";
+import { killHard } from "../helpers/process.ts";
+import type { PgRuns } from "../helpers/wait.ts";
 
 /**
  * docs/cluster.md, "Clocks": a node's liveness is judged by the database's clock, so a worker
@@ -17,60 +22,14 @@ import { type PgRuns, pgRuns } from "../helpers/wait.ts";
  * it), nor kept for alive for minutes once it died (its runs STARTED past the heartbeat timeout).
  */
 
-const H = { ...scopeHeaders(), "content-type": "application/json" };
-const HEARTBEAT_MS = 200;
-const HEARTBEAT_TIMEOUT_MS = 2000;
 const SKEW_MS = 5 * 60_000;
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-
-/** `NODE_OPTIONS` that move the process's wall clock by `ms` (its monotonic clock is untouched). */
-const skewed = (ms: number) =>
-  `--import=data:text/javascript,${encodeURIComponent(
-    `const n = Date.now.bind(Date); Date.now = () => n() + (${ms});`,
-  )}`;
-
-async function post(url: string, body: unknown): Promise<{ status: boolean; data: unknown }> {
-  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
-  return (await res.json()) as { status: boolean; data: unknown };
-}
 
 describe("cluster: a worker whose clock is minutes off", () => {
-  let databaseUrl = "";
+  let cluster: Cluster;
   let runs: PgRuns;
   let api: Proc;
-  let hook: http.Server;
-  /** Requests the held flow's http node made, by run parameter, each answered on `release`. */
-  const held = new Map<string, http.ServerResponse>();
-  const arrived = new Map<string, () => void>();
-  const dataDirs: string[] = [];
-  const procs: Proc[] = [];
-
-  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-skew-"));
-    dataDirs.push(dataDir);
-    const p = await startProcess(
-      {
-        DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl,
-        HEARTBEAT_MS: String(HEARTBEAT_MS),
-        HEARTBEAT_TIMEOUT_MS: String(HEARTBEAT_TIMEOUT_MS),
-        SCRIPT_PREFORK: "1",
-        ...extra,
-      },
-      role,
-    );
-    procs.push(p);
-    return p;
-  };
-
-  /** A run of the held flow, once its http node's request has reached the test (it executes). */
-  const heldRun = async (name: string) => {
-    const came = new Promise<void>((r) => arrived.set(name, r));
-    const r = await post(`${api.url}${DF}/run`, { elementName: "held", parameter: { name } });
-    assert.equal(r.status, true, JSON.stringify(r));
-    await came;
-    return r.data as string;
-  };
+  /** Requests the held flow's http node made, by run parameter, each answered by the test. */
+  let hook: HeldRequests;
 
   const row = async (id: string) =>
     (
@@ -101,59 +60,32 @@ describe("cluster: a worker whose clock is minutes off", () => {
   };
 
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    hook = http.createServer((req, res) => {
-      const name = decodeURIComponent(req.url?.slice(1) ?? "");
-      held.set(name, res);
-      arrived.get(name)?.();
-    });
-    await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
-    const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}`;
-    api = await start("serve", { SLUICE_ROLE: "api" });
-    runs = await pgRuns(databaseUrl);
+    hook = await holdRequests();
+    cluster = await startCluster({ env: QUICK_NODES, apis: 1 });
+    [api] = cluster.apis as [Proc];
+    runs = await cluster.runs();
     // Beats wake `runs.until` too.
     await runs.db.query(
       `create or replace trigger sluice_test_nodes_changed after insert or update on nodes
          for each statement execute function sluice_test_runs_changed()`,
     );
-    const flow = {
-      vertexes: [
-        { id: "in", type: "input" },
-        { id: "call", type: "http", config: { method: "GET", url: `${hookUrl}/{{name}}` } },
-      ],
-      edges: [{ source: "in", target: "call" }],
-    };
-    const d = await post(`${api.url}${DF}/flow/deploy`, {
-      elementName: "held",
-      revisionName: "r",
-      path: "/c",
-      flow,
-      configure: {},
-    });
-    assert.equal(d.status, true, JSON.stringify(d));
-    assert.equal(
-      (await post(`${api.url}${DF}/flow/activate`, { elementName: "held" })).status,
-      true,
-    );
+    await deployFlow(api.url, "held", httpCallFlow(`${hook.url}/{{name}}`));
   });
 
   after(async () => {
-    for (const res of held.values()) res.destroy();
-    for (const p of procs) await killHard(p.child);
-    await runs?.close();
     hook?.close();
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it("a live worker whose clock is behind keeps its runs: no other node fails them", async () => {
-    const worker = await start("worker", { NODE_OPTIONS: skewed(-SKEW_MS) });
-    const id = await heldRun("behind");
+    const worker = await cluster.start("worker", { NODE_OPTIONS: skewed(-SKEW_MS) });
+    const id = await hook.run(api, "behind");
     assert.match((await row(id))?.node_id ?? "", new RegExp(`:${worker.child.pid}:`));
     // The API node sweeps for dead nodes on every beat: let it beat for two heartbeat timeouts.
     const beats = apiBeatsPast(2 * HEARTBEAT_TIMEOUT_MS);
     await beats.until(await beats.beat());
     assert.equal((await row(id))?.status, "STARTED", JSON.stringify(await row(id)));
-    held.get("behind")?.end('{"ok":true}');
+    hook.held.get("behind")?.res.end('{"ok":true}');
     const ended = await runs.until(
       () => row(id),
       (r) => r?.status !== "STARTED",
@@ -164,8 +96,8 @@ describe("cluster: a worker whose clock is minutes off", () => {
   });
 
   it("a worker whose clock is ahead dies: its run fails within the heartbeat timeout", async () => {
-    const worker = await start("worker", { NODE_OPTIONS: skewed(SKEW_MS) });
-    const id = await heldRun("ahead");
+    const worker = await cluster.start("worker", { NODE_OPTIONS: skewed(SKEW_MS) });
+    const id = await hook.run(api, "ahead");
     assert.match((await row(id))?.node_id ?? "", new RegExp(`:${worker.child.pid}:`));
     await killHard(worker.child);
     const killedAt = Date.now();

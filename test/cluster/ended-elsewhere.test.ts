@@ -1,15 +1,21 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import {
+  type Cluster,
+  deployFlow,
+  HEARTBEAT_TIMEOUT_MS,
+  type HeldRequests,
+  holdRequests,
+  httpCallFlow,
+  type Proc,
+  post,
+  QUICK_NODES,
+  startCluster,
+} from "../helpers/cluster.ts";
 import { DF } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
-import { type PgRuns, pgRuns, within } from "../helpers/wait.ts";
+import { killHard } from "../helpers/process.ts";
+import { type PgRuns, within } from "../helpers/wait.ts";
 
 /**
  * docs/cluster.md, "Ends a node did not hear": a run ended by another node (a terminate, the
@@ -17,16 +23,6 @@ import { type PgRuns, pgRuns, within } from "../helpers/wait.ts";
  * reached that node: its listening connection was away (ended by the operator while the node
  * was stopped, as docs/cluster.md advises for a stopped node holding the notification queue).
  */
-
-const H = { ...scopeHeaders(), "content-type": "application/json" };
-const HEARTBEAT_MS = 200;
-const HEARTBEAT_TIMEOUT_MS = 2000;
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-
-async function post(url: string, body: unknown): Promise<{ status: boolean; data: unknown }> {
-  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
-  return (await res.json()) as { status: boolean; data: unknown };
-}
 
 /** The local TCP ports of `pid`'s sockets (its connections to PostgreSQL among them). */
 function localPorts(pid: number): Set<number> {
@@ -50,42 +46,11 @@ function localPorts(pid: number): Set<number> {
 }
 
 describe("cluster: a run ended elsewhere whose end its node did not hear", () => {
-  let databaseUrl = "";
+  let cluster: Cluster;
   let runs: PgRuns;
   let api: Proc;
-  let hook: http.Server;
   /** The held http node's requests by name: their responses, and whether the worker gave up. */
-  const held = new Map<string, { res: http.ServerResponse; closed: Promise<void> }>();
-  const arrived = new Map<string, () => void>();
-  const dataDirs: string[] = [];
-  const procs: Proc[] = [];
-
-  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-elsewhere-"));
-    dataDirs.push(dataDir);
-    const p = await startProcess(
-      {
-        DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl,
-        HEARTBEAT_MS: String(HEARTBEAT_MS),
-        HEARTBEAT_TIMEOUT_MS: String(HEARTBEAT_TIMEOUT_MS),
-        SCRIPT_PREFORK: "1",
-        ...extra,
-      },
-      role,
-    );
-    procs.push(p);
-    return p;
-  };
-
-  /** A run of the held flow, once its http node's request has reached the test. */
-  const heldRun = async (name: string) => {
-    const came = new Promise<void>((r) => arrived.set(name, r));
-    const r = await post(`${api.url}${DF}/run`, { elementName: "held", parameter: { name } });
-    assert.equal(r.status, true, JSON.stringify(r));
-    await came;
-    return r.data as string;
-  };
+  let hook: HeldRequests;
 
   const row = async (id: string) =>
     (
@@ -107,52 +72,21 @@ describe("cluster: a run ended elsewhere whose end its node did not hear", () =>
   };
 
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    hook = http.createServer((req, res) => {
-      const name = decodeURIComponent(req.url?.slice(1) ?? "");
-      const closed = new Promise<void>((r) => res.once("close", () => r()));
-      held.set(name, { res, closed });
-      arrived.get(name)?.();
-    });
-    await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
-    const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}`;
-    api = await start("serve", { SLUICE_ROLE: "api" });
-    runs = await pgRuns(databaseUrl);
-    const flow = {
-      vertexes: [
-        { id: "in", type: "input" },
-        { id: "call", type: "http", config: { method: "GET", url: `${hookUrl}/{{name}}` } },
-      ],
-      edges: [{ source: "in", target: "call" }],
-    };
-    const d = await post(`${api.url}${DF}/flow/deploy`, {
-      elementName: "held",
-      revisionName: "r",
-      path: "/c",
-      flow,
-      configure: {},
-    });
-    assert.equal(d.status, true, JSON.stringify(d));
-    assert.equal(
-      (await post(`${api.url}${DF}/flow/activate`, { elementName: "held" })).status,
-      true,
-    );
+    hook = await holdRequests();
+    cluster = await startCluster({ env: QUICK_NODES, apis: 1 });
+    [api] = cluster.apis as [Proc];
+    runs = await cluster.runs();
+    await deployFlow(api.url, "held", httpCallFlow(`${hook.url}/{{name}}`));
   });
 
   after(async () => {
-    for (const h of held.values()) h.res.destroy();
-    for (const p of procs) {
-      p.child.kill("SIGCONT");
-      await killHard(p.child);
-    }
-    await runs?.close();
     hook?.close();
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it("terminated while its node's listener was away: the node stops executing it", async () => {
-    const worker = await start("worker");
-    const id = await heldRun("terminated");
+    const worker = await cluster.start("worker");
+    const id = await hook.run(api, "terminated");
     worker.child.kill("SIGSTOP");
     await endSessionsOf(worker);
     const t = await post(`${api.url}${DF}/run/terminate`, { runIds: [id] });
@@ -160,7 +94,7 @@ describe("cluster: a run ended elsewhere whose end its node did not hear", () =>
     worker.child.kill("SIGCONT");
     // The worker stops the run: its http node's request is given up.
     await within(
-      held.get("terminated")?.closed ?? Promise.resolve(),
+      hook.held.get("terminated")?.closed ?? Promise.resolve(),
       HEARTBEAT_TIMEOUT_MS + 5000,
       "the worker gave up the terminated run's request",
     );
@@ -169,8 +103,8 @@ describe("cluster: a run ended elsewhere whose end its node did not hear", () =>
   });
 
   it("failed by another node while its node was stopped past the heartbeat timeout: the node, continued, stops executing it", async () => {
-    const worker = await start("worker");
-    const id = await heldRun("stopped");
+    const worker = await cluster.start("worker");
+    const id = await hook.run(api, "stopped");
     worker.child.kill("SIGSTOP");
     // The operator ends the stopped node's sessions (docs/cluster.md, "Waking the lanes").
     await endSessionsOf(worker);
@@ -182,7 +116,7 @@ describe("cluster: a run ended elsewhere whose end its node did not hear", () =>
     assert.match(failed?.error ?? "", /stopped sending heartbeats/);
     worker.child.kill("SIGCONT");
     await within(
-      held.get("stopped")?.closed ?? Promise.resolve(),
+      hook.held.get("stopped")?.closed ?? Promise.resolve(),
       HEARTBEAT_TIMEOUT_MS + 5000,
       "the continued worker gave up the failed run's request",
     );

@@ -1,16 +1,9 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
-import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
+import { type Cluster, deployFlow, type Proc, postTo, startCluster } from "../helpers/cluster.ts";
+import { NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-const H = { ...scopeHeaders(), "content-type": "application/json" };
 const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
 
 /**
@@ -19,20 +12,10 @@ const ORDERS = { orders: [{ amount: 2, qty: 3 }] };
  * run, and a run-sync retried on the other node answers the first node's run.
  */
 describe("cluster: one Idempotency-Key on two API processes", () => {
-  let databaseUrl = "";
+  let cluster: Cluster;
   let db: pg.Client;
-  const dataDirs: string[] = [];
-  const apis: Proc[] = [];
+  let apis: Proc[] = [];
 
-  const post = async (api: Proc, p: string, body: unknown, key: string) => {
-    const res = await fetch(`${api.url}${DF}${p}`, {
-      method: "POST",
-      headers: { ...H, "idempotency-key": key },
-      body: JSON.stringify(body),
-    });
-    const json = (await res.json()) as { status: boolean; code: number; data: unknown };
-    return { ...json, runId: res.headers.get("x-run-id") };
-  };
   const runsOf = async (parameter: unknown) =>
     (
       await db.query<{ id: string }>("select id from runs where run_param = $1", [
@@ -41,52 +24,28 @@ describe("cluster: one Idempotency-Key on two API processes", () => {
     ).rows.map((r) => r.id);
 
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    for (let i = 0; i < 2; i++) {
-      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-idem-cluster-"));
-      dataDirs.push(dataDir);
-      apis.push(
-        await startProcess({ DATA_DIR: dataDir, DATABASE_URL: databaseUrl, SCRIPT_PREFORK: "1" }),
-      );
-    }
-    db = new pg.Client({ connectionString: databaseUrl });
+    cluster = await startCluster({ env: { SCRIPT_PREFORK: "1" } });
+    apis = [await cluster.start("all"), await cluster.start("all")];
+    db = new pg.Client({ connectionString: cluster.databaseUrl });
     await db.connect();
     const [a] = apis as [Proc];
-    const deploy = await fetch(`${a.url}${DF}/flow/deploy`, {
-      method: "POST",
-      headers: H,
-      body: JSON.stringify({
-        elementName: "plain",
-        revisionName: "r",
-        path: "/c",
-        flow: NO_SCRIPT_FLOW,
-        configure: {},
-      }),
-    });
-    assert.equal(((await deploy.json()) as { status: boolean }).status, true);
-    const act = await fetch(`${a.url}${DF}/flow/activate`, {
-      method: "POST",
-      headers: H,
-      body: JSON.stringify({ elementName: "plain" }),
-    });
-    assert.equal(((await act.json()) as { data: string }).data, "APPROVED");
+    await deployFlow(a.url, "plain", NO_SCRIPT_FLOW);
   });
 
   after(async () => {
     await db?.end();
-    for (const p of apis) await killHard(p.child);
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it("the same key sent to node A, then node B, answers one run", async () => {
     const [a, b] = apis as [Proc, Proc];
     const parameter = { ...ORDERS, case: "sequential" };
-    const first = await post(a, "/run", { elementName: "plain", parameter }, "seq-1");
+    const first = await postTo(a, "/run", { elementName: "plain", parameter }, "seq-1");
     assert.equal(first.status, true, JSON.stringify(first));
-    const second = await post(b, "/run", { elementName: "plain", parameter }, "seq-1");
+    const second = await postTo(b, "/run", { elementName: "plain", parameter }, "seq-1");
     assert.equal(second.data, first.data);
     assert.deepEqual(await runsOf(parameter), [first.data]);
-    const other = await post(b, "/run", { elementName: "plain", parameter: ORDERS }, "seq-1");
+    const other = await postTo(b, "/run", { elementName: "plain", parameter: ORDERS }, "seq-1");
     assert.equal(other.code, 400);
   });
 
@@ -97,10 +56,10 @@ describe("cluster: one Idempotency-Key on two API processes", () => {
       const body = { elementName: "plain", parameter };
       const key = `race-${endpoint}`;
       const answers = await Promise.all([
-        post(a, endpoint, body, key),
-        post(b, endpoint, body, key),
-        post(a, endpoint, body, key),
-        post(b, endpoint, body, key),
+        postTo(a, endpoint, body, key),
+        postTo(b, endpoint, body, key),
+        postTo(a, endpoint, body, key),
+        postTo(b, endpoint, body, key),
       ]);
       for (const r of answers) assert.equal(r.status, true, JSON.stringify(r));
       const ids = new Set(answers.map((r) => r.runId));

@@ -1,35 +1,27 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
+import {
+  type Cluster,
+  deployFlow,
+  H,
+  type Loopback,
+  listenLoopback,
+  type Proc,
+  post,
+  QUICK_NODES,
+  startCluster,
+} from "../helpers/cluster.ts";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
-import { type PgRuns, pgRuns, pollUntil } from "../helpers/wait.ts";
-
-const H = { ...scopeHeaders(), "content-type": "application/json" };
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-
-async function post(
-  url: string,
-  body: unknown,
-): Promise<{ status: boolean; code: number; data: unknown; message: string }> {
-  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
-  return (await res.json()) as { status: boolean; code: number; data: unknown; message: string };
-}
+import { killHard } from "../helpers/process.ts";
+import { type PgRuns, pollUntil } from "../helpers/wait.ts";
 
 describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
+  let cluster: Cluster;
   let databaseUrl = "";
-  const dataDirs: string[] = [];
-  const procs: Proc[] = [];
   let apis: Proc[] = [];
   let workers: Proc[] = [];
-  let hook: http.Server;
+  let hook: Loopback | undefined;
   const hits = new Map<string, number>();
   /** Run records, awaited through the notifications of the runs table. */
   let runs: PgRuns;
@@ -50,41 +42,22 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
       )
     )?.node_id ?? "";
 
-  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-cluster-"));
-    dataDirs.push(dataDir);
-    const p = await startProcess(
-      {
-        DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl,
-        HEARTBEAT_MS: "300",
-        HEARTBEAT_TIMEOUT_MS: "2000",
-        SCRIPT_PREFORK: "1",
-        ...extra,
-      },
-      role,
-    );
-    procs.push(p);
-    return p;
-  };
-
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    hook = http.createServer((req, res) => {
+    hook = await listenLoopback((req, res) => {
       const id = req.url?.slice(1) ?? "";
       hits.set(id, (hits.get(id) ?? 0) + 1);
       res.setHeader("content-type", "application/json");
       res.end('{"ok":true}');
     });
-    await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
-    const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}`;
+    const hookUrl = hook.url;
 
-    apis = [
-      await start("serve", { SLUICE_ROLE: "api" }),
-      await start("serve", { SLUICE_ROLE: "api" }),
-    ];
-    workers = [await start("worker"), await start("worker")];
-    runs = await pgRuns(databaseUrl);
+    cluster = await startCluster({
+      env: { ...QUICK_NODES, HEARTBEAT_MS: "300" },
+      apis: 2,
+      workers: 2,
+    });
+    ({ databaseUrl, apis, workers } = cluster);
+    runs = await cluster.runs();
     const api = apis[0]?.url ?? "";
     const flows: [string, unknown][] = [
       ["plain", NO_SCRIPT_FLOW],
@@ -121,27 +94,12 @@ describe("cluster: 2 API processes and 2 workers on one PostgreSQL", () => {
         },
       ],
     ];
-    for (const [name, flow] of flows) {
-      const d = await post(`${api}${DF}/flow/deploy`, {
-        elementName: name,
-        revisionName: "r",
-        path: "/c",
-        flow,
-        configure: {},
-      });
-      assert.equal(d.status, true, JSON.stringify(d));
-      assert.equal(
-        (await post(`${api}${DF}/flow/activate`, { elementName: name })).data,
-        "APPROVED",
-      );
-    }
+    for (const [name, flow] of flows) await deployFlow(api, name, flow);
   });
 
   after(async () => {
-    for (const p of procs) await killHard(p.child);
-    await runs?.close();
-    hook.close();
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
+    hook?.close();
   });
 
   it("runs submitted to both APIs all succeed, each executed once by a worker", async () => {

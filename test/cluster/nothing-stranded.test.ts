@@ -1,56 +1,34 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type pg from "pg";
+import {
+  type Cluster,
+  deployFlow,
+  HEARTBEAT_TIMEOUT_MS,
+  type Proc,
+  post,
+  QUICK_NODES,
+  startCluster,
+} from "../helpers/cluster.ts";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
-import { type PgRuns, pgRuns } from "../helpers/wait.ts";
+import { killHard } from "../helpers/process.ts";
+import type { PgRuns } from "../helpers/wait.ts";
 
 /**
  * docs/cluster.md, "Nothing accepted is lost": whatever process dies, every accepted run ends
  * executed (or failed with a message), never QUEUED for good.
  */
 
-const H = { ...scopeHeaders(), "content-type": "application/json" };
-const HEARTBEAT_TIMEOUT_MS = 2000;
 const PARAM = { orders: [{ amount: 1, qty: 2 }] };
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-
-async function post(url: string, body: unknown): Promise<{ status: boolean; data: unknown }> {
-  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
-  return (await res.json()) as { status: boolean; data: unknown };
-}
 
 describe("cluster: nothing accepted is stranded", () => {
+  let cluster: Cluster;
   let databaseUrl = "";
   let db: pg.Client;
   let runs: PgRuns;
-  const dataDirs: string[] = [];
-  const procs: Proc[] = [];
   let api: Proc;
-
-  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-stranded-"));
-    dataDirs.push(dataDir);
-    const p = await startProcess(
-      {
-        DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl,
-        HEARTBEAT_MS: "200",
-        HEARTBEAT_TIMEOUT_MS: String(HEARTBEAT_TIMEOUT_MS),
-        SCRIPT_PREFORK: "1",
-        ...extra,
-      },
-      role,
-    );
-    procs.push(p);
-    return p;
-  };
 
   /** Submits `n` async runs at once through `url`; the IDs of those accepted. */
   const submit = async (url: string, n: number, onAnswer?: (accepted: number) => void) => {
@@ -95,28 +73,16 @@ describe("cluster: nothing accepted is stranded", () => {
   };
 
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    api = await start("serve", { SLUICE_ROLE: "api" });
-    runs = await pgRuns(databaseUrl);
+    cluster = await startCluster({ env: QUICK_NODES, apis: 1 });
+    databaseUrl = cluster.databaseUrl;
+    [api] = cluster.apis as [Proc];
+    runs = await cluster.runs();
     db = runs.db;
-    const d = await post(`${api.url}${DF}/flow/deploy`, {
-      elementName: "plain",
-      revisionName: "r",
-      path: "/c",
-      flow: NO_SCRIPT_FLOW,
-      configure: {},
-    });
-    assert.equal(d.status, true, JSON.stringify(d));
-    assert.equal(
-      (await post(`${api.url}${DF}/flow/activate`, { elementName: "plain" })).status,
-      true,
-    );
+    await deployFlow(api.url, "plain", NO_SCRIPT_FLOW);
   });
 
   after(async () => {
-    for (const p of procs) await killHard(p.child);
-    await runs.close();
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it("QUEUED runs whose job is gone (sent before runs and jobs committed together) are executed", async () => {
@@ -124,14 +90,14 @@ describe("cluster: nothing accepted is stranded", () => {
     assert.equal(ids.length, 10);
     const gone = await db.query("delete from pgboss.job where data->>'runId' = any($1)", [ids]);
     assert.equal(gone.rowCount, 10, "each accepted run had its job, committed with it");
-    await start("worker");
+    await cluster.start("worker");
     await allFinished(HEARTBEAT_TIMEOUT_MS + 10_000);
     for (const [id, r] of await statuses(ids)) assert.equal(r.status, "SUCCESS", id);
   });
 
   it("a worker killed holding claimed, not yet started jobs: the other worker executes every one within the heartbeat timeout plus a second", async () => {
     // The workers started so far die first, so that the jobs below wait for the claimer.
-    for (const p of procs.filter((p) => p !== api)) await killHard(p.child);
+    for (const p of cluster.procs.filter((p) => p !== api)) await killHard(p.child);
     const ids = await submit(api.url, 150);
     assert.equal(ids.length, 150);
     // A worker's fetch, in a process of its own: it claims jobs and never starts their runs.
@@ -163,7 +129,7 @@ describe("cluster: nothing accepted is stranded", () => {
     });
     assert.equal(claimed.length, 60);
     // Under load: the other worker is busy with the rest when the claimer dies.
-    await start("worker");
+    await cluster.start("worker");
     const killedAt = Date.now();
     await killHard(claimer);
     await allFinished(HEARTBEAT_TIMEOUT_MS + 10_000);
@@ -179,7 +145,7 @@ describe("cluster: nothing accepted is stranded", () => {
   });
 
   it("an API process killed while accepting runs leaves none QUEUED: each accepted run executes", async () => {
-    const doomed = await start("serve", { SLUICE_ROLE: "api" });
+    const doomed = await cluster.start("api");
     let killed: Promise<void> | undefined;
     // Eight callers keep submitting until the process is gone, so the kill lands among requests
     // in flight (group commit answers a whole batch at once: 200 submitted together would all be

@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { type Cluster, deployFlow, H, type Proc, startCluster } from "../helpers/cluster.ts";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
+import { killHard } from "../helpers/process.ts";
 import { pgRuns, pollUntil } from "../helpers/wait.ts";
 
 /**
@@ -14,14 +10,7 @@ import { pgRuns, pollUntil } from "../helpers/wait.ts";
  * by NOTIFY, not at the next periodic re-read (set to ten minutes here, so only NOTIFY can pass).
  */
 
-const H = { ...scopeHeaders(), "content-type": "application/json" };
 const PARAM = { orders: [{ amount: 1, qty: 2 }] };
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-
-async function post(url: string, body: unknown): Promise<{ status: boolean; data: unknown }> {
-  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
-  return (await res.json()) as { status: boolean; data: unknown };
-}
 
 interface Shown {
   crontab: string;
@@ -45,51 +34,26 @@ function shownOn(api: Proc, ok: (s: Shown | undefined) => boolean, ms: number) {
 }
 
 describe("cluster: a schedule changed through one API process", () => {
+  let cluster: Cluster;
   let databaseUrl = "";
-  const dataDirs: string[] = [];
-  const procs: Proc[] = [];
   let apis: Proc[] = [];
   let worker: Proc;
-
-  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-sched-"));
-    dataDirs.push(dataDir);
-    const p = await startProcess(
-      { DATA_DIR: dataDir, DATABASE_URL: databaseUrl, SCHEDULE_SYNC_MS: "600000", ...extra },
-      role,
-    );
-    procs.push(p);
-    return p;
-  };
 
   const deploy = async (api: Proc, crontab: string, v: number) => {
     const configure = {
       triggers: [{ type: "cron", name: "tick", crontab, parameter: { ...PARAM, v } }],
     };
-    const d = await post(`${api.url}${DF}/flow/deploy`, {
-      elementName: "ticker",
-      revisionName: `r${v}`,
-      path: "/c",
-      flow: NO_SCRIPT_FLOW,
-      configure,
-    });
-    assert.equal(d.status, true, JSON.stringify(d));
-    const a = await post(`${api.url}${DF}/flow/activate`, { elementName: "ticker" });
-    assert.equal(a.data, "APPROVED");
+    await deployFlow(api.url, "ticker", NO_SCRIPT_FLOW, configure, `r${v}`);
   };
 
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    apis = [
-      await start("serve", { SLUICE_ROLE: "api" }),
-      await start("serve", { SLUICE_ROLE: "api" }),
-    ];
-    worker = await start("worker");
+    cluster = await startCluster({ env: { SCHEDULE_SYNC_MS: "600000" }, apis: 2, workers: 1 });
+    ({ databaseUrl, apis } = cluster);
+    [worker] = cluster.workers as [Proc];
   });
 
   after(async () => {
-    for (const p of procs) await killHard(p.child);
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it("fires on the new expression within 1 s, and both API processes show its nextRunAt", async () => {

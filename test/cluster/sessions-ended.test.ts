@@ -1,13 +1,16 @@
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import {
+  type Cluster,
+  deployFlow,
+  H,
+  type Proc,
+  post,
+  QUICK_NODES,
+  startCluster,
+} from "../helpers/cluster.ts";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
-import { startPostgres } from "../helpers/pg.ts";
-import { killHard, startProcess } from "../helpers/process.ts";
-import { scopeHeaders } from "../helpers/server.ts";
-import { type PgRuns, pgRuns } from "../helpers/wait.ts";
+import type { PgRuns } from "../helpers/wait.ts";
 
 /**
  * docs/cluster.md, "When PostgreSQL drops the connections": every session of every node is ended
@@ -16,65 +19,24 @@ import { type PgRuns, pgRuns } from "../helpers/wait.ts";
  * long-polled on the API node of a run the worker executes still arrives through the bridge.
  */
 
-const H = { ...scopeHeaders(), "content-type": "application/json" };
 const PARAM = { orders: [{ amount: 2, qty: 3 }] };
-type Proc = Awaited<ReturnType<typeof startProcess>>;
-
-async function post(
-  url: string,
-  body: unknown,
-): Promise<{ status: boolean; code: number; data: unknown; message: string }> {
-  const res = await fetch(url, { method: "POST", headers: H, body: JSON.stringify(body) });
-  return (await res.json()) as { status: boolean; code: number; data: unknown; message: string };
-}
 
 describe("cluster: every node's sessions ended while they run", () => {
-  let databaseUrl = "";
+  let cluster: Cluster;
   let runs: PgRuns;
   let api: Proc;
   let worker: Proc;
-  const dataDirs: string[] = [];
-
-  const start = async (role: "serve" | "worker", extra: Record<string, string> = {}) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-sessions-"));
-    dataDirs.push(dataDir);
-    return startProcess(
-      {
-        DATA_DIR: dataDir,
-        DATABASE_URL: databaseUrl,
-        HEARTBEAT_MS: "200",
-        HEARTBEAT_TIMEOUT_MS: "2000",
-        SCRIPT_PREFORK: "1",
-        ...extra,
-      },
-      role,
-    );
-  };
 
   before(async () => {
-    databaseUrl = await (await startPostgres()).createDatabase();
-    api = await start("serve", { SLUICE_ROLE: "api" });
-    worker = await start("worker");
-    runs = await pgRuns(databaseUrl);
-    const d = await post(`${api.url}${DF}/flow/deploy`, {
-      elementName: "plain",
-      revisionName: "r",
-      path: "/c",
-      flow: NO_SCRIPT_FLOW,
-      configure: {},
-    });
-    assert.equal(d.status, true, JSON.stringify(d));
-    assert.equal(
-      (await post(`${api.url}${DF}/flow/activate`, { elementName: "plain" })).status,
-      true,
-    );
+    cluster = await startCluster({ env: QUICK_NODES, apis: 1, workers: 1 });
+    [api] = cluster.apis as [Proc];
+    [worker] = cluster.workers as [Proc];
+    runs = await cluster.runs();
+    await deployFlow(api.url, "plain", NO_SCRIPT_FLOW);
   });
 
   after(async () => {
-    await killHard(api.child);
-    await killHard(worker.child);
-    await runs?.close();
-    for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it("the nodes answer again, queued runs execute, long-polls are woken", async () => {

@@ -37,10 +37,17 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `sluice <role>` as a real OS process and resolves once /health answers. */
+/** The line `sluice` writes on stderr once it listens, whatever LOG_LEVEL (docs/operations.md). */
+const LISTENING = /^sluice: listening on (http:\/\/\S+)\n/m;
+
+/**
+ * Starts `sluice <role>` as a real OS process and resolves once it has said it listens and /health
+ * answers; rejects with what it wrote if it exits first, or says nothing within `ms`.
+ */
 export async function startProcess(
   env: Record<string, string>,
   role = "serve",
+  ms = 20_000,
 ): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const port = env.PORT ?? String(await freePort());
   let output = "";
@@ -48,19 +55,42 @@ export async function startProcess(
     env: { ...process.env, LOG_LEVEL: "warn", ...env, PORT: port, HOST: "127.0.0.1" },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  child.stdout?.on("data", (c) => (output += c));
-  child.stderr?.on("data", (c) => (output += c));
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error(`sluice ${role} exited early:\n${output}`);
-    try {
-      const r = await fetch(`${url}/health`);
-      if (r.ok) return { child, url, output: () => output };
-    } catch {}
-    await new Promise((r) => setTimeout(r, 50));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`sluice ${role} did not start listening within ${ms} ms:\n${output}`));
+    }, ms);
+    child.stdout?.on("data", (c) => (output += c));
+    /** What it wrote on stderr until it said it listens. */
+    let said: string | undefined = "";
+    child.stderr?.on("data", (c) => {
+      output += c;
+      if (said === undefined) return;
+      said += c;
+      const m = LISTENING.exec(said);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        said = undefined;
+        resolve(m[1]);
+      }
+    });
+    child.once("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    // "close", not "exit": everything it wrote has been read by then.
+    child.once("close", () => {
+      clearTimeout(timer);
+      reject(new Error(`sluice ${role} exited early:\n${output}`));
+    });
+  });
+  const health = await fetch(`${url}/health`);
+  await health.text();
+  if (!health.ok) {
+    child.kill("SIGKILL");
+    throw new Error(`sluice ${role} listens but /health answered ${health.status}:\n${output}`);
   }
-  child.kill("SIGKILL");
-  throw new Error(`sluice ${role} did not become healthy:\n${output}`);
+  return { child, url, output: () => output };
 }
 
 export function killHard(child: ChildProcess): Promise<void> {
