@@ -211,6 +211,17 @@ export class CgroupFs {
     };
   }
 
+  /**
+   * Puts `pid` in `name` (created if need be) of the first hierarchy only (v1 the freezer's,
+   * which kills): no limit, only a cgroup where `killAll(name)` finds it and whatever it forks
+   * (docs/security.md, "The end of a task"). Throws what failed (ESRCH: it is gone).
+   */
+  hold(name: string, pid: number): void {
+    const dir = this.dirs(name)[0] as string;
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, "cgroup.procs"), String(pid));
+  }
+
   /** Removes `name` in every hierarchy (it must be empty of processes). */
   remove(name: string): void {
     for (const d of this.dirs(name)) {

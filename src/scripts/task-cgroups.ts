@@ -22,6 +22,12 @@ export interface TaskCgroups {
   readonly version: CgroupVersion;
   /** Puts a new idle child in a cgroup of its own (called when the zygote reports it). */
   bind(pid: number): void;
+  /**
+   * Puts a zygote process just spawned (bubblewrap, or the bare interpreter) in the block's
+   * `zygotes` cgroup, where what it forks is born: what outlives a killed service there is killed
+   * by the block's next start-up, with the tasks' cgroups (docs/security.md, "The end of a task").
+   */
+  hold(pid: number): void;
   /** Hands over `pid`'s cgroup: to its task (take it with the child), or to be released. */
   take(pid: number): TaskCgroup;
   /** Resolves once every cgroup released so far is back in the pool or retired. */
@@ -54,6 +60,9 @@ interface Slot {
   oomBase: number;
 }
 
+/** The block's cgroup of its zygote processes (never a task's: tasks' are `t<n>`). */
+const ZYGOTES = "zygotes";
+
 /**
  * The cgroups of one runner, under `sluice/<block>` (`block` is unique to this service process,
  * e.g. its uid block). Whatever an earlier life of the block left there is killed first.
@@ -78,8 +87,9 @@ export async function createTaskCgroups(o: {
       throw new Error(`cannot empty the cgroup ${cg.dirs(name)[0]} left by an earlier run`);
     cg.remove(name);
   }
+  // What a killed earlier life left: its tasks, and its zygotes and their children (`zygotes`).
   if (killed > 0)
-    o.logger.warn({ killed, block: o.block }, "killed task processes left in this block's cgroups");
+    o.logger.warn({ killed, block: o.block }, "killed processes left in this block's cgroups");
   return new SlotPool(cg, o.limits, o.logger, clock);
 }
 
@@ -133,6 +143,16 @@ class SlotPool implements TaskCgroups {
 
   bind(pid: number): void {
     this.#bound.set(pid, this.#join(pid));
+  }
+
+  hold(pid: number): void {
+    try {
+      this.#cg.hold(ZYGOTES, pid);
+    } catch (err) {
+      // Gone already, or no such cgroup: it still dies with its parent, only not swept later.
+      if ((err as NodeJS.ErrnoException).code !== "ESRCH")
+        this.#logger.warn({ err, pid }, "cannot put a python zygote in its block's cgroup");
+    }
   }
 
   take(pid: number): TaskCgroup {
@@ -261,6 +281,9 @@ class SlotPool implements TaskCgroups {
     }
     this.#free = [];
     try {
+      // The zygotes exited before (the runner closes them first): whatever is still there goes.
+      await this.#cg.killAll(ZYGOTES);
+      this.#cg.remove(ZYGOTES);
       this.#cg.remove("");
     } catch {
       // something is still in it: the next start-up of this block kills and removes it

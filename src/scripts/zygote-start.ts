@@ -110,6 +110,8 @@ export async function startPool(
       : {}),
     logger,
     clock,
+    // Held where a killed service's next start-up finds what it forks (docs/security.md).
+    onSpawn: cgroups && ((pid) => cgroups.hold(pid)),
     onChild: cgroups && ((pid) => cgroups.bind(pid)),
     onIdleGone: cgroups && ((pid) => void cgroups.take(pid).release()),
   });
