@@ -212,14 +212,14 @@ export class CgroupFs {
   }
 
   /**
-   * Puts `pid` in `name` (created if need be) of the first hierarchy only (v1 the freezer's,
-   * which kills): no limit, only a cgroup where `killAll(name)` finds it and whatever it forks
-   * (docs/security.md, "The end of a task"). Throws what failed (ESRCH: it is gone).
+   * `name` (created if need be) in the first hierarchy only (v1 the freezer's, which kills): no
+   * limit, only a cgroup where `killAll(name)` finds what is in it and whatever that forks
+   * (docs/security.md, "The end of a task"). Returns the file a process joins it by.
    */
-  hold(name: string, pid: number): void {
+  holding(name: string): string {
     const dir = this.dirs(name)[0] as string;
     fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, "cgroup.procs"), String(pid));
+    return path.join(dir, "cgroup.procs");
   }
 
   /** Removes `name` in every hierarchy (it must be empty of processes). */

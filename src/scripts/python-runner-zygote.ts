@@ -25,8 +25,6 @@ export interface ZygoteOptions {
    * is called once that zygote process has exited. A rejection kills the zygote.
    */
   onHold?: (pid: number) => Promise<() => Promise<unknown>>;
-  /** A zygote process just spawned (the runner holds it in its block's cgroup). */
-  onSpawn?: (pid: number) => void;
   /** A new child, still idle (the runner puts it in its cgroup). */
   onChild?: (pid: number) => void;
   /** An idle child that will never get a task is gone (or going: its group was killed). */
@@ -91,7 +89,7 @@ export class ZygotePool {
   }
 
   #spawn(): Promise<void> {
-    const { command, env, logger, clock, startMs, onHold, onSpawn } = this.#o;
+    const { command, env, logger, clock, startMs, onHold } = this.#o;
     const proc: ZygoteProcess = new ZygoteProcess({
       command,
       env,
@@ -99,7 +97,6 @@ export class ZygotePool {
       clock,
       startMs,
       onHold,
-      onSpawn,
       args: this.#plain && this.#o.plainArgs ? this.#o.plainArgs : this.#o.args,
       onReady: (pid, pidns) => this.#markReady(pid, pidns),
       onFailed: () => this.#failed(),

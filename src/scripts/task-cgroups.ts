@@ -23,11 +23,12 @@ export interface TaskCgroups {
   /** Puts a new idle child in a cgroup of its own (called when the zygote reports it). */
   bind(pid: number): void;
   /**
-   * Puts a zygote process just spawned (bubblewrap, or the bare interpreter) in the block's
-   * `zygotes` cgroup, where what it forks is born: what outlives a killed service there is killed
-   * by the block's next start-up, with the tasks' cgroups (docs/security.md, "The end of a task").
+   * The file by which a zygote process joins the block's `zygotes` cgroup before it runs
+   * (undefined: it cannot be had): what it forks is born there, and what outlives a killed
+   * service there is killed by the block's next start-up, with the tasks' cgroups
+   * (docs/security.md, "The end of a task").
    */
-  hold(pid: number): void;
+  zygoteProcs(): string | undefined;
   /** Hands over `pid`'s cgroup: to its task (take it with the child), or to be released. */
   take(pid: number): TaskCgroup;
   /** Resolves once every cgroup released so far is back in the pool or retired. */
@@ -145,13 +146,13 @@ class SlotPool implements TaskCgroups {
     this.#bound.set(pid, this.#join(pid));
   }
 
-  hold(pid: number): void {
+  zygoteProcs(): string | undefined {
     try {
-      this.#cg.hold(ZYGOTES, pid);
+      return this.#cg.holding(ZYGOTES);
     } catch (err) {
-      // Gone already, or no such cgroup: it still dies with its parent, only not swept later.
-      if ((err as NodeJS.ErrnoException).code !== "ESRCH")
-        this.#logger.warn({ err, pid }, "cannot put a python zygote in its block's cgroup");
+      // Its zygotes still die with their parents, only not swept by the next start-up.
+      this.#logger.warn({ err }, "cannot create the cgroup of this block's python zygotes");
+      return undefined;
     }
   }
 

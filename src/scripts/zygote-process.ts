@@ -34,8 +34,6 @@ export interface ZygoteProcessOptions {
   startMs?: number;
   /** As `ZygoteOptions.onHold` (python-runner-zygote.ts). */
   onHold?: (pid: number) => Promise<() => Promise<unknown>>;
-  /** Called with its pid as soon as it is spawned (the runner holds it in a cgroup). */
-  onSpawn?: (pid: number) => void;
   /** It said ready: its pid, and whether each child has a pid namespace of its own (`pidns`). */
   onReady: (pid: number, pidns: boolean) => void;
   /** It was stopped (a report out of turn, or not ready in time): it is being killed. */
@@ -72,8 +70,6 @@ export class ZygoteProcess {
       detached: true,
     });
     this.#proc = proc;
-    // Before anything it forks: its children are born where it is (docs/security.md).
-    if (proc.pid !== undefined) o.onSpawn?.(proc.pid);
     this.ready = new Promise<void>((resolve, reject) => this.#handshake(resolve, reject));
     proc.stderr?.setEncoding("utf8").on("data", (d: string) => {
       o.logger.warn({ zygote: d.trimEnd() }, "python zygote stderr");

@@ -226,12 +226,13 @@ describe("a zygote held in its block's cgroup", { skip: !root && "cgroups need r
       limits,
       logger: quiet,
     });
-    // As a zygote orphaned by a killed service: it forks once held, and is never closed.
+    // As a zygote orphaned by a killed service: it forks once it joined, and is never closed.
     const zygote = python(
       "import os, time\nif os.fork() == 0:\n    print(os.getpid(), flush=True)\ntime.sleep(60)\n",
     );
-    const pid = zygote.proc.pid as number;
-    first.hold(pid);
+    const procs = first.zygoteProcs();
+    assert.ok(procs);
+    fs.writeFileSync(procs, String(zygote.proc.pid)); // as its shell joins it before it starts
     zygote.go();
     const forked = Number(await line(zygote.proc.stdout as Readable, /^\d+$/));
     assert.equal(alive(forked), true);
