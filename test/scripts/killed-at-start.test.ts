@@ -106,7 +106,7 @@ describe("a service killed while its sandbox starts leaves no process behind", {
     const base = {
       SCRIPT_SANDBOX: "bwrap",
       // Many children forked at once: most are still waiting for a CPU when the zygote dies.
-      SCRIPT_PREFORK: "48",
+      SCRIPT_PREFORK: "128",
       ...(await modeEnv()),
     };
     const port = await freePort();
@@ -160,11 +160,11 @@ describe("a service killed while its sandbox starts leaves no process behind", {
 
 const src = (p: string) =>
   JSON.stringify(fileURLToPath(new URL(`../../src/${p}`, import.meta.url)));
-/** Starts the default zygote in bubblewrap as the runner does, 48 idle children asked for. */
+/** Starts the default zygote in bubblewrap as the runner does, 128 idle children asked for. */
 const HOST = `
   import { loadConfig } from ${src("config.ts")};
   import { systemClock } from ${src("clock.ts")};
   import { startPool } from ${src("scripts/zygote-start.ts")};
-  const { python } = loadConfig({ SCRIPT_PREFORK: "48" });
+  const { python } = loadConfig({ SCRIPT_PREFORK: "128" });
   const logger = { info() {}, warn() {}, error() {}, debug() {} };
   await startPool(python, "bwrap", process.argv[1], undefined, logger, systemClock);`;

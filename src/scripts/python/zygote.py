@@ -156,10 +156,10 @@ zygote_fd = -1
 
 
 def parent_pid():
-    """This process's parent as the /proc mounted here shows it. getppid() answers 0 in a pid
-    namespace whose first process we are (the parent is outside it); a child forked into one
-    checks before it mounts the /proc of its own, so /proc is still the zygote's, and its stat
-    has the parent's pid there."""
+    """This process's parent as the /proc mounted here shows it (None: cannot tell). getppid()
+    answers 0 in a pid namespace whose first process we are (the parent is outside it); a child
+    forked into one checks before it mounts the /proc of its own, so /proc is still the zygote's,
+    and its stat has the parent's pid there."""
     try:
         fd = os.open("/proc/self/stat", os.O_RDONLY)
         try:
@@ -168,7 +168,7 @@ def parent_pid():
             os.close(fd)
         return int(data[data.rindex(b")") + 2:].split(b" ", 2)[1])
     except (OSError, ValueError):
-        return os.getppid()
+        return os.getppid() or None
 
 
 def die_with_parent(parent=None):
@@ -183,7 +183,7 @@ def die_with_parent(parent=None):
     if _prctl is None:
         return
     _prctl(1, signal.SIGKILL, 0, 0, 0)
-    if parent is not None and parent_pid() != parent:
+    if parent is not None and parent_pid() not in (parent, None):
         os._exit(0)
 
 
