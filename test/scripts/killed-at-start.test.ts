@@ -4,6 +4,7 @@ import { once } from "node:events";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { Writable } from "node:stream";
 import { after, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { BIN, freePort } from "../helpers/process.ts";
@@ -156,6 +157,35 @@ describe("a service killed while its sandbox starts leaves no process behind", {
     }
     assert.deepEqual(left, [], `processes that outlived the killed host:\n${left.join("\n")}`);
   });
+});
+
+describe("a zygote whose Node is gone before it starts", {
+  skip: !root && "the namespaces need root",
+}, () => {
+  // bubblewrap sets its parent-death signal after it forked, unchecked: a Node killed before
+  // that leaves it and the zygote running. The zygote, its own signal set, looks at its stdin.
+  for (const [how, end] of [
+    ["gone (its end closed)", (s: Writable) => s.destroy()],
+    ["done (its side shut)", (s: Writable) => s.end()],
+  ] as const)
+    it(`exits before it says ready or forks anything: Node ${how}`, async () => {
+      const zygote = spawn(
+        "/usr/bin/python3",
+        [
+          "-I",
+          "-B",
+          fileURLToPath(new URL("../../src/scripts/python/zygote.py", import.meta.url)),
+          "--ns=",
+        ],
+        { stdio: ["pipe", "pipe", "inherit"] },
+      );
+      end(zygote.stdin as Writable);
+      let out = "";
+      zygote.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
+      const [code] = await once(zygote, "exit");
+      assert.equal(code, 0);
+      assert.equal(out, "", "it said nothing: no ready, no child");
+    });
 });
 
 const src = (p: string) =>

@@ -198,16 +198,18 @@ def zygote_gone():
 
 
 def node_gone():
-    """Whether Node, the other end of our stdin, is gone (no writer left: POLLHUP).
+    """Whether Node, the other end of our stdin, is gone (no writer left: POLLHUP), or has shut
+    its side (POLLRDHUP: the runner closing, which would be our end-of-input in the loop).
 
     Node starts us through bubblewrap, which sets its own parent-death signal after it forked,
     and without checking: a Node killed before that leaves bubblewrap, and us, running. Node's
     descriptors close before its death signals anyone, so a Node that is still there when we look
     (after our own signal is set) will have bubblewrap, and so us, killed when it dies
     (docs/security.md, "The end of a task")."""
+    gone = select.POLLHUP | select.POLLERR | select.POLLRDHUP
     p = select.poll()
-    p.register(0, select.POLLIN)
-    return any(ev & (select.POLLHUP | select.POLLERR) for _, ev in p.poll(0))
+    p.register(0, select.POLLIN | select.POLLRDHUP)
+    return any(ev & gone for _, ev in p.poll(0))
 
 
 def import_system_module(name):
