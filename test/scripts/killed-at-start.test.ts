@@ -18,7 +18,8 @@ import { line, pollUntil } from "../helpers/wait.ts";
  * zygote, the zygote forking its idle children) leaves nothing running: each link of the chain
  * dies with its parent, whenever that parent dies. Before, a zygote's child forked as the zygote
  * died (the service's death reached it through bubblewrap's parent-death signal) was left for
- * good, waiting for a task, with ppid 1: its own parent-death signal was set only after the fork.
+ * good, waiting for a task, with ppid 1: it set its own parent-death signal after the fork, and
+ * nothing checked that its parent was still there by then.
  *
  * In cluster mode the process killed is a worker (`sluice worker`), which starts its own sandbox.
  */
