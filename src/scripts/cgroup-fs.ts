@@ -211,6 +211,17 @@ export class CgroupFs {
     };
   }
 
+  /**
+   * `name` (created if need be) in the first hierarchy only (v1 the freezer's, which kills): no
+   * limit, only a cgroup where `killAll(name)` finds what is in it and whatever that forks
+   * (docs/security.md, "The end of a task"). Returns the file a process joins it by.
+   */
+  holding(name: string): string {
+    const dir = this.dirs(name)[0] as string;
+    fs.mkdirSync(dir, { recursive: true });
+    return path.join(dir, "cgroup.procs");
+  }
+
   /** Removes `name` in every hierarchy (it must be empty of processes). */
   remove(name: string): void {
     for (const d of this.dirs(name)) {

@@ -22,6 +22,13 @@ export interface TaskCgroups {
   readonly version: CgroupVersion;
   /** Puts a new idle child in a cgroup of its own (called when the zygote reports it). */
   bind(pid: number): void;
+  /**
+   * The file by which a zygote process joins the block's `zygotes` cgroup before it runs
+   * (undefined: it cannot be had): what it forks is born there, and what outlives a killed
+   * service there is killed by the block's next start-up, with the tasks' cgroups
+   * (docs/security.md, "The end of a task").
+   */
+  zygoteProcs(): string | undefined;
   /** Hands over `pid`'s cgroup: to its task (take it with the child), or to be released. */
   take(pid: number): TaskCgroup;
   /** Resolves once every cgroup released so far is back in the pool or retired. */
@@ -54,6 +61,9 @@ interface Slot {
   oomBase: number;
 }
 
+/** The block's cgroup of its zygote processes (never a task's: tasks' are `t<n>`). */
+const ZYGOTES = "zygotes";
+
 /**
  * The cgroups of one runner, under `sluice/<block>` (`block` is unique to this service process,
  * e.g. its uid block). Whatever an earlier life of the block left there is killed first.
@@ -78,8 +88,9 @@ export async function createTaskCgroups(o: {
       throw new Error(`cannot empty the cgroup ${cg.dirs(name)[0]} left by an earlier run`);
     cg.remove(name);
   }
+  // What a killed earlier life left: its tasks, and its zygotes and their children (`zygotes`).
   if (killed > 0)
-    o.logger.warn({ killed, block: o.block }, "killed task processes left in this block's cgroups");
+    o.logger.warn({ killed, block: o.block }, "killed processes left in this block's cgroups");
   return new SlotPool(cg, o.limits, o.logger, clock);
 }
 
@@ -133,6 +144,16 @@ class SlotPool implements TaskCgroups {
 
   bind(pid: number): void {
     this.#bound.set(pid, this.#join(pid));
+  }
+
+  zygoteProcs(): string | undefined {
+    try {
+      return this.#cg.holding(ZYGOTES);
+    } catch (err) {
+      // Its zygotes still die with their parents, only not swept by the next start-up.
+      this.#logger.warn({ err }, "cannot create the cgroup of this block's python zygotes");
+      return undefined;
+    }
   }
 
   take(pid: number): TaskCgroup {
@@ -261,6 +282,9 @@ class SlotPool implements TaskCgroups {
     }
     this.#free = [];
     try {
+      // The zygotes exited before (the runner closes them first): whatever is still there goes.
+      await this.#cg.killAll(ZYGOTES);
+      this.#cg.remove(ZYGOTES);
       this.#cg.remove("");
     } catch {
       // something is still in it: the next start-up of this block kills and removes it

@@ -81,6 +81,19 @@ function zygoteCommand(
 }
 
 /**
+ * `cmd`, joining the cgroup whose `cgroup.procs` is `procs` before it starts (a shell that writes
+ * its own pid there, then becomes `cmd`): everything it forks is born in that cgroup. Node could
+ * only move it once spawned, and bubblewrap forks the zygote at once, before that lands. A
+ * failed join starts it all the same: it still dies with its parent (docs/security.md, "The end
+ * of a task").
+ */
+function heldIn(procs: string | undefined, cmd: { command: string; args: string[] }) {
+  if (procs === undefined) return cmd;
+  const join = 'echo $$ > "$0" 2>/dev/null; exec "$@"';
+  return { command: "/bin/sh", args: ["-c", join, procs, cmd.command, ...cmd.args] };
+}
+
+/**
  * A zygote's pool, started: its command line (inside bubblewrap or the bare interpreter), its
  * children put in their task cgroups, and a preloading one held in a cgroup of its own.
  */
@@ -93,8 +106,9 @@ export async function startPool(
   clock: Clock,
   env?: ZygoteEnv,
 ): Promise<ZygotePool> {
+  const procs = cgroups?.zygoteProcs();
   const pool = new ZygotePool({
-    ...zygoteCommand(python, sandbox, tasksDir, env),
+    ...heldIn(procs, zygoteCommand(python, sandbox, tasksDir, env)),
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" }, // never our secrets
     // An environment's zygote keeps fewer idle children: there may be several of them.
     prefork: env ? Math.max(1, Math.floor(python.prefork / 4)) : Math.max(1, python.prefork),
@@ -106,7 +120,12 @@ export async function startPool(
     // (docs/script-dependencies.md, "Warm start").
     ...(env ? { startMs: python.envs.startTimeoutMs } : {}),
     ...(env?.slice && env.modules.length > 0
-      ? { plainArgs: zygoteCommand(python, sandbox, tasksDir, { ...env, modules: [] }).args }
+      ? {
+          plainArgs: heldIn(
+            procs,
+            zygoteCommand(python, sandbox, tasksDir, { ...env, modules: [] }),
+          ).args,
+        }
       : {}),
     logger,
     clock,

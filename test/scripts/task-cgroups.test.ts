@@ -217,6 +217,42 @@ describe("task cgroups across lives of a block", { skip: !root && "cgroups need 
   });
 });
 
+describe("a zygote held in its block's cgroup", { skip: !root && "cgroups need root" }, () => {
+  it("start-up kills a zygote an earlier life left, and what it forked after it was held", async () => {
+    const name = block();
+    const first = await createTaskCgroups({
+      mountRoot: "/sys/fs/cgroup",
+      block: name,
+      limits,
+      logger: quiet,
+    });
+    // As a zygote orphaned by a killed service: it forks once it joined, and is never closed.
+    const zygote = python(
+      "import os, time\nif os.fork() == 0:\n    print(os.getpid(), flush=True)\ntime.sleep(60)\n",
+    );
+    const procs = first.zygoteProcs();
+    assert.ok(procs);
+    fs.writeFileSync(procs, String(zygote.proc.pid)); // as its shell joins it before it starts
+    zygote.go();
+    const forked = Number(await line(zygote.proc.stdout as Readable, /^\d+$/));
+    assert.equal(alive(forked), true);
+    const second = await createTaskCgroups({
+      mountRoot: "/sys/fs/cgroup",
+      block: name,
+      limits,
+      logger: quiet,
+    });
+    await zygote.out;
+    await pollUntil(
+      () => alive(forked),
+      (a) => !a,
+      "the zygote's child killed",
+    );
+    await second.close();
+    assert.equal(fs.existsSync(`/sys/fs/cgroup/freezer/sluice/${name}`), false, "removed at close");
+  });
+});
+
 /** cgroup v2's kill (cgroup.kill), on this host's v2 hierarchy even without controllers in it. */
 function v2Mount(): string | undefined {
   const table = fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n");

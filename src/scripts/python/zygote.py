@@ -148,11 +148,68 @@ env_dir = None
 user_namespace = None
 
 
-def die_with_parent():
-    """SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a crashed service
-    (Node, then the zygote) never leaves user scripts running on the host."""
-    if _prctl is not None:
-        _prctl(1, signal.SIGKILL, 0, 0, 0)
+# Set by main: the zygote's own pid (a host pid: the zygote has no pid namespace of its own),
+# the parent each child checks it still has; and a pidfd of the zygote, which a child checks
+# again once its uid switch cleared its parent-death signal (its /proc is its own by then).
+zygote_pid = 0
+zygote_fd = -1
+
+
+def parent_pid():
+    """This process's parent as the /proc mounted here shows it (None: cannot tell). getppid()
+    answers 0 in a pid namespace whose first process we are (the parent is outside it); a child
+    forked into one checks before it mounts the /proc of its own, so /proc is still the zygote's,
+    and its stat has the parent's pid there."""
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 1024)
+        finally:
+            os.close(fd)
+        return int(data[data.rindex(b")") + 2:].split(b" ", 2)[1])
+    except (OSError, ValueError):
+        return os.getppid() or None
+
+
+def die_with_parent(parent=None):
+    """SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a killed service (Node,
+    then bubblewrap, then the zygote) never leaves a process of the sandbox running on the host.
+
+    The signal is set by the process itself, after its fork: a parent that died before it was
+    set sends nothing, and the process is left re-parented, for good (a zygote's idle child waits
+    for a task that never comes). So, with `parent` (the pid this process was forked by), once it
+    is set: a parent that is not ours any more is dead, and we go too. Checked after the set, a
+    parent still there will signal us when it dies (docs/security.md, "The end of a task")."""
+    if _prctl is None:
+        return
+    _prctl(1, signal.SIGKILL, 0, 0, 0)
+    if parent is not None and parent_pid() not in (parent, None):
+        os._exit(0)
+
+
+def zygote_gone():
+    """Whether the zygote that forked this child has exited (its pidfd is readable): the check
+    after the task's uid switch, which clears the parent-death signal (docs/security.md)."""
+    if zygote_fd < 0:
+        return False
+    p = select.poll()
+    p.register(zygote_fd, select.POLLIN)
+    return bool(p.poll(0))
+
+
+def node_gone():
+    """Whether Node, the other end of our stdin, is gone (no writer left: POLLHUP), or has shut
+    its side (POLLRDHUP: the runner closing, which would be our end-of-input in the loop).
+
+    Node starts us through bubblewrap, which sets its own parent-death signal after it forked,
+    and without checking: a Node killed before that leaves bubblewrap, and us, running. Node's
+    descriptors close before its death signals anyone, so a Node that is still there when we look
+    (after our own signal is set) will have bubblewrap, and so us, killed when it dies
+    (docs/security.md, "The end of a task")."""
+    gone = select.POLLHUP | select.POLLERR | select.POLLRDHUP
+    p = select.poll()
+    p.register(0, select.POLLIN | select.POLLRDHUP)
+    return any(ev & gone for _, ev in p.poll(0))
 
 
 def import_system_module(name):
@@ -240,6 +297,7 @@ def own_user_namespace(outer, base, count, flags):
     it, then waits for it and ends with it."""
     to_parent_r, to_parent_w = os.pipe()
     to_child_r, to_child_w = os.pipe()
+    mapper = os.getpid()
     pid = os.fork()
     if pid != 0:
         os.close(to_parent_w)
@@ -260,7 +318,7 @@ def own_user_namespace(outer, base, count, flags):
         os._exit(code if code >= 0 else 128 - code)
     os.close(to_parent_r)
     os.close(to_child_w)
-    die_with_parent()
+    die_with_parent(mapper)  # the parent maps us, then only waits: with it gone, go too
     # Still root outside: a mount namespace of its own with a /proc of its own, which shows this
     # zygote only its own processes (hidepid), not the host's. It also has none of bubblewrap's
     # read-only binds over parts of /proc, without which the kernel refuses the children's own
@@ -280,7 +338,7 @@ def own_user_namespace(outer, base, count, flags):
     os.setgroups([])
     os.setresgid(0, 0, 0)
     os.setresuid(0, 0, 0)
-    die_with_parent()  # a credential change clears it
+    die_with_parent(mapper)  # a credential change clears it
     if flags & CLONE_NEWNET:
         # The network namespace the zygote makes its children's in and steps back to: one this
         # user namespace owns (bubblewrap's is not), with no interface but its loopback either.
@@ -618,6 +676,10 @@ def run_task(task, result_w, devnull):
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
         die_with_parent()  # a credential change clears the parent-death signal: set it again
+        if zygote_gone():  # the zygote died before it was set again: nothing would signal us
+            os._exit(0)
+    if zygote_fd >= 0:
+        os.close(zygote_fd)  # never the task's
     if not entered:
         os.chdir(task["cwd"])
     # The task's own variables (secrets among them, docs/secrets.md); HOME and TMPDIR stay ours.
@@ -685,7 +747,9 @@ def close_all_but(keep):
 def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
     # Signal dispositions need no reset: the zygote installs no handlers (see main).
     os.setpgid(0, 0)  # own process group, which Node kills; the zygote sets it too (a race)
-    die_with_parent()  # cleared by fork: a pre-forked child must not outlive the zygote
+    # Cleared by fork: a pre-forked child must not outlive the zygote, even one that died while
+    # it forked us (a killed service's burst of forks left children waiting for good).
+    die_with_parent(zygote_pid)
     problem = None
     if task_namespaces is not None:
         try:
@@ -696,7 +760,7 @@ def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
     os.dup2(devnull, 0)  # never read the zygote's command pipe
     os.dup2(out_w, 1)  # sys.stdout and sys.stderr already write to fds 1 and 2
     os.dup2(err_w, 2)
-    close_all_but(sorted((task_r, result_w, devnull, *node_ends)))
+    close_all_but(sorted({task_r, result_w, devnull, *node_ends, zygote_fd} - {-1}))
     # While idle, pay the copy-on-write faults of the task path (json, compile,
     # exec...) so the task itself does not: this halves its latency.
     warm_up()
@@ -874,8 +938,14 @@ def parse_args(argv):
 
 
 def main():
-    global task_namespaces
+    global task_namespaces, zygote_pid, zygote_fd
     flags, strict, probe, disk, tasks = parse_args(sys.argv[1:])
+    # First of all: this process dies with its parent (bubblewrap; Node itself with
+    # SCRIPT_SANDBOX=none), and goes now if Node died before that was set (docs/security.md,
+    # "The end of a task"). Not the probe, whose stdin Node closed at once.
+    die_with_parent()
+    if not probe and node_gone():
+        sys.exit(0)
     if user_namespace is not None:
         try:
             own_user_namespace(*user_namespace, flags)
@@ -886,6 +956,11 @@ def main():
     task_namespaces = confine_children(flags, strict, disk, tasks)
     if probe:
         return
+    zygote_pid = os.getpid()  # what each child checks its parent against (die_with_parent)
+    try:
+        zygote_fd = os.pidfd_open(zygote_pid)
+    except OSError:
+        zygote_fd = -1  # before Linux 5.3: a task's uid switch is not followed by the check
     if task_namespaces is not None and task_namespaces.mnt:
         harness.DISK_BYTES = task_namespaces.disk  # here once: a write per child copies a page
     # No signal handlers here, so children inherit Python's defaults and reset nothing:
