@@ -15,11 +15,13 @@ import {
 import { openSse } from "../helpers/sse.ts";
 
 /**
- * docs/security.md, "Tenants' objects": another tenant's runs and tasks while they still run (the
- * live paths: event streams and their HEAD, polling, waits, run detail, terminate, delete), asked
- * by a caller of another space of the same app and of another app, with headers (AUTH_MODE=off)
- * and with tokens of their own (AUTH_MODE=signature). Each must answer as for an ID that never
- * existed, change nothing of the owner's run, and leave nothing in the owner's counts or trail.
+ * docs/auth.md: another scope's runs and tasks answer like ones that do not exist. Attacked here
+ * on the live paths (docs/security.md, "Attacks the suite performs"), while the owner's run or
+ * task still runs: event streams and their HEAD, polls, result waits, run detail, artifacts,
+ * re-run, resume, terminate and delete, asked by a caller of another space of the same app and of
+ * another app, with headers (AUTH_MODE=off) and with tokens of their own (AUTH_MODE=signature).
+ * Each answers as for an ID nobody has, changes nothing of the owner's run, and leaves nothing in
+ * the owner's counts or trail.
  */
 const OTHER_APP = { app: "app2", space: SCOPE.space, user: "mallory" } as const;
 const SP = "/script";
