@@ -23,6 +23,7 @@ const SCRIPTS = {
     "import sys\ndef main():\n    print('to out')\n    print('to err', file=sys.stderr)\n    return [1, 2]\n",
   named: "def main(a, b):\n    return a + b\n",
   sized: "def main(n):\n    return 'x' * (n - 2)\n",
+  bare: "def main(p):\n    raise ValueError()\n",
 };
 const FIXTURES = path.join(import.meta.dirname, "../fixtures/python");
 const RESULT_LIMIT = 65536;
@@ -97,6 +98,13 @@ describe("script service runs", () => {
     assert.deepEqual([r.body.status, r.body.code, r.body.data], [false, 28030001, null]);
     assert.match(r.body.message, /ValueError: bad order 7/);
     assert.equal(r.headers.get("x-task-status"), "FAILURE");
+  });
+
+  it("an exception without a message is named by its type alone, as Python prints it", async () => {
+    const r = await server.call("POST", "/script/external/bare/run-sync", { headers: h, body: {} });
+    assert.deepEqual([r.body.code, r.body.message], [28030001, "ValueError"]);
+    const run = await server.services.store.getRun(null, r.headers.get("x-task-id") ?? "");
+    assert.equal(run?.summary, "ValueError");
   });
 
   it("locates by name across the scope: not unique without path, folderId works, both is 400", async () => {
@@ -226,6 +234,10 @@ describe("script service runs", () => {
     assert.match(life.body.data.stdout, /started/);
     const run = await server.services.store.getRun(null, taskId ?? "");
     assert.equal(run?.status, "FAILURE");
+    // It says which wait killed it, not a bare "task timed out" that reads as a limit of its own.
+    const why = "Timeout: killed when the caller's wait of 1 s elapsed (terminateOnTimeout)";
+    assert.equal(run?.summary, why);
+    assert.ok(life.body.data.stderr.endsWith(why), life.body.data.stderr);
   });
 
   it("a result at LIMIT_RESULT_BYTES is answered, one byte more is ResultTooLarge", async () => {

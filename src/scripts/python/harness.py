@@ -8,6 +8,7 @@ import datetime
 import json
 import linecache
 import os
+import resource
 import sys
 import sysconfig
 import traceback
@@ -105,10 +106,14 @@ def shown_file(filename):
 
 
 def user_traceback(exc):
-    # Drop the harness frames so the traceback starts at the script.
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename in HARNESS_FILES:
+    # Drop every frame up to the harness's last so the traceback starts at the script: an async
+    # main runs under asyncio.run and the harness's `wait`, which the script never called.
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in HARNESS_FILES:
+            last = tb
         tb = tb.tb_next
+    tb = last.tb_next if last is not None else exc.__traceback__
     te = traceback.TracebackException(type(exc), exc, tb, compact=True)
     # The source lines were read when `te` was built: renaming the files now keeps them.
     todo, seen = [te], set()
@@ -153,9 +158,21 @@ def error(exc, with_tb=True):
     if DISK_BYTES and isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
         message += (f" (the task's disk limit: {DISK_BYTES} bytes in its working directory, "
                     "as many in /tmp)")
+    # The task's rlimits, named with their values (docs/script-service.md, "Limits and isolation").
+    if isinstance(exc, MemoryError):
+        message = limit_note(message or "out of memory", resource.RLIMIT_AS, "memory limit")
+    elif isinstance(exc, OSError) and exc.errno == 27:  # EFBIG
+        message = limit_note(message, resource.RLIMIT_FSIZE, "file size limit")
     return {"ok": False, "error": {"type": type(exc).__name__, "message": message,
                                    "traceback": user_traceback(exc) if with_tb else "",
                                    "frames": user_frames(exc) if with_tb else []}}
+
+
+def limit_note(message, rlimit, what):
+    limit = resource.getrlimit(rlimit)[0]
+    if limit == resource.RLIM_INFINITY:
+        return message
+    return f"{message} (the task's {what}: {limit} bytes)"
 
 
 def load_package(data, task):
@@ -237,4 +254,4 @@ def exit_message(e):
     if code is None or isinstance(code, int):
         return {"exit": code or 0}
     print(code, file=sys.stderr)  # sys.exit("text") prints it and exits 1, like python does
-    return {"exit": 1}
+    return {"exit": 1, "text": str(code)[:1000]}
