@@ -131,11 +131,17 @@ describe("return values and main conventions", () => {
     assertSuccess(await run("callable_main", { a: 1, b: 2 }), { a: 1, b: 2 });
   });
 
-  test("non-serialisable return fails naming the type", async () => {
+  test("non-serialisable return fails naming the type and where it is", async () => {
     const o = await run("bad_return");
     assert.equal(o.status, "FAILURE");
     assert.equal(o.error?.type, "TypeError");
-    assert.match(o.error?.message ?? "", /\bset\b/);
+    assert.equal(o.error?.message, "return value.ok: Object of type set is not JSON serializable");
+    const nan = await run("nan_return");
+    assert.equal(nan.error?.type, "ValueError");
+    assert.equal(
+      nan.error?.message,
+      "return value.rows.1.score is nan: Out of range float values are not JSON compliant",
+    );
   });
 
   test("exception → FAILURE with type, message and a traceback showing the line", async () => {

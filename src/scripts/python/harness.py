@@ -228,7 +228,34 @@ def execute(task):
     try:
         return result_line(value)
     except (TypeError, ValueError, RecursionError) as e:
-        return error(e, with_tb=False)
+        failure = error(e, with_tb=False)
+        where = unwritable(value, "return value", 0)
+        if where is not None:
+            failure["error"]["message"] = f"{where}: {failure['error']['message']}"
+        return failure
+
+
+JSON_LEAVES = (str, int, bool, type(None), datetime.datetime, datetime.date, datetime.time)
+
+
+def unwritable(value, path, depth):
+    """Where in a return value json.dumps stopped (docs/script-service.md), as the service names
+    an integer it cannot keep: `return value.rows.1.score is nan`. None when it cannot tell."""
+    if depth > 200:
+        return None
+    if isinstance(value, float):
+        return None if value == value and abs(value) != float("inf") else f"{path} is {value}"
+    if isinstance(value, JSON_LEAVES):
+        return None
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, (list, tuple)) else None
+    if items is None:
+        return path
+    for key, item in items:
+        found = unwritable(item, f"{path}.{key}", depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def result_line(value):
