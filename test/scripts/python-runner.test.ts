@@ -125,6 +125,10 @@ describe("return values and main conventions", () => {
     assertSuccess(await run("sync_loop"), "no loop");
   });
 
+  test("sys.argv is the script's own, as `python argv.py` gives it: no zygote flags", async () => {
+    assertSuccess(await run("argv"), ["argv.py"]);
+  });
+
   test("main's signature is read through decorators and from callable objects", async () => {
     // functools.wraps: the wrapper takes (*args, **kwargs), the declared signature is (a, b).
     assertSuccess(await run("wrapped_main", { a: 4, b: 2 }), ["wrapped", 42]);

@@ -209,6 +209,8 @@ def execute(task):
         else:
             source, filename = data, f"{name}.py"
         USER_FILES.add(filename)
+        # As `python main.py` would: not the zygote's flags (argparse would refuse them).
+        sys.argv = [shown_file(filename)]
         mod = types.ModuleType(name)
         mod.__file__ = filename
         sys.modules[name] = mod  # pickle and multiprocessing look functions up here
