@@ -146,6 +146,31 @@ describe("script service runs", () => {
     assert.equal(r.body, 42);
   });
 
+  it("runs a package zipped by macOS Finder, whose __MACOSX/ folder sits beside its own", async () => {
+    const fork = "\u0000\u0005\u0016\u0007\u0000\u0002Mac OS X";
+    const r = await upload(
+      server,
+      [
+        {
+          name: "finder.zip",
+          content: makeZip([
+            { name: "proj/main.py", content: "import helper\ndef main(p): return helper.twice(p)" },
+            { name: "proj/helper.py", content: "def twice(n): return 2 * n" },
+            { name: "__MACOSX/proj/._main.py", content: fork },
+            { name: "__MACOSX/proj/._helper.py", content: fork },
+          ]),
+        },
+      ],
+      { path: "/s" },
+    );
+    assert.equal(r.body.data[0].status, 0, r.text);
+    const run = await server.call("POST", "/script/external/finder/run-sync", {
+      headers: h,
+      body: 21,
+    });
+    assert.equal(run.body, 42, run.text);
+  });
+
   it("passes named parameters as keywords", async () => {
     const r = await server.call("POST", "/script/external/named/run-sync", {
       headers: h,

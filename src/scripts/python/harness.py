@@ -189,7 +189,8 @@ def load_package(data, task):
     names = zipfile.ZipFile(path).namelist()
     root = path
     if "main.py" not in names:
-        tops = {n.split("/", 1)[0] for n in names}
+        # macOS Finder's __MACOSX/ is not a top folder (src/scripts/zip-inspect.ts).
+        tops = {n.split("/", 1)[0] for n in names if not n.startswith("__MACOSX/")}
         if len(tops) == 1 and f"{next(iter(tops))}/main.py" in names:
             root = f"{path}/{next(iter(tops))}"
     sys.path.insert(0, root)
