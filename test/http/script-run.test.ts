@@ -12,7 +12,7 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
-import { type Condition, onRunEvents } from "../helpers/wait.ts";
+import { type Condition, condition, onRunEvents, pollUntil } from "../helpers/wait.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 const SCRIPTS = {
@@ -362,6 +362,40 @@ describe("script service runs", () => {
       headers: h,
     });
     assert.equal(failed.body.code, 28030001);
+  });
+
+  it("a terminated task keeps what it printed before it was killed", async () => {
+    const printed = new Set<string>();
+    const output = condition();
+    server.services.events.subscribe((e) => {
+      if (e.type !== "progress") return;
+      printed.add(e.runId);
+      output.changed();
+    });
+    const started = await server.call("POST", "/script/script/run", {
+      headers: h,
+      body: { elementName: "slow", parameter: { s: 30 } },
+    });
+    const id = started.body.data as string;
+    await output.until(() => printed.has(id), "the task printed");
+    const t = await server.call("POST", `${DF}/run/terminate`, {
+      headers: h,
+      body: { runIds: [id] },
+    });
+    assert.equal(t.body.data[id], true, t.text);
+    // Recorded CANCELED at once; its output is added once its process is gone.
+    const run = await pollUntil(
+      () => server.services.store.getRun(null, id),
+      (r) => r?.stdout != null,
+      "the terminated task's output is kept",
+    );
+    assert.equal(run?.status, "CANCELED");
+    assert.equal(run?.stdout, "started\n");
+    const life = await server.call("GET", `/script/script/lifespan/${id}`, { headers: h });
+    assert.deepEqual(
+      [life.body.data.success, life.body.data.stdout, life.body.data.stderr],
+      [false, "started\n", "terminated by request"],
+    );
   });
 
   it("internal run-sync wraps the value in the envelope", async () => {
