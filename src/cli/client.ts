@@ -27,10 +27,13 @@ export type ExitCode = (typeof Exit)[keyof typeof Exit];
 export class CliError extends Error {
   readonly exit: ExitCode;
   readonly code: number | undefined;
-  constructor(exit: ExitCode, message: string, code?: number) {
+  /** The run or task the failure is about (its answer's x-task-id or x-run-id), for `logs`. */
+  readonly runId: string | undefined;
+  constructor(exit: ExitCode, message: string, code?: number, runId?: string) {
     super(message);
     this.exit = exit;
     this.code = code;
+    this.runId = runId;
   }
 }
 
@@ -127,7 +130,13 @@ export async function request<T>(
     typeof env === "object" && env !== null && typeof env.status === "boolean" && "data" in env;
   if (isEnvelope && env.status === false) {
     const code = typeof env.code === "number" ? env.code : 999999;
-    throw new CliError(exitFor(code), `${String(env.message ?? "failed")} (code ${code})`, code);
+    const runId = res.headers.get("x-task-id") ?? res.headers.get("x-run-id") ?? undefined;
+    throw new CliError(
+      exitFor(code),
+      `${String(env.message ?? "failed")} (code ${code})`,
+      code,
+      runId,
+    );
   }
   if (opts.raw) return { data: parsed as T, headers: res.headers };
   if (!isEnvelope)

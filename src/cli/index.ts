@@ -70,11 +70,14 @@ export async function runClientCommand(
         : err instanceof TypeError && "code" in err && String(err.code).startsWith("ERR_PARSE_ARGS")
           ? new CliError(Exit.USAGE, `${err.message}\nusage: sluice ${command.usage}`)
           : new CliError(Exit.FAILED, err instanceof Error ? err.message : String(err));
-    if (json)
-      ui0.out(
-        JSON.stringify({ error: { exit: e.exit, code: e.code ?? null, message: e.message } }),
-      );
-    else ui0.err(`${ui0.color.red("error")}: ${e.message}`);
+    // A failed run's ID stays at hand: `sluice logs "$(sluice run … --json | jq -r .id)"`.
+    const id = e.runId ? { id: e.runId } : {};
+    const error = { exit: e.exit, code: e.code ?? null, message: e.message };
+    if (json) ui0.out(JSON.stringify({ ...id, error }));
+    else {
+      ui0.err(`${ui0.color.red("error")}: ${e.message}`);
+      if (e.runId) ui0.err(`details: sluice logs ${e.runId}`);
+    }
     return e.exit;
   }
 }

@@ -12,6 +12,7 @@ interface NodeLog {
   stdout?: string;
   stderr?: string;
   reusedFrom?: string;
+  traceback?: { text: string };
 }
 
 interface RunDetail {
@@ -29,6 +30,8 @@ interface RunDetail {
   nodes: NodeLog[];
   stdout?: string;
   stderr?: string;
+  /** A failed task: where it raised, in the user's own files (docs/live-progress.md). */
+  traceback?: { text: string };
   /** Script tasks: the environment of the version it ran (null: none). */
   environment?: { hash: string; packages: string[] } | null;
 }
@@ -67,7 +70,7 @@ export const logs: Command = {
           : "";
       const reused = n.reusedFrom ? c.dim(` reused from ${n.reusedFrom}`) : "";
       ui.out(`  ${c.bold(n.nodeId)} (${n.nodeType}) ${ui.status(n.status)} ${took}${reused}`);
-      if (n.error) ui.out(c.red(indent(n.error)));
+      if (n.error) ui.out(c.red(indent(n.traceback?.text || n.error)));
       if (n.stdout) ui.out(indent(n.stdout));
       if (n.stderr) ui.out(c.yellow(indent(n.stderr)));
     }
@@ -79,7 +82,9 @@ export const logs: Command = {
       if (data.stdout) ui.out(`  ${c.bold("stdout")}\n${indent(data.stdout)}`);
       if (data.stderr) ui.out(`  ${c.bold("stderr")}\n${c.yellow(indent(data.stderr))}`);
     }
-    if (data.error && data.nodes.length === 0) ui.out(c.red(indent(data.error)));
+    // Headed, so that it does not read as the end of stdout; a traceback names the file and line.
+    if (data.error && data.nodes.length === 0)
+      ui.out(`  ${c.bold("error")}\n${c.red(indent(data.traceback?.text || data.error))}`);
     return Exit.OK;
   },
 };

@@ -120,9 +120,32 @@ export async function run<Req extends RunRequest>(
     chargeEnd(c, rec, end);
     if (pending?.wroteEnded) events.publish({ type: "created", run: rec });
     events.publish({ type: "ended", runId: rec.id, end, run: rec, configure });
-  } else events.notify(rec.id);
+  } else {
+    await keepTerminatedOutput(c, rec, end);
+    events.notify(rec.id);
+  }
   afterEnd?.();
   return { end, recorded };
+}
+
+/**
+ * A terminate recorded the run CANCELED before its process was gone (terminate(), below): what the
+ * task printed until then is added to that record (docs/script-service.md), counted towards its
+ * app. Nothing for a run ended otherwise, nor for one without output; never throws.
+ */
+async function keepTerminatedOutput<Req extends RunRequest>(
+  c: Lifecycle<Req>,
+  rec: ExecRun,
+  end: RunEnd,
+): Promise<void> {
+  if (end.status !== "CANCELED" || !(end.stdout || end.stderr)) return;
+  const out = { stdout: end.stdout ?? "", stderr: end.stderr ?? "" };
+  try {
+    if (await c.store.keepOutput(rec.id, out))
+      c.deps.stored?.charge(rec.scope.app, out.stdout.length + out.stderr.length);
+  } catch (err) {
+    c.deps.logger.error({ err, runId: rec.id }, "could not keep a terminated run's output");
+  }
 }
 
 /** What the end wrote, counted towards its app until the next read (stored-quota.ts). */

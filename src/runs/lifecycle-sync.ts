@@ -72,7 +72,8 @@ export async function runSync<Req extends RunRequest>(
   const now = await readBack(c, rec);
   if (TERMINAL.has(now.status) || !wait.terminateOnTimeout)
     return { run: now, killedOnTimeout: false };
-  active.get(rec.id)?.abort(new RunStop("timeout", "the wait elapsed"));
+  const why = `killed when the caller's wait of ${waitS} s elapsed (terminateOnTimeout)`;
+  active.get(rec.id)?.abort(new RunStop("timeout", why));
   await done;
   // The answer carries the status the stop ended in, not STARTED.
   return { run: await readBack(c, rec), killedOnTimeout: true };

@@ -35,7 +35,7 @@ export class RunStop extends Error {
 }
 
 export function limitMessage(maxRunS: number): string {
-  return `run timed out: it exceeded the system limit of ${maxRunS}s`;
+  return `run timed out: it exceeded the system limit of ${maxRunS}s (MAX_RUN_S)`;
 }
 
 /**

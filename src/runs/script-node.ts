@@ -2,7 +2,7 @@ import type { NodeFiles } from "../artifacts/node-files.ts";
 import { type Locator, locateElement } from "../elements/locator.ts";
 import type { FlowDeps, ScriptResult } from "../flows/executor.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "../scripts/runner-types.ts";
-import { tracebackOf } from "../scripts/traceback.ts";
+import { errorLine, tracebackOf } from "../scripts/traceback.ts";
 import type { SecretResolver } from "../secrets/secrets.ts";
 import { taskSecrets } from "../secrets/task-env.ts";
 import type { ScriptPin } from "../store/revision-types.ts";
@@ -80,7 +80,7 @@ export function scriptNodeRunner(deps: {
           ? { ok: true, value: o.value, stdout: o.stdout, stderr: o.stderr }
           : {
               ok: false,
-              error: o.error ? `${o.error.type}: ${o.error.message}` : o.status,
+              error: o.error ? errorLine(o.error) : o.status,
               stdout: o.stdout,
               stderr: o.stderr,
               ...withTraceback(o),

@@ -99,7 +99,7 @@ export type TaskError = {
 export type ResultMessage =
   | { ok: true; value: unknown }
   | { ok: false; error: TaskError }
-  | { exit: number };
+  | { exit: number; text?: string };
 
 const unreadable: ResultMessage = {
   ok: false,
@@ -128,8 +128,11 @@ export function readResult(line: Buffer): ResultMessage {
     if (tooDeep(text, r.value)) return deepValue;
     return unroundedValue(text, r.value);
   }
-  // sys.exit(True) reports a bool, which Python exits with as 1.
-  if (typeof r.exit === "number" || typeof r.exit === "boolean") return { exit: Number(r.exit) };
+  // sys.exit(True) reports a bool, which Python exits with as 1; sys.exit("text") its text.
+  if (typeof r.exit === "number" || typeof r.exit === "boolean")
+    return typeof r.text === "string"
+      ? { exit: Number(r.exit), text: r.text }
+      : { exit: Number(r.exit) };
   const e = r.error as Record<string, unknown> | null | undefined;
   if (r.ok === false && typeof e?.type === "string" && typeof e.message === "string") {
     const error: TaskError = { type: e.type, message: e.message };

@@ -262,7 +262,10 @@ function outcomeOf(w: Watch, status: ExitStatus | undefined): Ending {
       ? { status: "SUCCESS", value: null }
       : {
           status: "FAILURE",
-          error: { type: "SystemExit", message: `script exited with code ${result.exit}` },
+          error: {
+            type: "SystemExit",
+            message: `script exited with code ${result.exit}${result.text ? `: ${result.text}` : ""}`,
+          },
         };
   if (result && "error" in result) return { status: "FAILURE", error: result.error };
   return {

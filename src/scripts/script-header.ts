@@ -1,4 +1,5 @@
 import { MAX_RETENTION_DAYS } from "../runs/retention-rules.ts";
+import { isSecretName } from "../secrets/refs.ts";
 import type { ScriptSource } from "./runner-types.ts";
 import { inspectZip } from "./zip-inspect.ts";
 
@@ -10,7 +11,7 @@ import { inspectZip } from "./zip-inspect.ts";
  *   # sluice-retention-days: 30          how long its task records are kept (docs/retention.md)
  */
 export interface ScriptHeader {
-  /** Declared secret names as written (invalid ones kept, so the task fails naming them). */
+  /** Declared secret names as written (an invalid one is a `problem`, and kept: see below). */
   secrets: string[];
   /** Absent: no limit. */
   maxConcurrentRuns?: number;
@@ -35,7 +36,13 @@ export function parseHeader(text: string): ScriptHeader {
   if (typeof limit === "number") header.maxConcurrentRuns = limit;
   const days = declaredNumber(text, RETENTION, "sluice-retention-days", 0, MAX_RETENTION_DAYS);
   if (typeof days === "number") header.retentionDays = days;
-  const problem = [limit, days].find((v) => typeof v === "string");
+  // Kept in `secrets` all the same: a version stored before this check fails its task naming it.
+  const badName = header.secrets.find((n) => !isSecretName(n));
+  const badSecret =
+    badName === undefined
+      ? undefined
+      : `sluice-secrets: "${badName}" is not a secret name (letters, digits and _, not starting with a digit, at most 100 characters)`;
+  const problem = [badSecret, limit, days].find((v) => typeof v === "string");
   if (problem !== undefined) header.problem = problem;
   return header;
 }

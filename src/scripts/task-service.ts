@@ -18,7 +18,7 @@ import { runTargets } from "../webhooks/targets.ts";
 import type { WebhookTarget } from "../webhooks/types.ts";
 import type { ScriptRunner, ScriptSource, TaskOutcome } from "./runner-types.ts";
 import { scriptHeader } from "./script-header.ts";
-import { tracebackOf } from "./traceback.ts";
+import { errorLine, tracebackOf } from "./traceback.ts";
 
 export interface TaskRequest {
   scope: Scope;
@@ -193,7 +193,7 @@ async function execute(
         }),
     });
     deps.onScript?.(outcome);
-    return { outcome: taskOutcome(outcome) };
+    return { outcome: taskOutcome(stoppedBy(outcome, signal)) };
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
@@ -211,10 +211,21 @@ async function taskSource(store: TaskServiceDeps["store"], r: ExecRun): Promise<
   return { name: r.elementName, kind: v.kind, content: v.content, env: v.env };
 }
 
+/**
+ * A task the caller's wait killed (terminateOnTimeout) says so, and the wait's length, rather than
+ * the runner's "task timed out", which reads as a limit of the task's own.
+ */
+function stoppedBy(o: TaskOutcome, signal: AbortSignal): TaskOutcome {
+  const stop: unknown = signal.reason;
+  if (!(stop instanceof RunStop) || stop.reason !== "timeout" || o.error?.type !== "Timeout")
+    return o;
+  return { ...o, error: { ...o.error, message: stop.message } };
+}
+
 function taskOutcome(o: TaskOutcome): Outcome {
   const out = { stdout: o.stdout, stderr: o.stderr };
   if (o.status === "SUCCESS") return { ...out, status: "SUCCESS", value: o.value };
-  const error = o.error ? `${o.error.type}: ${o.error.message}` : "the script failed";
+  const error = o.error ? errorLine(o.error) : "the script failed";
   const traceback = tracebackOf(o.error);
   return { ...out, status: o.status, error, ...(traceback ? { detail: { traceback } } : {}) };
 }

@@ -45,6 +45,14 @@ export function readFrames(raw: unknown): TraceFrame[] {
   return out;
 }
 
+/**
+ * A task error as one line, the way Python ends a traceback: `ValueError: bad order 7`, and the
+ * type alone for an exception without a message (`raise ValueError()`), not `ValueError: `.
+ */
+export function errorLine(error: { type: string; message: string }): string {
+  return error.message ? `${error.type}: ${error.message}` : error.type;
+}
+
 /** A task error's traceback, when the script raised (not a kill, a timeout or a runner refusal). */
 export function tracebackOf(
   error: { type: string; message: string; traceback?: string; frames?: TraceFrame[] } | undefined,

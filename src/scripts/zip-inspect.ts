@@ -41,11 +41,12 @@ export async function inspectZip(
   const unsafe = checkEntries(entries, limits.zipUncompressedBytes);
   if (unsafe) return unsafe;
   const files = entries.filter((e) => !e.fileName.endsWith("/"));
-  const entry = entryOf(files);
+  const code = files.filter((e) => !isFinderMetadata(e.fileName));
+  const entry = entryOf(code);
   if (typeof entry !== "string") return entry;
-  const pyFiles = await readPyFiles(zip, files);
+  const pyFiles = await readPyFiles(zip, code);
   if (!Array.isArray(pyFiles)) return pyFiles;
-  const requirements = await readRequirements(zip, files, entry);
+  const requirements = await readRequirements(zip, code, entry);
   if (requirements && "ok" in requirements) return requirements;
   zip.close();
   const list = files.map((e) => ({ name: e.fileName, size: e.uncompressedSize }));
@@ -110,17 +111,25 @@ function checkEntries(entries: yauzl.Entry[], maxBytes: number): Refusal | undef
   return undefined;
 }
 
+/**
+ * What macOS Finder's "Compress" adds beside the files (AppleDouble `._name` files under
+ * `__MACOSX/`): never Python nor part of the package, so neither checked nor a top-level folder
+ * (docs/script-service.md, "Writing scripts"); the task's harness skips it the same way.
+ */
+const isFinderMetadata = (name: string) => name.startsWith("__MACOSX/");
+
 /** `main.py` at the root, or in the one top-level folder. */
 function entryOf(files: yauzl.Entry[]): string | Refusal {
   if (files.some((e) => e.fileName === "main.py")) return "main.py";
-  const tops = new Set(files.map((e) => e.fileName.split("/")[0]));
+  const tops = new Set(files.map((e) => e.fileName.replace(/\/.*$/s, "/")));
   const [top] = [...tops];
-  if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}/main.py`))
-    return `${top}/main.py`;
+  if (tops.size === 1 && top && files.some((e) => e.fileName === `${top}main.py`))
+    return `${top}main.py`;
+  const shown = [...tops].slice(0, 5).join(", ") + (tops.size > 5 ? ", …" : "");
   return {
     ok: false,
     status: 2,
-    message: "zip has no main.py at its root or in a single top-level folder",
+    message: `zip has no main.py at its root or in a single top-level folder (its top level holds ${shown || "nothing"})`,
   };
 }
 

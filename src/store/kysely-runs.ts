@@ -9,7 +9,13 @@ import { countNewRuns, createRunWrites } from "./run-writes.ts";
 import { applyStartsAndEnds } from "./run-writes-pg.ts";
 import type { Database, RunTable } from "./schema.ts";
 import { bound, shapeCache, shapeOf } from "./shapes.ts";
-import { END_BYTES_SQL, PARAM_BYTES_SQL, storedBytes, uncountParams } from "./stored-bytes.ts";
+import {
+  END_BYTES_SQL,
+  endBytes,
+  PARAM_BYTES_SQL,
+  storedBytes,
+  uncountParams,
+} from "./stored-bytes.ts";
 import type {
   Dialect,
   ElementType,
@@ -28,6 +34,7 @@ type RunMethods = Pick<
   | "insertRunsWith"
   | "startRun"
   | "endRun"
+  | "keepOutput"
   | "getRun"
   | "markFilesRemoved"
   | "deleteRuns"
@@ -50,6 +57,7 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
     insertRunsWith: (runs, also) => insertRunsWith(db, hot, runs, also),
     startRun: writes.startRun,
     endRun: writes.endRun,
+    keepOutput: (id, out) => keepOutput(db, id, out),
     getRun: (scope, id) => getRun(readRun, scope, id),
     markFilesRemoved: async (id, note) => {
       await db
@@ -73,6 +81,40 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
     queuedBefore: (cutoff, limit) => queuedBefore(db, cutoff, limit),
     storedBytes: (app) => storedBytes(db, app),
   };
+}
+
+/**
+ * The output of a run terminated while it executed, added to its CANCELED record once its process
+ * is gone (RunStore.keepOutput), with its bytes on the counter row its end counted, which a delete
+ * subtracts them from (stored-bytes.ts). Run row first, then the counter, as every end writes.
+ */
+function keepOutput(
+  db: Kysely<Database>,
+  id: string,
+  out: { stdout: string; stderr: string },
+): Promise<boolean> {
+  return db.transaction().execute(async (tx) => {
+    const row = await tx
+      .selectFrom("runs")
+      .select(["app", "space", "element_id", "trigger_type"])
+      .where("id", "=", id)
+      .where("status", "=", "CANCELED")
+      .where("stdout", "is", null)
+      .where("stderr", "is", null)
+      .executeTakeFirst();
+    if (!row) return false;
+    await tx
+      .updateTable("runs")
+      .set({ stdout: out.stdout, stderr: out.stderr })
+      .where("id", "=", id)
+      .execute();
+    const texts = { summary: null, result: null, error: null, detail: null };
+    const bytes = endBytes({ ...texts, ...out });
+    await sql`update run_status_counts set bytes = bytes + ${bytes}
+      where app = ${row.app} and space = ${row.space} and element_id = ${row.element_id}
+        and trigger_type = ${row.trigger_type} and status = 'CANCELED'`.execute(tx);
+    return true;
+  });
 }
 
 /**

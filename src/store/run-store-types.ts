@@ -67,6 +67,12 @@ export interface RunStore {
   startRun(id: string, startTime: number, nodeId: string | null): Promise<Run | undefined>;
   /** Unfinished → terminal; false when the run had already ended (terminal states never change). */
   endRun(id: string, end: RunEnd): Promise<boolean>;
+  /**
+   * A run terminated while it executed was ended CANCELED before its process was gone: adds the
+   * output its executor read to that record, counted towards its app; false (nothing written)
+   * unless the run is CANCELED with no output yet (docs/script-service.md).
+   */
+  keepOutput(id: string, out: { stdout: string; stderr: string }): Promise<boolean>;
   getRun(scope: ScopeFilter, id: string): Promise<Run | undefined>;
   /** An ended run's kept directory was removed early: says why in its record (docs/security.md, "Disk"). */
   markFilesRemoved(id: string, note: FilesRemoved): Promise<void>;

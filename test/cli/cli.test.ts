@@ -128,6 +128,28 @@ describe("sluice CLI against a real server", () => {
     assert.match(logs.stdout, /hi from cli/);
   });
 
+  it("shows a failed task's traceback in logs, apart from its output", async () => {
+    const py = file(
+      "sour.py",
+      "def check(p):\n    raise ValueError('bad order ' + str(p['id']))\n\ndef main(p):\n    print('checking')\n    return check(p)\n",
+    );
+    assert.equal((await sluice(["upload", py, "--path", "/py"], env)).code, 0);
+    const r = await sluice(["run", "sour", "--type", "PY", "--param", '{"id":7}'], env);
+    assert.equal(r.code, 0, r.stderr);
+    await server.services.tasks.waitForEnd(null, r.stdout.trim(), 10);
+    const logs = await sluice(["logs", r.stdout.trim()], env);
+    assert.equal(logs.code, 0, logs.stderr);
+    // Under its own heading, after the output: the file and line of the user's code.
+    assert.match(
+      logs.stdout,
+      /\n {2}stdout\n {4}checking\n {2}error\n {4}Traceback \(most recent call last\):\n {6}File "sour\.py", line 6, in main\n/,
+    );
+    assert.match(
+      logs.stdout,
+      /File "sour\.py", line 2, in check\n.*\n {4}ValueError: bad order 7\n$/s,
+    );
+  });
+
   it("shows each node of a flow run in logs", async () => {
     const flow = {
       vertexes: [
@@ -151,9 +173,12 @@ describe("sluice CLI against a real server", () => {
     const logs = await sluice(["logs", runId], env);
     assert.match(logs.stdout, /py \(script\) SUCCESS/);
     assert.match(logs.stdout, /node says 4/);
-    const failed = await sluice(["run", "dbl", "--param", '{"n":-1}', "--wait"], env);
+    const failed = await sluice(["run", "dbl", "--param", '{"n":-1}', "--wait", "--json"], env);
     assert.equal(failed.code, 1);
-    assert.match(failed.stderr, /negative/);
+    assert.match(failed.stdout, /negative/);
+    const failedLogs = await sluice(["logs", JSON.parse(failed.stdout).id], env);
+    // The failed node's traceback names the line of its code.
+    assert.match(failedLogs.stdout, /File "node_py\.py", line 4, in main/);
   });
 
   it("exit codes: not found 5, unreachable 3, usage 2", async () => {

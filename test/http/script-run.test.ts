@@ -12,7 +12,7 @@ import {
   type TestServer,
   upload,
 } from "../helpers/server.ts";
-import { type Condition, onRunEvents } from "../helpers/wait.ts";
+import { type Condition, condition, onRunEvents, pollUntil } from "../helpers/wait.ts";
 import { makeZip } from "../helpers/zip.ts";
 
 const SCRIPTS = {
@@ -23,6 +23,7 @@ const SCRIPTS = {
     "import sys\ndef main():\n    print('to out')\n    print('to err', file=sys.stderr)\n    return [1, 2]\n",
   named: "def main(a, b):\n    return a + b\n",
   sized: "def main(n):\n    return 'x' * (n - 2)\n",
+  bare: "def main(p):\n    raise ValueError()\n",
 };
 const FIXTURES = path.join(import.meta.dirname, "../fixtures/python");
 const RESULT_LIMIT = 65536;
@@ -99,6 +100,13 @@ describe("script service runs", () => {
     assert.equal(r.headers.get("x-task-status"), "FAILURE");
   });
 
+  it("an exception without a message is named by its type alone, as Python prints it", async () => {
+    const r = await server.call("POST", "/script/external/bare/run-sync", { headers: h, body: {} });
+    assert.deepEqual([r.body.code, r.body.message], [28030001, "ValueError"]);
+    const run = await server.services.store.getRun(null, r.headers.get("x-task-id") ?? "");
+    assert.equal(run?.summary, "ValueError");
+  });
+
   it("locates by name across the scope: not unique without path, folderId works, both is 400", async () => {
     const dup = await server.call("POST", "/script/external/echo/run-sync", {
       headers: h,
@@ -136,6 +144,31 @@ describe("script service runs", () => {
       body: { n: 21 },
     });
     assert.equal(r.body, 42);
+  });
+
+  it("runs a package zipped by macOS Finder, whose __MACOSX/ folder sits beside its own", async () => {
+    const fork = "\u0000\u0005\u0016\u0007\u0000\u0002Mac OS X";
+    const r = await upload(
+      server,
+      [
+        {
+          name: "finder.zip",
+          content: makeZip([
+            { name: "proj/main.py", content: "import helper\ndef main(p): return helper.twice(p)" },
+            { name: "proj/helper.py", content: "def twice(n): return 2 * n" },
+            { name: "__MACOSX/proj/._main.py", content: fork },
+            { name: "__MACOSX/proj/._helper.py", content: fork },
+          ]),
+        },
+      ],
+      { path: "/s" },
+    );
+    assert.equal(r.body.data[0].status, 0, r.text);
+    const run = await server.call("POST", "/script/external/finder/run-sync", {
+      headers: h,
+      body: 21,
+    });
+    assert.equal(run.body, 42, run.text);
   });
 
   it("passes named parameters as keywords", async () => {
@@ -226,6 +259,10 @@ describe("script service runs", () => {
     assert.match(life.body.data.stdout, /started/);
     const run = await server.services.store.getRun(null, taskId ?? "");
     assert.equal(run?.status, "FAILURE");
+    // It says which wait killed it, not a bare "task timed out" that reads as a limit of its own.
+    const why = "Timeout: killed when the caller's wait of 1 s elapsed (terminateOnTimeout)";
+    assert.equal(run?.summary, why);
+    assert.ok(life.body.data.stderr.endsWith(why), life.body.data.stderr);
   });
 
   it("a result at LIMIT_RESULT_BYTES is answered, one byte more is ResultTooLarge", async () => {
@@ -325,6 +362,40 @@ describe("script service runs", () => {
       headers: h,
     });
     assert.equal(failed.body.code, 28030001);
+  });
+
+  it("a terminated task keeps what it printed before it was killed", async () => {
+    const printed = new Set<string>();
+    const output = condition();
+    server.services.events.subscribe((e) => {
+      if (e.type !== "progress") return;
+      printed.add(e.runId);
+      output.changed();
+    });
+    const started = await server.call("POST", "/script/script/run", {
+      headers: h,
+      body: { elementName: "slow", parameter: { s: 30 } },
+    });
+    const id = started.body.data as string;
+    await output.until(() => printed.has(id), "the task printed");
+    const t = await server.call("POST", `${DF}/run/terminate`, {
+      headers: h,
+      body: { runIds: [id] },
+    });
+    assert.equal(t.body.data[id], true, t.text);
+    // Recorded CANCELED at once; its output is added once its process is gone.
+    const run = await pollUntil(
+      () => server.services.store.getRun(null, id),
+      (r) => r?.stdout != null,
+      "the terminated task's output is kept",
+    );
+    assert.equal(run?.status, "CANCELED");
+    assert.equal(run?.stdout, "started\n");
+    const life = await server.call("GET", `/script/script/lifespan/${id}`, { headers: h });
+    assert.deepEqual(
+      [life.body.data.success, life.body.data.stdout, life.body.data.stderr],
+      [false, "started\n", "terminated by request"],
+    );
   });
 
   it("internal run-sync wraps the value in the envelope", async () => {

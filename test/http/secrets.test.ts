@@ -203,6 +203,25 @@ describe(`secrets (${TEST_MODE})`, () => {
     for (const text of [r.text, direct.text]) assert.ok(!text.includes(VALUE));
   });
 
+  it("refuses an upload that declares a name no secret can have, naming it", async () => {
+    const r = await upload(
+      server,
+      [
+        {
+          name: "badname.py",
+          content: "# sluice-secrets: TOKEN, api-token\ndef main(p): return 1\n",
+        },
+      ],
+      { path: "/s" },
+    );
+    const item = (r.body.data as { status: number; message: string }[])[0];
+    assert.equal(item?.status, 2, r.text);
+    assert.match(
+      item?.message ?? "",
+      /^badname\.py: sluice-secrets: "api-token" is not a secret name/,
+    );
+  });
+
   it("exports references by name only", async () => {
     const r = await call("POST", "/export", { path: "/" });
     assert.equal(r.body.status, true, r.text);

@@ -16,6 +16,7 @@ const FIXTURES = path.join(import.meta.dirname, "../fixtures/python");
 const OUTPUT_CAP = 1000;
 const RESULT_CAP = 64 * 1024;
 const MiB = 1024 * 1024;
+const FILE_CAP = 16 * MiB;
 const quiet = { info() {}, warn() {}, error() {}, debug() {} };
 
 let runner: PythonRunner;
@@ -85,7 +86,13 @@ before(async () => {
   const cfg = loadConfig({ SCRIPT_SANDBOX: process.env.SCRIPT_SANDBOX });
   runner = await createPythonRunner({
     config: {
-      python: { ...cfg.python, prefork: 2, concurrency: 4, memoryBytes: 512 * 1024 * 1024 },
+      python: {
+        ...cfg.python,
+        prefork: 2,
+        concurrency: 4,
+        memoryBytes: 512 * MiB,
+        fileSizeBytes: FILE_CAP,
+      },
       limits: { outputBytes: OUTPUT_CAP, resultBytes: RESULT_CAP, maxRunS: 60 },
       dataDir,
     },
@@ -118,17 +125,27 @@ describe("return values and main conventions", () => {
     assertSuccess(await run("sync_loop"), "no loop");
   });
 
+  test("sys.argv is the script's own, as `python argv.py` gives it: no zygote flags", async () => {
+    assertSuccess(await run("argv"), ["argv.py"]);
+  });
+
   test("main's signature is read through decorators and from callable objects", async () => {
     // functools.wraps: the wrapper takes (*args, **kwargs), the declared signature is (a, b).
     assertSuccess(await run("wrapped_main", { a: 4, b: 2 }), ["wrapped", 42]);
     assertSuccess(await run("callable_main", { a: 1, b: 2 }), { a: 1, b: 2 });
   });
 
-  test("non-serialisable return fails naming the type", async () => {
+  test("non-serialisable return fails naming the type and where it is", async () => {
     const o = await run("bad_return");
     assert.equal(o.status, "FAILURE");
     assert.equal(o.error?.type, "TypeError");
-    assert.match(o.error?.message ?? "", /\bset\b/);
+    assert.equal(o.error?.message, "return value.ok: Object of type set is not JSON serializable");
+    const nan = await run("nan_return");
+    assert.equal(nan.error?.type, "ValueError");
+    assert.equal(
+      nan.error?.message,
+      "return value.rows.1.score is nan: Out of range float values are not JSON compliant",
+    );
   });
 
   test("exception → FAILURE with type, message and a traceback showing the line", async () => {
@@ -146,6 +163,26 @@ describe("return values and main conventions", () => {
     const o = await run("sys_exit", 2);
     assert.equal(o.status, "FAILURE");
     assert.match(o.error?.message ?? "", /code 2/);
+  });
+
+  test("sys.exit(text): the text is in the message, as Python prints it to stderr", async () => {
+    const o = await run("sys_exit", "no orders to score");
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.message, "script exited with code 1: no orders to score");
+    assert.equal(o.stderr, "no orders to score\n");
+  });
+
+  test("an async main's traceback starts at the script: no harness or asyncio frame", async () => {
+    const o = await run("async_raises", 7);
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.message, "async bad 7");
+    const text = o.error?.traceback ?? "";
+    assert.match(
+      text,
+      /^Traceback \(most recent call last\):\n {2}File "async_raises\.py", line 10, in main\n/,
+    );
+    assert.match(text, /File "async_raises\.py", line 6, in check/);
+    assert.doesNotMatch(text, /harness|asyncio/);
   });
 });
 
@@ -400,11 +437,23 @@ describe("kills and limits", () => {
     assert.equal(o.stdout, "before exit\n");
   });
 
-  test("memory limit → FAILURE", async () => {
+  test("memory limit → FAILURE, the message names the limit", async () => {
     const o = await run("memory", 1024);
     assert.equal(o.status, "FAILURE");
     assert.equal(o.error?.type, "MemoryError");
+    assert.equal(o.error?.message, `out of memory (the task's memory limit: ${512 * MiB} bytes)`);
     assertSuccess(await run("memory", 16), 16 * 1024 * 1024);
+  });
+
+  test("file size limit → FAILURE, the message names the limit", async () => {
+    const o = await run("big_file", 32);
+    assert.equal(o.status, "FAILURE");
+    assert.equal(o.error?.type, "OSError");
+    assert.equal(
+      o.error?.message,
+      `[Errno 27] File too large (the task's file size limit: ${FILE_CAP} bytes)`,
+    );
+    assertSuccess(await run("big_file", 8), 8);
   });
 
   test("at most `concurrency` tasks run at once, the rest wait", async () => {

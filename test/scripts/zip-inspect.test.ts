@@ -34,9 +34,30 @@ describe("inspectZip", () => {
     );
     assert.equal(v.ok && v.entry, "pkg/main.py");
   });
-  it("rejects a zip without main.py (status 2)", async () => {
+  it("rejects a zip without main.py (status 2), naming what its top level holds", async () => {
     const v = await inspectZip(makeZip([{ name: "a/main.py" }, { name: "b/x.py" }]), limits);
-    assert.deepEqual(v.ok ? null : [v.status, /main\.py/.test(v.message)], [2, true]);
+    assert.deepEqual(v.ok ? null : [v.status, v.message], [
+      2,
+      "zip has no main.py at its root or in a single top-level folder (its top level holds a/, b/)",
+    ]);
+  });
+  it("a zip made by macOS Finder: its __MACOSX/ metadata is neither a top folder nor Python", async () => {
+    // AppleDouble files: binary, named like the files they describe.
+    const fork = "\u0000\u0005\u0016\u0007\u0000\u0002Mac OS X";
+    const v = await inspectZip(
+      makeZip([
+        { name: "proj/main.py", content: "import helper" },
+        { name: "proj/helper.py", content: "x = 1" },
+        { name: "__MACOSX/proj/._main.py", content: fork },
+        { name: "__MACOSX/proj/._helper.py", content: fork },
+      ]),
+      limits,
+    );
+    assert.equal(v.ok, true, JSON.stringify(v));
+    if (!v.ok) return;
+    assert.equal(v.entry, "proj/main.py");
+    assert.deepEqual(v.pyFiles.map((f) => f.name).sort(), ["proj/helper.py", "proj/main.py"]);
+    assert.equal(v.files.length, 4, "the version's file list still shows every file");
   });
   it("rejects ../ entries and absolute paths (status 2)", async () => {
     for (const name of ["../evil.py", "a/../../evil.py", "/etc/x.py"]) {

@@ -143,6 +143,26 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal(await exact("qb", "untouched"), bBytes);
     });
 
+    it("a terminated task's output, kept after its CANCELED end, is counted and deleted", async () => {
+      const task = run(A, "7", 500, { elementType: "PY" });
+      await store.insertRun(task);
+      // A terminate's end: no output (lifecycle-core.ts, terminate).
+      const cut: RunEnd = { status: "CANCELED", endTime: T0 + 5, summary: "terminated" };
+      assert.equal(await store.endRun(task.id, { ...cut, error: "terminated by request" }), true);
+      const before = await exact("qa", "after the terminate");
+      const out = { stdout: text(700, "printed"), stderr: text(90, "warned") };
+      assert.equal(await store.keepOutput(task.id, out), true);
+      assert.ok((await exact("qa", "after its output was kept")) > before + 790);
+      // Once only, and only on a CANCELED record without output.
+      assert.equal(await store.keepOutput(task.id, { stdout: "again", stderr: "" }), false);
+      const ok = run(A, "7", 10, { elementType: "PY" });
+      await store.insertRun(ok, { ...end("SUCCESS", 10, "ok"), stdout: undefined });
+      assert.equal(await store.keepOutput(ok.id, { stdout: "x", stderr: "" }), false);
+      assert.equal((await store.getRun(null, task.id))?.stdout, out.stdout);
+      await store.deleteRuns(null, [task.id, ok.id]);
+      await exact("qa", "after they were deleted");
+    });
+
     it("deploys and uploads count their revisions and versions, removed ones no longer", async () => {
       const before = await store.storedBytes("qa");
       const folder = await store.ensureFolder(A, "/q", T0);

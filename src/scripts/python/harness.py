@@ -8,6 +8,7 @@ import datetime
 import json
 import linecache
 import os
+import resource
 import sys
 import sysconfig
 import traceback
@@ -105,10 +106,14 @@ def shown_file(filename):
 
 
 def user_traceback(exc):
-    # Drop the harness frames so the traceback starts at the script.
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename in HARNESS_FILES:
+    # Drop every frame up to the harness's last so the traceback starts at the script: an async
+    # main runs under asyncio.run and the harness's `wait`, which the script never called.
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in HARNESS_FILES:
+            last = tb
         tb = tb.tb_next
+    tb = last.tb_next if last is not None else exc.__traceback__
     te = traceback.TracebackException(type(exc), exc, tb, compact=True)
     # The source lines were read when `te` was built: renaming the files now keeps them.
     todo, seen = [te], set()
@@ -153,9 +158,21 @@ def error(exc, with_tb=True):
     if DISK_BYTES and isinstance(exc, OSError) and exc.errno == 28:  # ENOSPC
         message += (f" (the task's disk limit: {DISK_BYTES} bytes in its working directory, "
                     "as many in /tmp)")
+    # The task's rlimits, named with their values (docs/script-service.md, "Limits and isolation").
+    if isinstance(exc, MemoryError):
+        message = limit_note(message or "out of memory", resource.RLIMIT_AS, "memory limit")
+    elif isinstance(exc, OSError) and exc.errno == 27:  # EFBIG
+        message = limit_note(message, resource.RLIMIT_FSIZE, "file size limit")
     return {"ok": False, "error": {"type": type(exc).__name__, "message": message,
                                    "traceback": user_traceback(exc) if with_tb else "",
                                    "frames": user_frames(exc) if with_tb else []}}
+
+
+def limit_note(message, rlimit, what):
+    limit = resource.getrlimit(rlimit)[0]
+    if limit == resource.RLIM_INFINITY:
+        return message
+    return f"{message} (the task's {what}: {limit} bytes)"
 
 
 def load_package(data, task):
@@ -172,7 +189,8 @@ def load_package(data, task):
     names = zipfile.ZipFile(path).namelist()
     root = path
     if "main.py" not in names:
-        tops = {n.split("/", 1)[0] for n in names}
+        # macOS Finder's __MACOSX/ is not a top folder (src/scripts/zip-inspect.ts).
+        tops = {n.split("/", 1)[0] for n in names if not n.startswith("__MACOSX/")}
         if len(tops) == 1 and f"{next(iter(tops))}/main.py" in names:
             root = f"{path}/{next(iter(tops))}"
     sys.path.insert(0, root)
@@ -192,6 +210,8 @@ def execute(task):
         else:
             source, filename = data, f"{name}.py"
         USER_FILES.add(filename)
+        # As `python main.py` would: not the zygote's flags (argparse would refuse them).
+        sys.argv = [shown_file(filename)]
         mod = types.ModuleType(name)
         mod.__file__ = filename
         sys.modules[name] = mod  # pickle and multiprocessing look functions up here
@@ -211,7 +231,34 @@ def execute(task):
     try:
         return result_line(value)
     except (TypeError, ValueError, RecursionError) as e:
-        return error(e, with_tb=False)
+        failure = error(e, with_tb=False)
+        where = unwritable(value, "return value", 0)
+        if where is not None:
+            failure["error"]["message"] = f"{where}: {failure['error']['message']}"
+        return failure
+
+
+JSON_LEAVES = (str, int, bool, type(None), datetime.datetime, datetime.date, datetime.time)
+
+
+def unwritable(value, path, depth):
+    """Where in a return value json.dumps stopped (docs/script-service.md), as the service names
+    an integer it cannot keep: `return value.rows.1.score is nan`. None when it cannot tell."""
+    if depth > 200:
+        return None
+    if isinstance(value, float):
+        return None if value == value and abs(value) != float("inf") else f"{path} is {value}"
+    if isinstance(value, JSON_LEAVES):
+        return None
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, (list, tuple)) else None
+    if items is None:
+        return path
+    for key, item in items:
+        found = unwritable(item, f"{path}.{key}", depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def result_line(value):
@@ -237,4 +284,4 @@ def exit_message(e):
     if code is None or isinstance(code, int):
         return {"exit": code or 0}
     print(code, file=sys.stderr)  # sys.exit("text") prints it and exits 1, like python does
-    return {"exit": 1}
+    return {"exit": 1, "text": str(code)[:1000]}
