@@ -183,6 +183,7 @@ async function assemble(
     expressionPool,
     disk,
     here,
+    artifacts,
   });
 
   return {
