@@ -58,27 +58,36 @@ function gone(dir: string, file: string): Promise<void> {
   });
 }
 
-describe("kill -9 while an environment is removed", () => {
+/** A wheel of thousands of files (removing or installing it takes a while) and a service's env. */
+async function setUp() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-crash-envs-"));
+  const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
+  const files: Record<string, string> = { "sluice_bulky/__init__.py": "VALUE = 42\n" };
+  for (let d = 0; d < 40; d++)
+    for (let f = 0; f < 100; f++) files[`sluice_bulky/d${d}/f${f}.txt`] = "x\n";
+  writeWheel(wheels, { name: "sluice-bulky", version: "1.0", files, topLevel: ["sluice_bulky"] });
+  const env = {
+    DATA_DIR: dataDir,
+    PIP_NO_INDEX: "1",
+    PIP_FIND_LINKS: wheels,
+    SCRIPT_PREFORK: "1",
+    ...(await modeEnv()),
+  };
+  const root = path.join(dataDir, "envs");
+  const cleanUp = () => {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(wheels, { recursive: true, force: true });
+  };
+  return { env, root, cleanUp };
+}
+
+describe("kill -9 while an environment is built or removed", () => {
   it("leaves no half-removed environment that a later upload reuses", async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-crash-envs-"));
-    const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
-    // Thousands of files: removing them takes long enough for the kill to land in the middle.
-    const files: Record<string, string> = { "sluice_bulky/__init__.py": "VALUE = 42\n" };
-    for (let d = 0; d < 40; d++)
-      for (let f = 0; f < 100; f++) files[`sluice_bulky/d${d}/f${f}.txt`] = "x\n";
-    writeWheel(wheels, { name: "sluice-bulky", version: "1.0", files, topLevel: ["sluice_bulky"] });
-    const env = {
-      DATA_DIR: dataDir,
-      PIP_NO_INDEX: "1",
-      PIP_FIND_LINKS: wheels,
-      SCRIPT_PREFORK: "1",
-      ...(await modeEnv()),
-    };
+    const { env, root, cleanUp } = await setUp();
     let proc = await startProcess(env);
     try {
       const first = await upload(proc.url, "bulky", withDeps("bulky"));
       assert.equal(first.status, 0, first.message);
-      const root = path.join(dataDir, "envs");
       const [hash] = fs.readdirSync(root).filter((n) => /^[0-9a-f]{32}$/.test(n));
       assert.ok(hash, "the environment was built");
       const envDir = path.join(root, hash);
@@ -103,8 +112,46 @@ describe("kill -9 while an environment is removed", () => {
       assert.deepEqual(fs.readdirSync(root), [hash]);
     } finally {
       await killHard(proc.child);
-      fs.rmSync(dataDir, { recursive: true, force: true });
-      fs.rmSync(wheels, { recursive: true, force: true });
+      cleanUp();
+    }
+  });
+
+  it("killed while an upload installs: nothing imported, and the same upload then succeeds", async () => {
+    const { env, root, cleanUp } = await setUp();
+    let proc = await startProcess(env);
+    try {
+      fs.mkdirSync(root, { mode: 0o755 });
+      const building = new Promise<void>((resolve) => {
+        const w = fs.watch(root, () => {
+          if (!fs.readdirSync(root).some((n) => n.startsWith(".build-"))) return;
+          w.close();
+          resolve();
+        });
+      });
+      const pending = upload(proc.url, "bulky", withDeps("bulky")).catch(() => null);
+      await within(building, 60_000, "the upload's build to start");
+      await killHard(proc.child);
+      assert.equal(await pending, null, "the upload was answered before the kill");
+
+      proc = await startProcess(env);
+      // Nothing of it is listed, and a crash's build folders are all it left (removed by a later
+      // pass once older than any live build: docs/script-dependencies.md).
+      const listed = await runSync(proc.url, "bulky");
+      assert.equal(listed.status, null, listed.body);
+      assert.match(listed.body, /bulky/);
+      const left = fs.readdirSync(root);
+      assert.ok(
+        left.every((n) => n.startsWith(".build-") || n.startsWith(".home-")),
+        left.join(),
+      );
+      const again = await upload(proc.url, "bulky", withDeps("bulky"));
+      assert.equal(again.status, 0, again.message);
+      const run = await runSync(proc.url, "bulky");
+      assert.equal(run.status, "SUCCESS", run.body);
+      assert.deepEqual(JSON.parse(run.body), { bulky: 42 });
+    } finally {
+      await killHard(proc.child);
+      cleanUp();
     }
   });
 });
