@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { type ArtifactKeeper, createArtifactKeeper } from "./artifacts/keeper.ts";
-import { collectOwed } from "./artifacts/owed.ts";
+import { startCollectingOwed } from "./artifacts/owed.ts";
 import type { AuditTrail } from "./audit/audit-trail.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -211,6 +211,8 @@ export async function startBackground(
   schedules: FlowSchedules;
   fileSweeper: FileSweeper;
   retention: Retention;
+  /** The collection of what a previous life owed (docs/artifacts.md, "After a crash"). */
+  artifactsOwed: { stop(): Promise<void> };
 }> {
   const { config, topology, events, clock, logger, nodeId, tasks, flows, lifecycle } = deps;
   const { webhooks, owed, audit, expressionPool, disk } = deps;
@@ -222,7 +224,7 @@ export async function startBackground(
   void disk.kept.rebuild();
   // The files of runs that ended before this start and were not kept yet: this process ends its
   // own runs later, so their collections are never repeated (docs/artifacts.md, "After a crash").
-  void collectOwed({
+  const artifactsOwed = startCollectingOwed({
     keeper: deps.artifacts.keeper,
     artifacts: deps.artifacts.store,
     store,
@@ -248,6 +250,7 @@ export async function startBackground(
     disk,
   }).catch(async (err: unknown) => {
     await closeAll([
+      () => artifactsOwed.stop(),
       () => recovery.stop(),
       () => owed.stop(),
       () => webhooks.stop(),
@@ -269,5 +272,5 @@ export async function startBackground(
     onRemoved: disk.kept.forget,
   });
   retention.start();
-  return { recovery, schedules, fileSweeper, retention };
+  return { recovery, schedules, fileSweeper, retention, artifactsOwed };
 }

@@ -20,13 +20,18 @@ export async function collectOwed(deps: {
   dataDir: string;
   since: number;
   logger: { error(obj: unknown, msg?: string): void };
+  /** The service is stopping: the pass ends after the run it is at. */
+  stopping: () => boolean;
 }): Promise<string[]> {
   const root = path.join(deps.dataDir, "tasks");
   const names = await readdir(root).catch(() => [] as string[]);
+  // A revision never changes: whether it keeps files is read once per revision.
+  const keeps = new Map<string, Promise<boolean>>();
   const collected: string[] = [];
   for (const name of names) {
+    if (deps.stopping()) break;
     try {
-      if (!(await owed(deps, name))) continue;
+      if (!(await owed(deps, keeps, name))) continue;
       await deps.keeper.collect(name, path.join(root, name));
       collected.push(name);
     } catch (err) {
@@ -36,12 +41,38 @@ export async function collectOwed(deps: {
   return collected;
 }
 
-async function owed(deps: Parameters<typeof collectOwed>[0], runId: string): Promise<boolean> {
+/** Starts `collectOwed` in the background; `stop` ends it after the run it is at. */
+export function startCollectingOwed(deps: Omit<Parameters<typeof collectOwed>[0], "stopping">): {
+  stop(): Promise<void>;
+} {
+  let stopping = false;
+  const pass = collectOwed({ ...deps, stopping: () => stopping });
+  return {
+    async stop() {
+      stopping = true;
+      await pass;
+    },
+  };
+}
+
+async function owed(
+  deps: Parameters<typeof collectOwed>[0],
+  keeps: Map<string, Promise<boolean>>,
+  runId: string,
+): Promise<boolean> {
   const run = await deps.store.getRun(null, runId);
   if (!run || run.endTime === null || run.endTime > deps.since) return false;
   if (run.elementType !== "DPL" || run.version === null) return false;
-  if (await deps.artifacts.collected(runId)) return false;
-  // Only a flow that keeps its files has artifacts; a revision removed since leaves it unknown.
-  const rev = await deps.store.flowRevision(run.elementId, Number(run.version));
-  return rev !== undefined && normalizeConfigure(rev.configure).fileCleanup.type === "keep";
+  const key = `${run.elementId}:${run.version}`;
+  let keep = keeps.get(key);
+  if (!keep) {
+    // Only a flow that keeps its files has artifacts; a revision removed since leaves it unknown.
+    keep = deps.store
+      .flowRevision(run.elementId, Number(run.version))
+      .then(
+        (rev) => rev !== undefined && normalizeConfigure(rev.configure).fileCleanup.type === "keep",
+      );
+    keeps.set(key, keep);
+  }
+  return (await keep) && !(await deps.artifacts.collected(runId));
 }
