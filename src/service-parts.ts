@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { type ArtifactKeeper, createArtifactKeeper } from "./artifacts/keeper.ts";
+import { startCollectingOwed } from "./artifacts/owed.ts";
 import type { AuditTrail } from "./audit/audit-trail.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -203,12 +204,15 @@ export async function startBackground(
     expressionPool: ExpressionPool;
     disk: DataDisk;
     here: RunsHere;
+    artifacts: { store: ArtifactStore; keeper: ArtifactKeeper };
   },
 ): Promise<{
   recovery: Recovery;
   schedules: FlowSchedules;
   fileSweeper: FileSweeper;
   retention: Retention;
+  /** The collection of what a previous life owed (docs/artifacts.md, "After a crash"). */
+  artifactsOwed: { stop(): Promise<void> };
 }> {
   const { config, topology, events, clock, logger, nodeId, tasks, flows, lifecycle } = deps;
   const { webhooks, owed, audit, expressionPool, disk } = deps;
@@ -218,6 +222,16 @@ export async function startBackground(
   // What ended runs kept here before this start counts for their apps (after recovery ended the
   // runs a previous life left unfinished); in the background, each change joins it.
   void disk.kept.rebuild();
+  // The files of runs that ended before this start and were not kept yet: this process ends its
+  // own runs later, so their collections are never repeated (docs/artifacts.md, "After a crash").
+  const artifactsOwed = startCollectingOwed({
+    keeper: deps.artifacts.keeper,
+    artifacts: deps.artifacts.store,
+    store,
+    dataDir: config.dataDir,
+    since: clock.now(),
+    logger,
+  });
   // After recovery: the runs it ended have their deliveries, and those a previous life missed.
   await webhooks.start();
   // After recovery too: the runs it failed are notified by the ended events it published.
@@ -236,6 +250,7 @@ export async function startBackground(
     disk,
   }).catch(async (err: unknown) => {
     await closeAll([
+      () => artifactsOwed.stop(),
       () => recovery.stop(),
       () => owed.stop(),
       () => webhooks.stop(),
@@ -257,5 +272,5 @@ export async function startBackground(
     onRemoved: disk.kept.forget,
   });
   retention.start();
-  return { recovery, schedules, fileSweeper, retention };
+  return { recovery, schedules, fileSweeper, retention, artifactsOwed };
 }

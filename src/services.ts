@@ -172,7 +172,7 @@ async function assemble(
     stored,
   });
   const { errorHandlers, owed, webhooks } = followRuns({ ...base, flows, tasks });
-  const { recovery, schedules, fileSweeper, retention } = await startBackground({
+  const { recovery, schedules, fileSweeper, retention, artifactsOwed } = await startBackground({
     ...base,
     tasks,
     flows,
@@ -183,6 +183,7 @@ async function assemble(
     expressionPool,
     disk,
     here,
+    artifacts,
   });
 
   return {
@@ -213,6 +214,7 @@ async function assemble(
       closeAll([
         () => schedules.stop(),
         () => fileSweeper.stop(),
+        () => artifactsOwed.stop(),
         () => retention.stop(),
         () => envCollector.stop(),
         () => recovery.stop(),

@@ -1,6 +1,6 @@
-import { writeFile } from "node:fs/promises";
 import { CliError, type Connection, Exit, request } from "./client.ts";
 import { type Command, str } from "./command.ts";
+import { writeWhole } from "./write-whole.ts";
 
 interface ArtifactList {
   runId: string;
@@ -27,7 +27,7 @@ export const artifacts: Command = {
       const bytes = await download(conn, `${base}/${encodeURIComponent(name)}`);
       const out = str(values.out);
       if (out === undefined) await writeStdout(bytes);
-      else await writeFile(out, bytes);
+      else await writeWhole(out, bytes);
       return Exit.OK;
     }
     const node = str(values.node);

@@ -1,6 +1,7 @@
 import fs from "node:fs/promises";
 import { CliError, Exit, request } from "./client.ts";
 import { type Command, str } from "./command.ts";
+import { writeWhole } from "./write-whole.ts";
 
 interface Item {
   elementType: string;
@@ -48,7 +49,7 @@ export const exportCmd: Command = {
       ui.out(JSON.stringify(data, null, ui.json ? undefined : 2));
       return Exit.OK;
     }
-    await fs.writeFile(file, `${JSON.stringify(data, null, 2)}\n`);
+    await writeWhole(file, `${JSON.stringify(data, null, 2)}\n`);
     if (ui.json) ui.out(JSON.stringify({ file, ...counts }));
     else
       ui.err(

@@ -10,6 +10,7 @@ import { normalizeConfigure, type Trigger } from "../flows/graph.ts";
 import type { FlowLifecycle } from "../flows/lifecycle.ts";
 import type { FlowRuns } from "../runs/flow-runs.ts";
 import type { Element, Scope, Store } from "../store/types.ts";
+import { isUniqueViolation } from "../store/unique-violation.ts";
 import { createDbScheduleState } from "./db-schedule-state.ts";
 import { startWithinWindow } from "./refused-retry.ts";
 import {
@@ -21,6 +22,7 @@ import {
 } from "./scheduler.ts";
 import { createStartLanes, type StartLanes } from "./start-lanes.ts";
 import { createTickClaims } from "./tick-claims.ts";
+import { startUnstartedTicks, tickRunId } from "./unstarted-ticks.ts";
 
 export interface FlowSchedules {
   /** The flow's schedules (GET /monitor/flows). */
@@ -135,6 +137,15 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
   await resync(s);
   await scheduler.start();
   scheduleSync(s);
+  // Ticks claimed by a process that died before storing their runs (unstarted-ticks.ts).
+  void startUnstartedTicks({
+    store,
+    logger,
+    flows: s.known,
+    now: clock.now(),
+    windowMs: deps.config.scheduleMinIntervalMs ?? 0,
+    start: (schedule, tick) => fire(s, schedule, tick, true),
+  });
 
   return {
     schedules: (id) => scheduler.schedules(id),
@@ -166,35 +177,42 @@ function skip(s: FlowSched, app: string): void {
   s.skipped.set(app, (s.skipped.get(app) ?? 0) + 1);
 }
 
-async function fire(s: FlowSched, schedule: Schedule, tick: number): Promise<void> {
+/** `claimed`: a tick claimed before this start whose run was never stored (unstarted-ticks.ts). */
+async function fire(s: FlowSched, schedule: Schedule, tick: number, claimed = false) {
   const app = s.known.get(schedule.elementId)?.scope.app;
   if (app === undefined) return;
   // Not claimed: another node with room may still take the tick.
   if (!s.lanes.enter(app)) return skip(s, app);
   try {
-    await claimAndStart(s, schedule, tick, app);
+    // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
+    if (claimed || (await s.claim(schedule.scheduleId, tick)))
+      await startTick(s, schedule, tick, app);
   } finally {
     s.lanes.leave(app);
   }
 }
 
-async function claimAndStart(s: FlowSched, schedule: Schedule, tick: number, app: string) {
-  // Claim first: of all nodes firing this tick, only the one whose claim lands starts the run.
-  if (!(await s.claim(schedule.scheduleId, tick))) return;
+async function startTick(s: FlowSched, schedule: Schedule, tick: number, app: string) {
   // Read again on every try: a retry must not start a flow deactivated meanwhile.
   const start = async () => {
     const flow = s.known.get(schedule.elementId);
     if (s.stopped || !flow?.approved) return false;
-    await s.lanes.run(app, () =>
-      s.deps.flows.start({
-        scope: flow.scope,
-        user: null,
-        locator: { elementId: schedule.elementId, elementType: "DPL" },
-        parameter: schedule.parameter,
-        inProcess: false,
-        trigger: "SCHEDULED",
-      }),
-    );
+    await s.lanes
+      .run(app, () =>
+        s.deps.flows.start({
+          scope: flow.scope,
+          user: null,
+          locator: { elementId: schedule.elementId, elementType: "DPL" },
+          parameter: schedule.parameter,
+          inProcess: false,
+          trigger: "SCHEDULED",
+          runId: tickRunId(schedule.scheduleId, tick),
+        }),
+      )
+      .catch((err: unknown) => {
+        // Its run stored by another process (a restart that found it missing): started.
+        if (!isUniqueViolation(err)) throw err;
+      });
     return true;
   };
   const windowMs = s.deps.config.scheduleMinIntervalMs ?? 0;

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import {
   chmod,
   mkdir,
@@ -172,9 +172,26 @@ export async function listEnvs(root: string): Promise<string[]> {
 }
 
 /**
+ * Removes an environment (docs/script-dependencies.md, "Caching and removal"): first moved out of
+ * its name in one rename, then deleted. A crash in the middle leaves a `.gone-` folder for the next
+ * pass, never a hash-named one half deleted that a build would take for complete.
+ */
+export async function removeEnv(root: string, hash: string): Promise<void> {
+  const doomed = path.join(root, `.gone-${hash}-${randomBytes(4).toString("hex")}`);
+  try {
+    await rename(path.join(root, hash), doomed);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return; // removed meanwhile
+    throw err;
+  }
+  await rm(doomed, { recursive: true, force: true });
+}
+
+/**
  * Removes build and home folders that no build can still be using: older than `olderThanMs` (a
  * build's steps each stop at their time limit, so twice that is past any live build). A build cut
  * off by a crash leaves them; an upload's own failure removes its own (docs/script-dependencies.md).
+ * A removal cut off by a crash leaves a `.gone-` folder, which nothing uses: removed at any age.
  */
 export async function removeStaleBuilds(
   root: string,
@@ -183,7 +200,7 @@ export async function removeStaleBuilds(
 ): Promise<string[]> {
   let names: string[];
   try {
-    names = (await readdir(root)).filter((n) => n.startsWith(".build-") || n.startsWith(".home-"));
+    names = (await readdir(root)).filter((n) => /^\.(build|home|gone)-/.test(n));
   } catch {
     return [];
   }
@@ -191,7 +208,7 @@ export async function removeStaleBuilds(
   for (const name of names) {
     const p = path.join(root, name);
     const st = await stat(p).catch(() => undefined);
-    if (!st || now - st.mtimeMs < olderThanMs) continue;
+    if (!st || (!name.startsWith(".gone-") && now - st.mtimeMs < olderThanMs)) continue;
     await rm(p, { recursive: true, force: true });
     gone.push(name);
   }

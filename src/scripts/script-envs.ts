@@ -1,4 +1,3 @@
-import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { Clock } from "../clock.ts";
 import type { EnvsConfig } from "../config-python.ts";
@@ -10,6 +9,7 @@ import {
   type EnvManifest,
   listEnvs,
   readManifest,
+  removeEnv,
   removeStaleBuilds,
 } from "./env-build.ts";
 import type { Logger } from "./python-runner-sandbox.ts";
@@ -120,7 +120,7 @@ export function createScriptEnvs(deps: {
       for (const hash of present) {
         if (used.has(hash) || held.has(hash) || building.has(`hash:${hash}`)) continue;
         ready.delete(hash);
-        await rm(path.join(root, hash), { recursive: true, force: true });
+        await removeEnv(root, hash);
         gone.push(hash);
         for (const fn of removed) fn(hash);
       }

@@ -57,6 +57,8 @@ export interface ArtifactStore {
   /** Inserts one file (a second insert of the same name is ignored: a collection repeated). */
   putFile(file: ArtifactInfo, bytes: Uint8Array): Promise<void>;
   putSet(runId: string, set: ArtifactSet): Promise<void>;
+  /** Whether the run's collection ended (its set is written). */
+  collected(runId: string): Promise<boolean>;
   /** The run's files in name order, and its set (undefined: not collected, or nothing kept). */
   list(runId: string): Promise<{ files: ArtifactInfo[]; set: ArtifactSet | undefined }>;
   get(runId: string, name: string): Promise<{ info: ArtifactInfo; bytes: Buffer } | undefined>;
@@ -93,6 +95,14 @@ export function createArtifactStore(base: Kysely<Database>): ArtifactStore {
         .values({ run_id: runId, ...row })
         .onConflict((oc) => oc.column("run_id").doUpdateSet(row))
         .execute();
+    },
+    async collected(runId) {
+      const row = await db
+        .selectFrom("artifact_sets")
+        .select("run_id")
+        .where("run_id", "=", runId)
+        .executeTakeFirst();
+      return row !== undefined;
     },
     async list(runId) {
       const rows = await db

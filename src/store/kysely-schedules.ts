@@ -9,6 +9,7 @@ type ScheduleMethods = Pick<
   | "claimScheduleTick"
   | "claimScheduleTicks"
   | "pruneScheduleFires"
+  | "scheduledRunSince"
   | "addErrorHandlerResult"
   | "errorHandlerResults"
   | "pruneErrorHandlerResults"
@@ -53,6 +54,21 @@ export function scheduleMethods(db: Kysely<Database>): ScheduleMethods {
     async pruneScheduleFires(before) {
       const r = await db.deleteFrom("schedule_fires").where("tick", "<", before).executeTakeFirst();
       return Number(r.numDeletedRows);
+    },
+
+    async scheduledRunSince(scope, elementId, since) {
+      // The runs' scope index (app, space, element_id, create_time) finds it.
+      const row = await db
+        .selectFrom("runs")
+        .select("id")
+        .where("app", "=", scope.app)
+        .where("space", "=", scope.space)
+        .where("element_id", "=", Number(elementId))
+        .where("create_time", ">=", since)
+        .where("trigger_type", "=", "SCHEDULED")
+        .limit(1)
+        .executeTakeFirst();
+      return row !== undefined;
     },
 
     async addErrorHandlerResult(runId, result) {

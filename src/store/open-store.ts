@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import { Kysely, PostgresDialect, SqliteDialect } from "kysely";
+import { Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 import { withoutPassword } from "../config-limits.ts";
 import { StartupError } from "../errors.ts";
@@ -13,7 +13,7 @@ import {
 } from "./pg-monitor-reads.ts";
 import { preparedPool } from "./pg-prepared.ts";
 import type { Database } from "./schema.ts";
-import { openSqlite } from "./sqlite-driver.ts";
+import { MigratingSqliteDialect, openSqlite } from "./sqlite-driver.ts";
 import { createSqliteReader } from "./sqlite-reader.ts";
 import type { Store } from "./types.ts";
 
@@ -101,7 +101,7 @@ export async function openStore(opts: {
   fs.mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(opts.dataDir, "sluice.db");
   const sqlite = openSqlite(file);
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite.db }) });
+  const db = new Kysely<Database>({ dialect: new MigratingSqliteDialect({ database: sqlite.db }) });
   try {
     await migrate(db as Kysely<unknown>, "sqlite");
   } catch (err) {

@@ -1,5 +1,11 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
-import type { SqliteDatabase, SqliteStatement } from "kysely";
+import {
+  type DialectAdapter,
+  SqliteAdapter,
+  type SqliteDatabase,
+  SqliteDialect,
+  type SqliteStatement,
+} from "kysely";
 import { LRUCache } from "lru-cache";
 import { startCheckpointer } from "./sqlite-checkpointer.ts";
 
@@ -33,6 +39,25 @@ export function openSqlite(file: string): {
 
   // Kysely's destroy() does not await this; openStore awaits close() itself.
   return { db: kyselyDatabase(raw, () => void close()), raw, close };
+}
+
+/**
+ * Kysely's SQLite dialect, whose migrator then applies the pending migrations in one transaction,
+ * as on PostgreSQL (docs/operations.md, "Migrations"). SQLite's DDL is transactional, but Kysely's
+ * adapter says it is not, so each statement of a migration committed on its own: a start killed
+ * in the middle of one left it half applied and unrecorded, and every later start ran it again
+ * and failed ("duplicate column name"). The flag is read by Kysely's migrator only.
+ */
+export class MigratingSqliteDialect extends SqliteDialect {
+  override createAdapter(): DialectAdapter {
+    return new TransactionalDdlAdapter();
+  }
+}
+
+class TransactionalDdlAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
 }
 
 /** The connection as Kysely's SqliteDialect takes it, its statements cached by SQL text. */

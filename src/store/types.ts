@@ -85,6 +85,8 @@ export interface Store extends ElementStore, RunStore, RunLimitStore, ScriptEnvS
   claimScheduleTicks(items: readonly { scheduleId: string; tick: number }[]): Promise<Set<string>>;
   /** Forgets claims of ticks before `before` (epoch ms); returns how many. */
   pruneScheduleFires(before: number): Promise<number>;
+  /** Whether the flow has a SCHEDULED run created at or after `since` (a claimed tick's run). */
+  scheduledRunSince(scope: Scope, elementId: string, since: number): Promise<boolean>;
   addErrorHandlerResult(runId: string, result: ErrorHandlerResult): Promise<void>;
   errorHandlerResults(runId: string): Promise<ErrorHandlerResult[]>;
   /** Drops the results of deleted runs; returns how many. */

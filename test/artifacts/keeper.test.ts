@@ -20,6 +20,9 @@ function memoryStore(failAfter = Number.POSITIVE_INFINITY) {
     async putSet(runId, set) {
       sets.set(runId, set);
     },
+    async collected(runId) {
+      return sets.has(runId);
+    },
     async list(runId) {
       const mine = [...files.values()].filter((f) => f.runId === runId);
       return { files: mine, set: sets.get(runId) };
