@@ -32,22 +32,23 @@ describe("rows of long-gone nodes", () => {
   const nodeIds = async () =>
     (await store.db.selectFrom("nodes").select("id").orderBy("id").execute()).map((r) => r.id);
 
+  let now = Date.UTC(2026, 0, 1);
+  const clock: Clock = { ...systemClock, now: () => now };
+  const recovery = (nodeId: string, heartbeatTimeoutMs = 3000) =>
+    createRecovery({
+      store,
+      queue: {} as RunQueue,
+      events: createRunEvents({ clock }),
+      clock,
+      logger: pino({ level: "silent" }),
+      nodeId,
+      sharedDatabase: true,
+      heartbeatMs: 1000,
+      heartbeatTimeoutMs,
+      requeue: false,
+    });
+
   it("are deleted by a beat a day later, once an hour at most; the live ones stay", async () => {
-    let now = Date.UTC(2026, 0, 1);
-    const clock: Clock = { ...systemClock, now: () => now };
-    const recovery = (nodeId: string) =>
-      createRecovery({
-        store,
-        queue: {} as RunQueue,
-        events: createRunEvents({ clock }),
-        clock,
-        logger: pino({ level: "silent" }),
-        nodeId,
-        sharedDatabase: true,
-        heartbeatMs: 1000,
-        heartbeatTimeoutMs: 3000,
-        requeue: false,
-      });
     // Three earlier starts of the service, each beating once.
     for (const id of ["start-1", "start-2", "start-3"]) await recovery(id).sweep();
     const current = recovery("start-4");
@@ -66,5 +67,19 @@ describe("rows of long-gone nodes", () => {
     now += 3600_000;
     await current.sweep();
     assert.deepEqual(await nodeIds(), ["start-3", "start-4"]);
+  });
+
+  it("are kept while HEARTBEAT_TIMEOUT_MS, longer than the day, has not passed", async () => {
+    // Such a node silent for more than a day is alive by the rules (its STARTED runs are its
+    // own): before, its row went after the day, and so its runs and owed notifications.
+    const timeoutMs = 2 * NODE_ROWS_KEPT_MS;
+    await recovery("slow-1", timeoutMs).sweep();
+    const slow2 = recovery("slow-2", timeoutMs);
+    now += NODE_ROWS_KEPT_MS + 3600_000;
+    await slow2.sweep();
+    assert.ok((await nodeIds()).includes("slow-1"), "silent past the day, within the timeout");
+    now += NODE_ROWS_KEPT_MS;
+    await slow2.sweep();
+    assert.ok(!(await nodeIds()).includes("slow-1"), "silent past the timeout");
   });
 });
