@@ -152,8 +152,13 @@ async function beat(r: RecoveryState, now: number): Promise<void> {
   r.forgotAt = now;
   // Never a node still alive by the rules: a HEARTBEAT_TIMEOUT_MS longer than the day keeps it.
   const timeoutMs = Math.max(NODE_ROWS_KEPT_MS, r.deps.heartbeatTimeoutMs);
-  const forgotten = await store.forgetNodes({ now, timeoutMs });
-  if (forgotten > 0) r.deps.logger.info({ forgotten, timeoutMs }, "forgot nodes long silent");
+  try {
+    const forgotten = await store.forgetNodes({ now, timeoutMs });
+    if (forgotten > 0) r.deps.logger.info({ forgotten, timeoutMs }, "forgot nodes long silent");
+  } catch (err) {
+    // Housekeeping: the start and the rest of the beat go on; the next pass is an hour away.
+    r.deps.logger.error({ err }, "could not delete the rows of long-silent nodes");
+  }
 }
 
 async function sweep(r: RecoveryState): Promise<Recovered> {

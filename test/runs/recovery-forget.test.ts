@@ -69,6 +69,48 @@ describe("rows of long-gone nodes", () => {
     assert.deepEqual(await nodeIds(), ["start-3", "start-4"]);
   });
 
+  it("a failed delete is logged and retried an hour later: the start and the beats go on", async () => {
+    // Housekeeping: before, its error failed the embedded start (recoverAtStart) and skipped the
+    // rest of a beat (the dead nodes' runs).
+    let fails = true;
+    let tried = 0;
+    const errors: string[] = [];
+    const flaky = new Proxy(store, {
+      get(target, key, receiver) {
+        if (key !== "forgetNodes") return Reflect.get(target, key, receiver);
+        return async (kept: Parameters<OpenedStore["forgetNodes"]>[0]) => {
+          tried++;
+          if (fails) throw new Error("the database said no");
+          return target.forgetNodes(kept);
+        };
+      },
+    });
+    const logger = pino({ level: "error" }, { write: (line: string) => void errors.push(line) });
+    const rec = createRecovery({
+      store: flaky,
+      queue: {} as RunQueue,
+      events: createRunEvents({ clock }),
+      clock,
+      logger,
+      nodeId: "flaky",
+      sharedDatabase: false,
+      heartbeatMs: 1000,
+      heartbeatTimeoutMs: 3000,
+      requeue: false,
+    });
+    await rec.recoverAtStart();
+    assert.equal(tried, 1);
+    assert.equal(errors.length, 1, "logged");
+    assert.match(errors[0] as string, /the database said no/);
+    assert.ok((await nodeIds()).includes("flaky"), "the beat was written");
+    fails = false;
+    await rec.sweep();
+    assert.equal(tried, 1, "not again within the hour");
+    now += 3600_000;
+    await rec.sweep();
+    assert.equal(tried, 2, "again an hour later");
+  });
+
   it("are kept while HEARTBEAT_TIMEOUT_MS, longer than the day, has not passed", async () => {
     // Such a node silent for more than a day is alive by the rules (its STARTED runs are its
     // own): before, its row went after the day, and so its runs and owed notifications.
