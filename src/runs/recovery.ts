@@ -24,7 +24,8 @@ const LOST_BATCH = 500;
 
 /**
  * A node's row is written at its start and never again once it stops, one per process start: a
- * row silent this long is deleted (docs/cluster.md, "Heartbeats"), at most once per
+ * row silent this long (or HEARTBEAT_TIMEOUT_MS, when longer: such a node is still alive by the
+ * rules) is deleted (docs/cluster.md, "Heartbeats"), at most once per
  * FORGET_EVERY_MS by each node. A day keeps a node's start time for whoever looks into a run it
  * held; its runs need no row (a node without one is not live, as one silent past the timeout).
  */
@@ -149,8 +150,15 @@ async function beat(r: RecoveryState, now: number): Promise<void> {
   // A wall clock stepped back would otherwise put the next pass off by the step.
   if (now - r.forgotAt < FORGET_EVERY_MS && now >= r.forgotAt) return;
   r.forgotAt = now;
-  const forgotten = await store.forgetNodes({ now, timeoutMs: NODE_ROWS_KEPT_MS });
-  if (forgotten > 0) r.deps.logger.info({ forgotten }, "forgot nodes silent for a day");
+  // Never a node still alive by the rules: a HEARTBEAT_TIMEOUT_MS longer than the day keeps it.
+  const timeoutMs = Math.max(NODE_ROWS_KEPT_MS, r.deps.heartbeatTimeoutMs);
+  try {
+    const forgotten = await store.forgetNodes({ now, timeoutMs });
+    if (forgotten > 0) r.deps.logger.info({ forgotten, timeoutMs }, "forgot nodes long silent");
+  } catch (err) {
+    // Housekeeping: the start and the rest of the beat go on; the next pass is an hour away.
+    r.deps.logger.error({ err }, "could not delete the rows of long-silent nodes");
+  }
 }
 
 async function sweep(r: RecoveryState): Promise<Recovered> {

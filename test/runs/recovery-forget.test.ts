@@ -32,22 +32,23 @@ describe("rows of long-gone nodes", () => {
   const nodeIds = async () =>
     (await store.db.selectFrom("nodes").select("id").orderBy("id").execute()).map((r) => r.id);
 
+  let now = Date.UTC(2026, 0, 1);
+  const clock: Clock = { ...systemClock, now: () => now };
+  const recovery = (nodeId: string, heartbeatTimeoutMs = 3000) =>
+    createRecovery({
+      store,
+      queue: {} as RunQueue,
+      events: createRunEvents({ clock }),
+      clock,
+      logger: pino({ level: "silent" }),
+      nodeId,
+      sharedDatabase: true,
+      heartbeatMs: 1000,
+      heartbeatTimeoutMs,
+      requeue: false,
+    });
+
   it("are deleted by a beat a day later, once an hour at most; the live ones stay", async () => {
-    let now = Date.UTC(2026, 0, 1);
-    const clock: Clock = { ...systemClock, now: () => now };
-    const recovery = (nodeId: string) =>
-      createRecovery({
-        store,
-        queue: {} as RunQueue,
-        events: createRunEvents({ clock }),
-        clock,
-        logger: pino({ level: "silent" }),
-        nodeId,
-        sharedDatabase: true,
-        heartbeatMs: 1000,
-        heartbeatTimeoutMs: 3000,
-        requeue: false,
-      });
     // Three earlier starts of the service, each beating once.
     for (const id of ["start-1", "start-2", "start-3"]) await recovery(id).sweep();
     const current = recovery("start-4");
@@ -66,5 +67,61 @@ describe("rows of long-gone nodes", () => {
     now += 3600_000;
     await current.sweep();
     assert.deepEqual(await nodeIds(), ["start-3", "start-4"]);
+  });
+
+  it("a failed delete is logged and retried an hour later: the start and the beats go on", async () => {
+    // Housekeeping: before, its error failed the embedded start (recoverAtStart) and skipped the
+    // rest of a beat (the dead nodes' runs).
+    let fails = true;
+    let tried = 0;
+    const errors: string[] = [];
+    const flaky = new Proxy(store, {
+      get(target, key, receiver) {
+        if (key !== "forgetNodes") return Reflect.get(target, key, receiver);
+        return async (kept: Parameters<OpenedStore["forgetNodes"]>[0]) => {
+          tried++;
+          if (fails) throw new Error("the database said no");
+          return target.forgetNodes(kept);
+        };
+      },
+    });
+    const logger = pino({ level: "error" }, { write: (line: string) => void errors.push(line) });
+    const rec = createRecovery({
+      store: flaky,
+      queue: {} as RunQueue,
+      events: createRunEvents({ clock }),
+      clock,
+      logger,
+      nodeId: "flaky",
+      sharedDatabase: false,
+      heartbeatMs: 1000,
+      heartbeatTimeoutMs: 3000,
+      requeue: false,
+    });
+    await rec.recoverAtStart();
+    assert.equal(tried, 1);
+    assert.equal(errors.length, 1, "logged");
+    assert.match(errors[0] as string, /the database said no/);
+    assert.ok((await nodeIds()).includes("flaky"), "the beat was written");
+    fails = false;
+    await rec.sweep();
+    assert.equal(tried, 1, "not again within the hour");
+    now += 3600_000;
+    await rec.sweep();
+    assert.equal(tried, 2, "again an hour later");
+  });
+
+  it("are kept while HEARTBEAT_TIMEOUT_MS, longer than the day, has not passed", async () => {
+    // Such a node silent for more than a day is alive by the rules (its STARTED runs are its
+    // own): before, its row went after the day, and so its runs and owed notifications.
+    const timeoutMs = 2 * NODE_ROWS_KEPT_MS;
+    await recovery("slow-1", timeoutMs).sweep();
+    const slow2 = recovery("slow-2", timeoutMs);
+    now += NODE_ROWS_KEPT_MS + 3600_000;
+    await slow2.sweep();
+    assert.ok((await nodeIds()).includes("slow-1"), "silent past the day, within the timeout");
+    now += NODE_ROWS_KEPT_MS;
+    await slow2.sweep();
+    assert.ok(!(await nodeIds()).includes("slow-1"), "silent past the timeout");
   });
 });

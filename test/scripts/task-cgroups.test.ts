@@ -6,7 +6,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import { after, describe, it } from "node:test";
 import { chooseCgroups } from "../../src/scripts/cgroup-choice.ts";
-import { CgroupFs } from "../../src/scripts/cgroup-fs.ts";
+import { CgroupFs, findCgroupFs } from "../../src/scripts/cgroup-fs.ts";
 import { createTaskCgroups, type TaskCgroups } from "../../src/scripts/task-cgroups.ts";
 import { line, pollUntil, within } from "../helpers/wait.ts";
 
@@ -20,6 +20,13 @@ const root = process.getuid?.() === 0;
 const limits = { memoryBytes: 64 * MiB, processes: 16 };
 let blocks = 0;
 const block = () => `test-${process.pid}-${++blocks}`;
+
+/** Block `name`'s directories that still exist, in every hierarchy in use (v1 or v2). */
+function leftDirs(name: string): string[] {
+  const found = findCgroupFs("/sys/fs/cgroup", `sluice/${name}`);
+  assert.ok("fs" in found, "problem" in found ? found.problem : "");
+  return found.fs.dirs("").filter((d) => fs.existsSync(d));
+}
 
 /** A Python process that runs `code` once it reads a line: after the test put it in a cgroup. */
 function python(code: string): {
@@ -213,7 +220,7 @@ describe("task cgroups across lives of a block", { skip: !root && "cgroups need 
     await left.out;
     assert.equal(alive(pid), false);
     await second.close();
-    assert.equal(fs.existsSync(`/sys/fs/cgroup/memory/sluice/${name}`), false, "removed at close");
+    assert.deepEqual(leftDirs(name), [], "removed at close");
   });
 });
 
@@ -248,8 +255,12 @@ describe("a zygote held in its block's cgroup", { skip: !root && "cgroups need r
       (a) => !a,
       "the zygote's child killed",
     );
+    // This life's own zygotes cgroup, and something in it at its close: killed and removed too.
+    const again = python("import time\ntime.sleep(60)\n");
+    fs.writeFileSync(second.zygoteProcs() as string, String(again.proc.pid));
     await second.close();
-    assert.equal(fs.existsSync(`/sys/fs/cgroup/freezer/sluice/${name}`), false, "removed at close");
+    await within(again.out, 5000, "the process in the zygotes cgroup killed at close");
+    assert.deepEqual(leftDirs(name), [], "removed at close");
   });
 });
 

@@ -171,6 +171,9 @@ def parent_pid():
         return os.getppid() or None
 
 
+PR_SET_PDEATHSIG = 1
+
+
 def die_with_parent(parent=None):
     """SIGKILL this process when its parent dies (PR_SET_PDEATHSIG), so a killed service (Node,
     then bubblewrap, then the zygote) never leaves a process of the sandbox running on the host.
@@ -182,7 +185,7 @@ def die_with_parent(parent=None):
     parent still there will signal us when it dies (docs/security.md, "The end of a task")."""
     if _prctl is None:
         return
-    _prctl(1, signal.SIGKILL, 0, 0, 0)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent is not None and parent_pid() not in (parent, None):
         os._exit(0)
 
@@ -246,7 +249,8 @@ def deny_user_namespaces():
     read, so it answers ENOSYS: glibc then falls back to clone, whose flags it can check.
     libseccomp sets no_new_privs and kills a system call made through another architecture's
     entry (int 0x80 on x86_64), so the filter cannot be sidestepped that way. The same filter
-    keeps tasks from the kernel's keyrings and from io_uring (see below).
+    keeps tasks from the kernel's keyrings and from io_uring, and their parent-death signal
+    SIGKILL (see below).
     """
     import errno
 
@@ -270,6 +274,11 @@ def deny_user_namespaces():
     # found; no task needs it, and ENOSYS is what a kernel without it answers.
     for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):
         f.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+    # A task's child dies with the zygote by its parent-death signal, and the rest of the task
+    # with it (its pid namespace's first process): a task that cleared that signal, or swapped it
+    # for one it ignores, outlived a killed service. Only SIGKILL, the zygote's own, may be set.
+    f.add_rule(eperm, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG),
+               seccomp.Arg(1, seccomp.NE, int(signal.SIGKILL)))
     f.load()
     del f
     sys.modules.pop("seccomp", None)
