@@ -70,17 +70,31 @@ export async function buildEnv(
     // environment (never write it), so every part is made readable, nothing writable but by root.
     await readableTree(tmp);
     const dir = path.join(d.root, hash);
-    try {
-      await rename(tmp, dir);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== "ENOTEMPTY" && code !== "EEXIST") throw err;
-      // Built meanwhile (another upload, another process on this data directory): the same set.
+    if (!(await moveInto(tmp, dir))) {
+      // Built meanwhile (another upload, another process on this data directory): the same set,
+      // complete, since a manifest is written before its build is renamed. One without it is
+      // what a removal cut off by a crash left before removals renamed first: replaced.
+      if (!(await readManifest(dir))) {
+        await removeEnv(d.root, hash);
+        await moveInto(tmp, dir);
+      }
     }
     return { ok: true, env, dir };
   } finally {
     await rm(tmp, { recursive: true, force: true });
     await rm(home, { recursive: true, force: true });
+  }
+}
+
+/** Renames `from` to `to`; false when `to` is already there (not empty). */
+async function moveInto(from: string, to: string): Promise<boolean> {
+  try {
+    await rename(from, to);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ENOTEMPTY" && code !== "EEXIST") throw err;
+    return false;
   }
 }
 

@@ -1,0 +1,57 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { systemClock } from "../../src/clock.ts";
+import { loadConfig } from "../../src/config.ts";
+import { buildEnv, MANIFEST, readManifest } from "../../src/scripts/env-build.ts";
+import { writeWheel } from "../helpers/wheels.ts";
+
+/**
+ * docs/script-dependencies.md, "Caching and removal": a removal cut off by a crash before
+ * removals went through a `.gone-` rename left `envs/<hash>` half deleted, without its manifest.
+ * A build of the same set used to take it for complete (its rename found the name taken), so
+ * every task of the element failed "its environment … vanished"; it is now moved aside and
+ * replaced by the new build.
+ */
+describe("an environment a crash left half deleted", () => {
+  it("is replaced by the next build of the same set", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-env-damaged-"));
+    const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
+    try {
+      writeWheel(wheels, {
+        name: "sluice-damaged",
+        version: "1.0",
+        files: { "sluice_damaged/__init__.py": "VALUE = 7\n" },
+        topLevel: ["sluice_damaged"],
+      });
+      const config = loadConfig({ DATA_DIR: root, PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+      const deps = {
+        python: config.python.executable,
+        envs: config.python.envs,
+        root,
+        clock: systemClock,
+      };
+      const first = await buildEnv(deps, ["sluice-damaged"], ["sluice-damaged"]);
+      assert.ok(first.ok, JSON.stringify(first));
+      // What a cut-off recursive delete leaves: the manifest and part of the tree gone.
+      fs.rmSync(path.join(first.dir, MANIFEST));
+      fs.rmSync(path.join(first.dir, "bin"), { recursive: true, force: true });
+      assert.equal(await readManifest(first.dir), undefined);
+      const again = await buildEnv(deps, ["sluice-damaged"], ["sluice-damaged"]);
+      assert.ok(again.ok, JSON.stringify(again));
+      assert.equal(again.dir, first.dir);
+      assert.equal((await readManifest(again.dir))?.hash, again.env.hash);
+      assert.ok(fs.existsSync(path.join(again.dir, "bin")), "a whole environment again");
+      assert.deepEqual(
+        fs.readdirSync(root).filter((n) => n.startsWith(".")),
+        [],
+        "nothing left beside it",
+      );
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+      fs.rmSync(wheels, { recursive: true, force: true });
+    }
+  });
+});
