@@ -36,16 +36,22 @@ export async function keep(s: State, e: Entry, earlier = false): Promise<void> {
   );
 }
 
-/** Removes a kept directory (by Node, no symlink followed) and says so in its run's record. */
+/**
+ * Removes a kept directory (by Node, no symlink followed), said in its run's record first: a
+ * process killed in between leaves the note and the files, which the next start counts and gives
+ * back again, never files gone without a word. A note that cannot be written is logged, and the
+ * directory goes all the same (the bound and the disk's floor come first).
+ */
 async function remove(s: State, e: Entry, reason: string): Promise<void> {
   drop(s, e.runId);
+  if (e.app !== OWNERLESS)
+    // (an ownerless directory's run is gone: no record to note it in)
+    await s.runs
+      .markFilesRemoved(e.runId, { time: s.clock.now(), reason })
+      .catch((err: unknown) =>
+        s.logger.error({ err, runId: e.runId }, "could not record a kept directory's removal"),
+      );
   await removeTree(path.join(s.root, e.runId));
-  if (e.app === OWNERLESS) return; // its run is gone: no record to note it in
-  await s.runs
-    .markFilesRemoved(e.runId, { time: s.clock.now(), reason })
-    .catch((err: unknown) =>
-      s.logger.error({ err, runId: e.runId }, "could not record a kept directory's removal"),
-    );
 }
 
 /** An app past SCRIPT_KEPT_BYTES_PER_APP gives back its oldest until it is within it. */

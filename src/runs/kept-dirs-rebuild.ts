@@ -4,6 +4,7 @@
  */
 import { lstat, readdir } from "node:fs/promises";
 import path from "node:path";
+import { removeTree } from "../scripts/safe-tree.ts";
 import { bound, keep } from "./kept-dirs-bounds.ts";
 import { type Entry, measure, OWNERLESS, type State } from "./kept-dirs-state.ts";
 
@@ -31,11 +32,15 @@ export async function rebuild(
 ): Promise<void> {
   const names = await readdir(s.root).catch(() => [] as string[]);
   const found: Omit<Entry, "bytes">[] = [];
+  /** Removals noted in their run's record and cut off before the directory went (kept-dirs-bounds). */
+  const noted: string[] = [];
   for (const runId of names) {
     if (s.closed) return;
     try {
       const run = await s.runs.getRun(null, runId);
-      if (run && run.endTime !== null) found.push({ runId, app: run.scope.app, at: run.endTime });
+      if (run?.filesRemoved) noted.push(runId);
+      else if (run && run.endTime !== null)
+        found.push({ runId, app: run.scope.app, at: run.endTime });
       else if (!run) {
         const at = await orphanSince(s, runId);
         if (at !== undefined) found.push({ runId, app: OWNERLESS, at });
@@ -44,6 +49,10 @@ export async function rebuild(
       s.logger.error({ err, runId }, "could not count a kept run directory");
     }
   }
+  for (const runId of noted)
+    await serial(async () => {
+      if (!s.closed) await removeTree(path.join(s.root, runId));
+    }, undefined);
   found.sort((a, b) => a.at - b.at);
   for (const f of found)
     await serial(async () => {

@@ -46,10 +46,13 @@ function setup(
     },
   };
   const notes = new Map<string, FilesRemoved>();
+  /** The directories that were still there when their removal was noted. */
+  const notedFirst = new Set<string>();
   const runs = {
     getRun: async (_scope: null, id: string) => opts.runs?.get(id),
     markFilesRemoved: async (id: string, note: FilesRemoved) => {
       notes.set(id, note);
+      if (fs.existsSync(dirOf(id))) notedFirst.add(id);
     },
   };
   const inUse = new Set<string>();
@@ -72,7 +75,21 @@ function setup(
     await kept.add(id, app);
   };
   const present = (ids: string[]) => ids.filter((id) => fs.existsSync(dirOf(id)));
-  return { dataDir, clock, kept, end, present, notes, inUse, walks, used, probe, runs, sizes };
+  return {
+    dataDir,
+    clock,
+    kept,
+    end,
+    present,
+    notes,
+    notedFirst,
+    inUse,
+    walks,
+    used,
+    probe,
+    runs,
+    sizes,
+  };
 }
 
 describe("what ended runs keep, per app", () => {
@@ -91,6 +108,9 @@ describe("what ended runs keep, per app", () => {
       /held 120 bytes, past SCRIPT_KEPT_BYTES_PER_APP \(100\)/,
     );
     assert.equal(t.notes.get("a1")?.time, t.clock.now());
+    // Noted before it went: a process killed in between leaves a note and the files (which the
+    // next start counts and removes again), never files gone without a word.
+    assert.ok(t.notedFirst.has("a1"), "noted while the directory was still there");
     // One directory past the bound on its own goes at once.
     await t.end("a4", "a", 150);
     assert.deepEqual(t.present(["a2", "a3", "a4"]), []);
@@ -180,6 +200,31 @@ describe("what ended runs keep, per app", () => {
     assert.equal(t.kept.bytes("b"), 40);
     assert.equal(t.kept.bytes(), 120);
     assert.ok(!t.walks.includes("running") && !t.walks.includes("u1234"), "not measured");
+  });
+
+  it("at start, a directory whose removal was noted but cut off (a kill in between) goes, uncounted", async () => {
+    const noted = {
+      id: "noted",
+      scope: { app: "a", space: "s" },
+      endTime: 1000,
+      filesRemoved: {
+        time: 1500,
+        reason: "the app's kept run directories … past SCRIPT_KEPT_BYTES_PER_APP",
+      },
+    } as Run;
+    const runs = new Map<string, Run>([
+      ["noted", noted],
+      ["kept", { id: "kept", scope: { app: "a", space: "s" }, endTime: 2000 } as Run],
+    ]);
+    const t = setup({ perApp: 100, runs });
+    for (const id of ["noted", "kept"]) {
+      fs.mkdirSync(path.join(t.dataDir, "tasks", id, "sub"), { recursive: true });
+      t.sizes.set(id, 40);
+    }
+    await t.kept.rebuild();
+    assert.deepEqual(t.present(["noted", "kept"]), ["kept"]);
+    assert.equal(t.kept.bytes("a"), 40);
+    assert.equal(t.notes.size, 0, "its note stands: not written again");
   });
 
   it("a deleted run's directory, older than any run, is counted as no app's and given back first", async () => {
