@@ -149,23 +149,27 @@ user_namespace = None
 
 
 # Set by main: the zygote's own pid (a host pid: the zygote has no pid namespace of its own),
-# the parent each child checks it still has; and a pidfd of the zygote, which a child checks
-# again once its uid switch cleared its parent-death signal (its /proc is its own by then).
+# the parent each child checks it still has. Set by each child before it mounts the /proc of its
+# own: its /proc/self/stat in the zygote's /proc, read again once its uid switch cleared its
+# parent-death signal (its own /proc shows no parent by then).
 zygote_pid = 0
-zygote_fd = -1
+stat_fd = -1
 
 
-def parent_pid():
-    """This process's parent as the /proc mounted here shows it (None: cannot tell). getppid()
-    answers 0 in a pid namespace whose first process we are (the parent is outside it); a child
-    forked into one checks before it mounts the /proc of its own, so /proc is still the zygote's,
-    and its stat has the parent's pid there."""
+def parent_pid(fd=-1):
+    """This process's parent as the /proc mounted here shows it, or as the stat file `fd` was
+    opened in (None: cannot tell). getppid() answers 0 in a pid namespace whose first process we
+    are (the parent is outside it); a child forked into one checks before it mounts the /proc of
+    its own, so /proc is still the zygote's, and its stat has the parent's pid there."""
     try:
-        fd = os.open("/proc/self/stat", os.O_RDONLY)
-        try:
-            data = os.read(fd, 1024)
-        finally:
-            os.close(fd)
+        if fd >= 0:
+            data = os.pread(fd, 1024, 0)
+        else:
+            fd = os.open("/proc/self/stat", os.O_RDONLY)
+            try:
+                data = os.read(fd, 1024)
+            finally:
+                os.close(fd)
         return int(data[data.rindex(b")") + 2:].split(b" ", 2)[1])
     except (OSError, ValueError):
         return os.getppid() or None
@@ -191,13 +195,13 @@ def die_with_parent(parent=None):
 
 
 def zygote_gone():
-    """Whether the zygote that forked this child has exited (its pidfd is readable): the check
-    after the task's uid switch, which clears the parent-death signal (docs/security.md)."""
-    if zygote_fd < 0:
+    """Whether this child's parent is no longer the zygote: the check after the task's uid switch,
+    which clears the parent-death signal, once it is set again (docs/security.md, "The end of a
+    task"). The kernel re-parents a dead process's children before it signals them, so a parent
+    that dies after the set signals us, and one that died before it shows here as another."""
+    if stat_fd < 0:
         return False
-    p = select.poll()
-    p.register(zygote_fd, select.POLLIN)
-    return bool(p.poll(0))
+    return parent_pid(stat_fd) not in (zygote_pid, None)
 
 
 def node_gone():
@@ -687,8 +691,8 @@ def run_task(task, result_w, devnull):
         die_with_parent()  # a credential change clears the parent-death signal: set it again
         if zygote_gone():  # the zygote died before it was set again: nothing would signal us
             os._exit(0)
-    if zygote_fd >= 0:
-        os.close(zygote_fd)  # never the task's
+    if stat_fd >= 0:
+        os.close(stat_fd)  # never the task's
     if not entered:
         os.chdir(task["cwd"])
     # The task's own variables (secrets among them, docs/secrets.md); HOME and TMPDIR stay ours.
@@ -754,11 +758,16 @@ def close_all_but(keep):
 
 
 def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
+    global stat_fd
     # Signal dispositions need no reset: the zygote installs no handlers (see main).
     os.setpgid(0, 0)  # own process group, which Node kills; the zygote sets it too (a race)
     # Cleared by fork: a pre-forked child must not outlive the zygote, even one that died while
     # it forked us (a killed service's burst of forks left children waiting for good).
     die_with_parent(zygote_pid)
+    try:
+        stat_fd = os.open("/proc/self/stat", os.O_RDONLY)  # before its own /proc is mounted
+    except OSError:
+        stat_fd = -1  # then a task's uid switch is not followed by the check
     problem = None
     if task_namespaces is not None:
         try:
@@ -769,7 +778,7 @@ def child_main(task_r, result_w, out_w, err_w, node_ends, net_fd):
     os.dup2(devnull, 0)  # never read the zygote's command pipe
     os.dup2(out_w, 1)  # sys.stdout and sys.stderr already write to fds 1 and 2
     os.dup2(err_w, 2)
-    close_all_but(sorted({task_r, result_w, devnull, *node_ends, zygote_fd} - {-1}))
+    close_all_but(sorted({task_r, result_w, devnull, *node_ends, stat_fd} - {-1}))
     # While idle, pay the copy-on-write faults of the task path (json, compile,
     # exec...) so the task itself does not: this halves its latency.
     warm_up()
@@ -947,7 +956,7 @@ def parse_args(argv):
 
 
 def main():
-    global task_namespaces, zygote_pid, zygote_fd
+    global task_namespaces, zygote_pid
     flags, strict, probe, disk, tasks = parse_args(sys.argv[1:])
     # First of all: this process dies with its parent (bubblewrap; Node itself with
     # SCRIPT_SANDBOX=none), and goes now if Node died before that was set (docs/security.md,
@@ -966,10 +975,6 @@ def main():
     if probe:
         return
     zygote_pid = os.getpid()  # what each child checks its parent against (die_with_parent)
-    try:
-        zygote_fd = os.pidfd_open(zygote_pid)
-    except OSError:
-        zygote_fd = -1  # before Linux 5.3: a task's uid switch is not followed by the check
     if task_namespaces is not None and task_namespaces.mnt:
         harness.DISK_BYTES = task_namespaces.disk  # here once: a write per child copies a page
     # No signal handlers here, so children inherit Python's defaults and reset nothing:
