@@ -87,9 +87,12 @@ function zygoteCommand(
  * failed join starts it all the same: it still dies with its parent (docs/security.md, "The end
  * of a task").
  */
-function heldIn(procs: string | undefined, cmd: { command: string; args: string[] }) {
+export function heldIn(procs: string | undefined, cmd: { command: string; args: string[] }) {
   if (procs === undefined) return cmd;
-  const join = 'echo $$ > "$0" 2>/dev/null; exec "$@"';
+  // A failed join is said on stderr, which the runner logs as the zygote's (its tasks are still
+  // held by their own cgroups; only the next start-up's sweep misses this zygote chain).
+  const join =
+    'echo $$ 2>/dev/null > "$0" || echo "could not join the zygotes cgroup $0" >&2; exec "$@"';
   return { command: "/bin/sh", args: ["-c", join, procs, cmd.command, ...cmd.args] };
 }
 
