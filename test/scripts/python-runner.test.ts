@@ -146,6 +146,13 @@ describe("return values and main conventions", () => {
       nan.error?.message,
       "return value.rows.1.score is nan: Out of range float values are not JSON compliant",
     );
+    // A value that holds itself: named at once, not searched until the task's time limit.
+    const cyclic = await run("cyclic_return", null, { timeoutMs: 10_000 });
+    assert.equal(cyclic.error?.type, "ValueError", JSON.stringify(cyclic.error));
+    assert.equal(
+      cyclic.error?.message,
+      "return value.rows.1 holds itself: Circular reference detected",
+    );
   });
 
   test("exception → FAILURE with type, message and a traceback showing the line", async () => {
