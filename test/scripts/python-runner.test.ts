@@ -371,6 +371,24 @@ describe("fresh state per run", () => {
       assertSuccess(o, { doubled: 10, name: "mypackage" });
     }
   });
+
+  test("a package's own harness.py is the one it imports, its frames in its traceback", async () => {
+    const task = (parameter: unknown) =>
+      runner.run({
+        taskId: `t${++seq}`,
+        source: { name: "mypackage", kind: "package", content: zipOf("pkg_harness") },
+        parameter,
+      });
+    assertSuccess(await task(null), "the package's own harness");
+    const o = await task("raise");
+    assert.equal(o.error?.message, "raised in the package's harness.py", JSON.stringify(o.error));
+    assert.match(o.error?.traceback ?? "", /main\.py", line 6/);
+    assert.match(o.error?.traceback ?? "", /harness\.py", line 5, in fail/);
+    assert.deepEqual(
+      o.error?.frames?.map((f) => f.file),
+      ["main.py", "harness.py"],
+    );
+  });
 });
 
 describe("kills and limits", () => {
