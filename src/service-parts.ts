@@ -68,6 +68,7 @@ export async function startWork(deps: {
       scheduleSyncMs: fc.scheduleSyncMs,
       scheduledStartsPerApp: config.limits.scheduledStartsPerApp,
       scheduleMinIntervalMs: config.limits.scheduleMinIntervalS * 1000,
+      runRetentionDays: config.retention.days,
     },
     shared: topology.bridge,
   });

@@ -131,14 +131,17 @@ export async function run<Req extends RunRequest>(
 /**
  * A terminate recorded the run CANCELED before its process was gone (terminate(), below): what the
  * task printed until then is added to that record (docs/script-service.md), counted towards its
- * app. Nothing for a run ended otherwise, nor for one without output; never throws.
+ * app. Whatever this end's own status: a task that ended by itself before this node heard of a
+ * terminate made elsewhere ends SUCCESS or FAILURE here, and printed all the same. The store
+ * writes only on a CANCELED record without output (a run ended otherwise keeps its record as it
+ * is). Nothing for an end without output; never throws.
  */
 async function keepTerminatedOutput<Req extends RunRequest>(
   c: Lifecycle<Req>,
   rec: ExecRun,
   end: RunEnd,
 ): Promise<void> {
-  if (end.status !== "CANCELED" || !(end.stdout || end.stderr)) return;
+  if (!(end.stdout || end.stderr)) return;
   const out = { stdout: end.stdout ?? "", stderr: end.stderr ?? "" };
   try {
     if (await c.store.keepOutput(rec.id, out))

@@ -22,7 +22,7 @@ import {
 } from "./scheduler.ts";
 import { createStartLanes, type StartLanes } from "./start-lanes.ts";
 import { createTickClaims } from "./tick-claims.ts";
-import { startUnstartedTicks, tickRunId } from "./unstarted-ticks.ts";
+import { flowKeptDays, startUnstartedTicks, tickRunId } from "./unstarted-ticks.ts";
 
 export interface FlowSchedules {
   /** The flow's schedules (GET /monitor/flows). */
@@ -50,6 +50,8 @@ export interface AttachSchedulerDeps {
     scheduledStartsPerApp: number;
     /** LIMIT_SCHEDULE_MIN_INTERVAL_S in ms; 0: none (docs/scheduler.md). */
     scheduleMinIntervalMs?: number;
+    /** RUN_RETENTION_DAYS (docs/retention.md): a flow's runs' retention unless it sets its own. */
+    runRetentionDays?: number;
   };
   /**
    * Flow changes between the nodes sharing the database (the cluster's NOTIFY bridge); absent
@@ -144,6 +146,8 @@ export async function attachScheduler(deps: AttachSchedulerDeps): Promise<FlowSc
     flows: s.known,
     now: clock.now(),
     windowMs: deps.config.scheduleMinIntervalMs ?? 0,
+    keptDays: (elementId) =>
+      flowKeptDays(store, elementId, s.known.get(elementId)?.version, deps.config.runRetentionDays),
     start: (schedule, tick) => fire(s, schedule, tick, true),
   });
 

@@ -87,6 +87,9 @@ export function runMethods(db: Kysely<Database>, dialect: Dialect): RunMethods {
  * The output of a run terminated while it executed, added to its CANCELED record once its process
  * is gone (RunStore.keepOutput), with its bytes on the counter row its end counted, which a delete
  * subtracts them from (stored-bytes.ts). Run row first, then the counter, as every end writes.
+ * One conditional update that answers the row it changed: a read first and an update by ID after
+ * would, in PostgreSQL, count output on a run a concurrent delete had just removed (the update
+ * then found no row, the counter was added to all the same), or count it twice for two keeps.
  */
 function keepOutput(
   db: Kysely<Database>,
@@ -95,19 +98,15 @@ function keepOutput(
 ): Promise<boolean> {
   return db.transaction().execute(async (tx) => {
     const row = await tx
-      .selectFrom("runs")
-      .select(["app", "space", "element_id", "trigger_type"])
+      .updateTable("runs")
+      .set({ stdout: out.stdout, stderr: out.stderr })
       .where("id", "=", id)
       .where("status", "=", "CANCELED")
       .where("stdout", "is", null)
       .where("stderr", "is", null)
+      .returning(["app", "space", "element_id", "trigger_type"])
       .executeTakeFirst();
     if (!row) return false;
-    await tx
-      .updateTable("runs")
-      .set({ stdout: out.stdout, stderr: out.stderr })
-      .where("id", "=", id)
-      .execute();
     const texts = { summary: null, result: null, error: null, detail: null };
     const bytes = endBytes({ ...texts, ...out });
     await sql`update run_status_counts set bytes = bytes + ${bytes}

@@ -146,6 +146,13 @@ describe("return values and main conventions", () => {
       nan.error?.message,
       "return value.rows.1.score is nan: Out of range float values are not JSON compliant",
     );
+    // A value that holds itself: named at once, not searched until the task's time limit.
+    const cyclic = await run("cyclic_return", null, { timeoutMs: 10_000 });
+    assert.equal(cyclic.error?.type, "ValueError", JSON.stringify(cyclic.error));
+    assert.equal(
+      cyclic.error?.message,
+      "return value.rows.1 holds itself: Circular reference detected",
+    );
   });
 
   test("exception → FAILURE with type, message and a traceback showing the line", async () => {
@@ -363,6 +370,24 @@ describe("fresh state per run", () => {
       });
       assertSuccess(o, { doubled: 10, name: "mypackage" });
     }
+  });
+
+  test("a package's own harness.py is the one it imports, its frames in its traceback", async () => {
+    const task = (parameter: unknown) =>
+      runner.run({
+        taskId: `t${++seq}`,
+        source: { name: "mypackage", kind: "package", content: zipOf("pkg_harness") },
+        parameter,
+      });
+    assertSuccess(await task(null), "the package's own harness");
+    const o = await task("raise");
+    assert.equal(o.error?.message, "raised in the package's harness.py", JSON.stringify(o.error));
+    assert.match(o.error?.traceback ?? "", /main\.py", line 6/);
+    assert.match(o.error?.traceback ?? "", /harness\.py", line 5, in fail/);
+    assert.deepEqual(
+      o.error?.frames?.map((f) => f.file),
+      ["main.py", "harness.py"],
+    );
   });
 });
 

@@ -5,6 +5,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Kysely, PostgresDialect, SqliteDialect, sql } from "kysely";
 import pg from "pg";
+import { deleteRunsIn } from "../../src/store/kysely-runs.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { type OpenedStore, openStore } from "../../src/store/open-store.ts";
 import { openSqlite } from "../../src/store/sqlite-driver.ts";
@@ -50,6 +51,17 @@ async function counted(store: OpenedStore, app: string): Promise<number> {
     store.db,
   );
   return [runs, revs, versions, descriptions].reduce((s, r) => s + Number(r.rows[0]?.n ?? 0), 0);
+}
+
+/** Until a statement of this database waits for a lock another transaction holds (PostgreSQL). */
+async function waitingOnALock(store: OpenedStore): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const r = await sql<{ n: string }>`select count(*) as n from pg_stat_activity
+      where datname = current_database() and wait_event_type = 'Lock'`.execute(store.db);
+    if (Number(r.rows[0]?.n) > 0) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  throw new Error("no statement waited for the lock");
 }
 
 const end = (status: RunEnd["status"], n: number, seed: string): RunEnd => ({
@@ -161,6 +173,47 @@ for (const dialect of ["sqlite", "postgres"] as const) {
       assert.equal((await store.getRun(null, task.id))?.stdout, out.stdout);
       await store.deleteRuns(null, [task.id, ok.id]);
       await exact("qa", "after they were deleted");
+    });
+
+    it("a terminated task's output kept while the run is deleted, or kept twice: exact", async () => {
+      const cut: RunEnd = { status: "CANCELED", endTime: T0 + 5, summary: "terminated" };
+      const [gone, twice] = [run(A, "8", 200, { elementType: "PY" }), run(A, "8", 90)];
+      for (const t of [gone, twice]) {
+        await store.insertRun(t);
+        await store.endRun(t.id, cut);
+      }
+      const out = { stdout: text(900, "printed"), stderr: "" };
+      // The run's delete holds its row, uncommitted, while the executor keeps its output.
+      let commit = () => {};
+      const held = new Promise<void>((resolve) => {
+        commit = resolve;
+      });
+      let deleted = () => {};
+      const deleting = new Promise<void>((resolve) => {
+        deleted = resolve;
+      });
+      const deletion = store.db.transaction().execute(async (tx) => {
+        await deleteRunsIn(tx, null, [gone.id]);
+        deleted();
+        await held;
+      });
+      await deleting;
+      const keep = store.keepOutput(gone.id, out);
+      // PostgreSQL: the keep is waiting for the row (SQLite: for the one connection).
+      if (dialect === "postgres") await waitingOnALock(store);
+      commit();
+      await deletion;
+      assert.equal(await keep, false, "nothing kept on a deleted run");
+      await exact("qa", "after a keep that raced the run's delete");
+      // Two keeps of one record at once: one writes.
+      const kept = await Promise.all([
+        store.keepOutput(twice.id, out),
+        store.keepOutput(twice.id, { stdout: "y", stderr: "" }),
+      ]);
+      assert.equal(kept.filter(Boolean).length, 1);
+      await exact("qa", "after two keeps of one record");
+      await store.deleteRuns(null, [twice.id]);
+      await exact("qa", "after the kept output was deleted");
     });
 
     it("deploys and uploads count their revisions and versions, removed ones no longer", async () => {

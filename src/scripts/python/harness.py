@@ -239,11 +239,16 @@ def execute(task):
 
 
 JSON_LEAVES = (str, int, bool, type(None), datetime.datetime, datetime.date, datetime.time)
+JSON_KEYS = (str, int, float, bool, type(None))
 
 
-def unwritable(value, path, depth):
+def unwritable(value, path, depth, within=None):
     """Where in a return value json.dumps stopped (docs/script-service.md), as the service names
-    an integer it cannot keep: `return value.rows.1.score is nan`. None when it cannot tell."""
+    an integer it cannot keep: `return value.rows.1.score is nan`. None when it cannot tell.
+
+    `within`: the ids of the lists and dicts this one is inside. A value that holds itself is
+    named where it does (json.dumps's "Circular reference detected"): walked on, two references
+    to itself would make 2**200 paths to try, and the task would run to its time limit."""
     if depth > 200:
         return None
     if isinstance(value, float):
@@ -254,10 +259,17 @@ def unwritable(value, path, depth):
         enumerate(value) if isinstance(value, (list, tuple)) else None
     if items is None:
         return path
+    within = within if within is not None else set()
+    if id(value) in within:
+        return f"{path} holds itself"
+    within.add(id(value))
     for key, item in items:
-        found = unwritable(item, f"{path}.{key}", depth + 1)
+        if isinstance(value, dict) and not isinstance(key, JSON_KEYS):
+            return f"{path}.{key}"  # json.dumps stops at the key, before its value
+        found = unwritable(item, f"{path}.{key}", depth + 1, within)
         if found is not None:
             return found
+    within.discard(id(value))
     return None
 
 

@@ -96,6 +96,9 @@ import harness  # noqa: E402
 from harness import error, execute  # noqa: E402
 
 del sys.path[0]
+# Not importable by that name from here on: a package's own `harness.py` is what its `import
+# harness` finds (docs/script-service.md, "Writing scripts"); this module keeps its reference.
+del sys.modules["harness"]
 harness.HARNESS_FILES.add(__file__)
 
 
