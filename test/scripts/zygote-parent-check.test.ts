@@ -10,7 +10,7 @@ import { describe, it } from "node:test";
  * (`zygote_gone`, `stat_fd`, `zygote_pid`), in a process tree made for the purpose: a child
  * asks while its zygote lives, then once the zygote has exited.
  */
-const PROGRAM = String.raw`
+const PROGRAM = `
 import os, sys
 sys.path.insert(0, sys.argv[1])
 import zygote
