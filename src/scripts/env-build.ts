@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import {
   chmod,
+  lstat,
   mkdir,
   mkdtemp,
   readdir,
@@ -70,19 +71,56 @@ export async function buildEnv(
     // environment (never write it), so every part is made readable, nothing writable but by root.
     await readableTree(tmp);
     const dir = path.join(d.root, hash);
-    if (!(await moveInto(tmp, dir))) {
-      // Built meanwhile (another upload, another process on this data directory): the same set,
-      // complete, since a manifest is written before its build is renamed. One without it is
-      // what a removal cut off by a crash left before removals renamed first: replaced.
-      if (!(await readManifest(dir))) {
-        await removeEnv(d.root, hash);
-        await moveInto(tmp, dir);
-      }
-    }
+    await settle(d.root, hash, tmp);
     return { ok: true, env, dir };
   } finally {
     await rm(tmp, { recursive: true, force: true });
     await rm(home, { recursive: true, force: true });
+  }
+}
+
+/** Per directory, the builds of this process that are putting one in place: one at a time. */
+const settling = new Map<string, Promise<void>>();
+
+/**
+ * Puts a finished build in place at `root/<hash>` (docs/script-dependencies.md, "Caching and
+ * removal"). Taken already: built meanwhile (another upload, another process on this data
+ * directory), the same set, complete, since a manifest is written before its build is renamed;
+ * only one whose manifest is missing is what a removal cut off by a crash left before removals
+ * renamed first, and is replaced. A manifest that is there but cannot be read (no descriptor left)
+ * is a whole environment's, which zygotes may have bound: left as it is. One at a time per
+ * directory in this process: a build that looked while another was replacing the damaged one
+ * found no manifest and moved the new one aside too, under the tasks that had started on it.
+ */
+async function settle(root: string, hash: string, tmp: string): Promise<void> {
+  const dir = path.join(root, hash);
+  const before = settling.get(dir) ?? Promise.resolve();
+  const mine = before.then(async () => {
+    if (await moveInto(tmp, dir)) return;
+    if (!(await manifestMissing(dir))) return;
+    await removeEnv(root, hash);
+    await moveInto(tmp, dir);
+  });
+  const tail = mine.catch(() => {});
+  settling.set(dir, tail);
+  try {
+    await mine;
+  } finally {
+    if (settling.get(dir) === tail) settling.delete(dir);
+  }
+}
+
+/**
+ * Whether `dir` has no manifest: only its absence says so (lstat takes no descriptor; any other
+ * error is not a damaged environment). `dir` itself gone meanwhile answers true too: the removal
+ * then finds nothing to move aside, and the build is renamed in.
+ */
+async function manifestMissing(dir: string): Promise<boolean> {
+  try {
+    await lstat(path.join(dir, MANIFEST));
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ENOENT";
   }
 }
 

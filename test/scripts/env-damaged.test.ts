@@ -54,4 +54,44 @@ describe("an environment a crash left half deleted", () => {
       fs.rmSync(wheels, { recursive: true, force: true });
     }
   });
+
+  it("one whose manifest is there but cannot be read is left as it is (zygotes may run from it)", async () => {
+    // Only a missing manifest says "damaged". A read that fails for another reason (in life: no
+    // descriptor left, EMFILE, on a busy node; here: a directory by the manifest's name) is of an
+    // environment that was whole: moving it aside and deleting it pulled the files from under the
+    // zygotes that have it bound, and their tasks' imports failed.
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-env-unread-"));
+    const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
+    try {
+      writeWheel(wheels, {
+        name: "sluice-unread",
+        version: "1.0",
+        files: { "sluice_unread/__init__.py": "VALUE = 8\n" },
+        topLevel: ["sluice_unread"],
+      });
+      const config = loadConfig({ DATA_DIR: root, PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+      const deps = {
+        python: config.python.executable,
+        envs: config.python.envs,
+        root,
+        clock: systemClock,
+      };
+      const first = await buildEnv(deps, ["sluice-unread"], ["sluice-unread"]);
+      assert.ok(first.ok, JSON.stringify(first));
+      const manifest = path.join(first.dir, MANIFEST);
+      fs.rmSync(manifest);
+      fs.mkdirSync(manifest); // present, and its read fails (EISDIR)
+      const marker = path.join(first.dir, "in-use");
+      fs.writeFileSync(marker, "a zygote's files\n");
+      const inode = fs.statSync(first.dir).ino;
+      const again = await buildEnv(deps, ["sluice-unread"], ["sluice-unread"]);
+      assert.ok(again.ok, JSON.stringify(again));
+      assert.equal(again.dir, first.dir);
+      assert.equal(fs.statSync(again.dir).ino, inode, "the same directory, never moved aside");
+      assert.ok(fs.existsSync(marker), "nothing of it deleted");
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+      fs.rmSync(wheels, { recursive: true, force: true });
+    }
+  });
 });

@@ -15,27 +15,29 @@ import os, sys
 sys.path.insert(0, sys.argv[1])
 import zygote
 
-z_r, z_w = os.pipe()    # the zygote holds the only write end: its exit is the child's EOF
-out_r, out_w = os.pipe()  # what the child found, to this process
-go_r, go_w = os.pipe()    # the child asked once: the zygote may go
+out_r, out_w = os.pipe()    # what the child found, to this process
+go_r, go_w = os.pipe()      # the child asked once: the zygote may go
+gone_r, gone_w = os.pipe()  # this process reaped the zygote: its children are re-parented
 z = os.fork()
 if z == 0:  # the zygote
     zygote.zygote_pid = os.getpid()
     c = os.fork()
     if c == 0:  # its child
-        os.close(z_w)
+        os.close(gone_w)
         zygote.stat_fd = os.open("/proc/self/stat", os.O_RDONLY)
         alive = zygote.zygote_gone()
         os.write(go_w, b"x")
-        os.read(z_r, 1)  # EOF: the zygote has exited
+        os.read(gone_r, 1)
         os.write(out_w, b"%d %d" % (alive, zygote.zygote_gone()))
         os._exit(0)
     os.read(go_r, 1)
     os._exit(0)
-os.close(z_w)
 os.close(out_w)
 os.close(go_w)
+# Not the zygote's descriptors closing (an exit closes them before it re-parents the children):
+# its reaping, which comes after.
 os.waitpid(z, 0)
+os.write(gone_w, b"x")
 print(os.read(out_r, 16).decode())
 `;
 
