@@ -108,7 +108,16 @@ export function createExpressionPool(deps: {
         arm(slot);
       } else answered(slot, m);
     });
-    child.on("error", (err) => end(slot, `the expression process failed: ${err.message}`));
+    child.on("error", (err: NodeJS.ErrnoException) => {
+      // A job sent to a process that died and was not yet reaped fails to write, and that error
+      // comes before the exit, which says why it died (its heap limit, say): the exit ends the
+      // slot. It is made certain; the job timers stay as the backstop.
+      if (err.code === "EPIPE" || err.code === "ECONNRESET") {
+        child.kill("SIGKILL");
+        return;
+      }
+      end(slot, `the expression process failed: ${err.message}`);
+    });
     child.on("exit", (code, signal) =>
       end(
         slot,

@@ -11,6 +11,7 @@ import {
   type ExpressionPool,
   expressionProcessArgv,
 } from "../../src/flows/expr-pool.ts";
+import { childrenOf } from "../helpers/process-tree.ts";
 import { line, pollUntil, within } from "../helpers/wait.ts";
 import { createFakeClock } from "../scheduler/fake-clock.ts";
 
@@ -179,6 +180,37 @@ describe("expression processes", () => {
     );
     assert.match(why, /more than 32 MB \(FLOW_EXPR_MEMORY_MB\)/);
     assert.equal(await p.template("{{1 + 1}}", null, null), 2);
+  });
+
+  // Seen in CI: a job past its heap limit failed "the expression process failed: write EPIPE". A
+  // job sent to the process after it died and before its exit was seen made the write fail, and
+  // that error came before the exit, which says why: the first reason won. Here the test waits
+  // until the process is a zombie (dead, not yet reaped), then sends a job at once.
+  it("name the heap limit even when a write to the dead process fails first", async () => {
+    const p = pool({ timeoutMs: 60_000, memoryMb: 32 });
+    const before = new Set(childrenOf(process.pid, "expr-worker")); // other tests' pools
+    const hog = p.transform(expr("[1..5000000].{'a': $, 'b': [$, $]}"), {}, null);
+    const [pid] = childrenOf(process.pid, "expr-worker").filter((c) => !before.has(c));
+    assert.ok(pid, "the expression process");
+    const state = () => {
+      try {
+        return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0];
+      } catch {
+        return "gone";
+      }
+    };
+    // Looked at without yielding for 5 ms at a time (a yield lets Node reap it, and the race is
+    // gone), yielding in between so that the job's own write reaches the process.
+    for (let until = Date.now() + 30_000; Date.now() < until; ) {
+      const slice = Date.now() + 5;
+      while (state() !== "Z" && state() !== "gone" && Date.now() < slice);
+      if (state() === "Z" || state() === "gone") break;
+      await new Promise((r) => setImmediate(r));
+    }
+    const behind = p.transform(expr("1 + 1"), {}, null);
+    const why = await within(failure(hog), 30_000, "the out-of-memory end");
+    assert.match(why, /more than 32 MB \(FLOW_EXPR_MEMORY_MB\)/);
+    assert.equal(await within(behind, 30_000, "the job behind it, on a new process"), 2);
   });
 
   it("measure a value as JSON in the process: too large, or enormous once written out", async () => {

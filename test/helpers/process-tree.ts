@@ -117,3 +117,22 @@ export class Descendants {
     return this.scan().filter((p) => p.pid !== this.#root);
   }
 }
+
+/** The processes whose parent is `pid` and whose command line holds `what`. */
+export function childrenOf(pid: number, what: string): number[] {
+  const text = (p: string) => {
+    try {
+      return readFileSync(p, "latin1");
+    } catch {
+      return ""; // gone while we looked
+    }
+  };
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .filter((n) => {
+      const stat = text(`/proc/${n}/stat`);
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      return ppid === pid && text(`/proc/${n}/cmdline`).includes(what);
+    })
+    .map(Number);
+}

@@ -5,6 +5,7 @@ import path from "node:path";
 import { describe, it } from "node:test";
 import { DF, NO_SCRIPT_FLOW } from "../helpers/flows.ts";
 import { killHard, startProcess } from "../helpers/process.ts";
+import { childrenOf } from "../helpers/process-tree.ts";
 import { modeEnv, OTHER_SCOPE, scopeHeaders } from "../helpers/server.ts";
 import { pollUntil, within } from "../helpers/wait.ts";
 
@@ -46,25 +47,6 @@ const victim = { ...scopeHeaders(), "content-type": "application/json" };
 const attacker = { ...scopeHeaders(OTHER_SCOPE), "content-type": "application/json" };
 
 /** Pids of `pid`'s children whose command line mentions `what`. */
-function childrenOf(pid: number, what: string): number[] {
-  const text = (p: string) => {
-    try {
-      return fs.readFileSync(p, "latin1");
-    } catch {
-      return ""; // gone while we looked
-    }
-  };
-  return fs
-    .readdirSync("/proc")
-    .filter((n) => /^\d+$/.test(n))
-    .filter((n) => {
-      const stat = text(`/proc/${n}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      return ppid === pid && text(`/proc/${n}/cmdline`).includes(what);
-    })
-    .map(Number);
-}
-
 const alive = (pid: number) => {
   try {
     return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, "latin1"));
