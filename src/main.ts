@@ -107,11 +107,10 @@ async function start(role: Config["role"] | undefined): Promise<void> {
   // Whatever LOG_LEVEL says, one line on stderr once it listens: what a supervisor or a script
   // (the tests among them) waits for instead of asking /health again and again
   // (docs/operations.md, "Start-up").
-  // A supervisor may have closed our stderr: the write then fails (EPIPE) as an 'error' event that
-  // would end the service. With stderr gone there is no one to tell, so the line is dropped.
-  process.stderr.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code !== "EPIPE" && err.code !== "ERR_STREAM_DESTROYED") throw err;
-  });
+  // A supervisor may have closed our stderr (EPIPE), or it goes to a full disk (ENOSPC): the write
+  // then fails as an 'error' event that would end the service. Whatever stops stderr, there is no
+  // one to tell, and the service serves on; the line is dropped.
+  process.stderr.on("error", () => {});
   process.stderr.write(`sluice: listening on ${address}\n`);
 }
 
