@@ -5,19 +5,15 @@ import path from "node:path";
 import { describe, it } from "node:test";
 import v8 from "node:v8";
 import vm from "node:vm";
-import { pino } from "pino";
 import { systemClock } from "../../src/clock.ts";
-import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import type { RunJob, RunQueue } from "../../src/queue/types.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
-import { createRunsHere } from "../../src/runs/orphans.ts";
-import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
 import { createLimitWakeups } from "../../src/runs/run-limits.ts";
-import { UNBOUNDED_RUN_MEMORY } from "../../src/runs/run-memory.ts";
 import { openStore } from "../../src/store/open-store.ts";
 import type { StartableRun } from "../../src/store/types.ts";
+import { lifecycleDeps } from "../helpers/lifecycle.ts";
 import { newRun } from "../helpers/runs.ts";
 import { condition, gate } from "../helpers/wait.ts";
 
@@ -103,25 +99,7 @@ describe("a terminated waiting run (embedded)", () => {
       },
     };
     const lifecycle = createRunLifecycle(
-      {
-        store,
-        events,
-        clock: systemClock,
-        logger: pino({ level: "silent" }),
-        nodeId: "n",
-        limits: { maxRunS: 60, maxWaitS: 5, resultBytes: 1 << 20 },
-        queue,
-        memory: UNBOUNDED_RUN_MEMORY,
-        queued: createQueuedShare({
-          store,
-          clock: systemClock,
-          limits: { queuedRuns: 100, queuedRunsPerApp: 100, queuedRunsReserve: 0 },
-        }),
-        commitQueued: (run, job) => queue.submit(run, job, store),
-        queueIsLocal: true,
-        here: createRunsHere(),
-        notFound: ErrorCode.RUN_NOT_FOUND,
-      },
+      { ...lifecycleDeps({ store, events, queue }), queue },
       executor,
     );
     const handled: string[] = [];

@@ -3,16 +3,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { pino } from "pino";
 import { systemClock } from "../../src/clock.ts";
-import { ErrorCode } from "../../src/errors.ts";
 import { createLocalQueue } from "../../src/queue/local-queue.ts";
 import { createRunLifecycle, type RunExecutor, type RunRequest } from "../../src/runs/lifecycle.ts";
-import { createRunsHere } from "../../src/runs/orphans.ts";
-import { createQueuedShare } from "../../src/runs/queued-share.ts";
 import { createRunEvents } from "../../src/runs/run-events.ts";
-import { UNBOUNDED_RUN_MEMORY } from "../../src/runs/run-memory.ts";
 import { openStore } from "../../src/store/open-store.ts";
+import { lifecycleDeps } from "../helpers/lifecycle.ts";
 import { newRun } from "../helpers/runs.ts";
 import { gate, within } from "../helpers/wait.ts";
 
@@ -40,25 +36,7 @@ describe("a terminated run whose task ended by itself first", () => {
     };
     const queue = createLocalQueue({ bound: 10, concurrency: { flow: 1, script: 1 } });
     const lifecycle = createRunLifecycle(
-      {
-        store,
-        events,
-        clock: systemClock,
-        logger: pino({ level: "silent" }),
-        nodeId: "n",
-        limits: { maxRunS: 60, maxWaitS: 5, resultBytes: 1 << 20 },
-        queue: { reserve: () => null },
-        memory: UNBOUNDED_RUN_MEMORY,
-        queued: createQueuedShare({
-          store,
-          clock: systemClock,
-          limits: { queuedRuns: 10, queuedRunsPerApp: 10, queuedRunsReserve: 0 },
-        }),
-        commitQueued: (run, job) => queue.submit(run, job, store),
-        queueIsLocal: true,
-        here: createRunsHere(),
-        notFound: ErrorCode.RUN_NOT_FOUND,
-      },
+      lifecycleDeps({ store, events, queue, queuedRuns: 10 }),
       executor,
     );
     await queue.start((job) => lifecycle.execute(job.runId));

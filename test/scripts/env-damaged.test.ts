@@ -15,26 +15,44 @@ import { writeWheel } from "../helpers/wheels.ts";
  * every task of the element failed "its environment … vanished"; it is now moved aside and
  * replaced by the new build.
  */
+/** One package's environment built under a fresh DATA_DIR/envs, then `check`, then removed. */
+async function withBuilt(
+  pkg: string,
+  check: (t: {
+    root: string;
+    deps: Parameters<typeof buildEnv>[0];
+    first: Extract<Awaited<ReturnType<typeof buildEnv>>, { ok: true }>;
+  }) => Promise<void>,
+): Promise<void> {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-env-damaged-"));
+  const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
+  try {
+    const module = pkg.replaceAll("-", "_");
+    writeWheel(wheels, {
+      name: pkg,
+      version: "1.0",
+      files: { [`${module}/__init__.py`]: "VALUE = 7\n" },
+      topLevel: [module],
+    });
+    const config = loadConfig({ DATA_DIR: root, PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
+    const deps = {
+      python: config.python.executable,
+      envs: config.python.envs,
+      root,
+      clock: systemClock,
+    };
+    const first = await buildEnv(deps, [pkg], [pkg]);
+    assert.ok(first.ok, JSON.stringify(first));
+    await check({ root, deps, first });
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+    fs.rmSync(wheels, { recursive: true, force: true });
+  }
+}
+
 describe("an environment a crash left half deleted", () => {
   it("is replaced by the next build of the same set", async () => {
-    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-env-damaged-"));
-    const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
-    try {
-      writeWheel(wheels, {
-        name: "sluice-damaged",
-        version: "1.0",
-        files: { "sluice_damaged/__init__.py": "VALUE = 7\n" },
-        topLevel: ["sluice_damaged"],
-      });
-      const config = loadConfig({ DATA_DIR: root, PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
-      const deps = {
-        python: config.python.executable,
-        envs: config.python.envs,
-        root,
-        clock: systemClock,
-      };
-      const first = await buildEnv(deps, ["sluice-damaged"], ["sluice-damaged"]);
-      assert.ok(first.ok, JSON.stringify(first));
+    await withBuilt("sluice-damaged", async ({ root, deps, first }) => {
       // What a cut-off recursive delete leaves: the manifest and part of the tree gone.
       fs.rmSync(path.join(first.dir, MANIFEST));
       fs.rmSync(path.join(first.dir, "bin"), { recursive: true, force: true });
@@ -49,10 +67,7 @@ describe("an environment a crash left half deleted", () => {
         [],
         "nothing left beside it",
       );
-    } finally {
-      fs.rmSync(root, { recursive: true, force: true });
-      fs.rmSync(wheels, { recursive: true, force: true });
-    }
+    });
   });
 
   it("one whose manifest is there but cannot be read is left as it is (zygotes may run from it)", async () => {
@@ -60,24 +75,7 @@ describe("an environment a crash left half deleted", () => {
     // descriptor left, EMFILE, on a busy node; here: a directory by the manifest's name) is of an
     // environment that was whole: moving it aside and deleting it pulled the files from under the
     // zygotes that have it bound, and their tasks' imports failed.
-    const root = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-env-unread-"));
-    const wheels = fs.mkdtempSync(path.join(os.tmpdir(), "sluice-wheels-"));
-    try {
-      writeWheel(wheels, {
-        name: "sluice-unread",
-        version: "1.0",
-        files: { "sluice_unread/__init__.py": "VALUE = 8\n" },
-        topLevel: ["sluice_unread"],
-      });
-      const config = loadConfig({ DATA_DIR: root, PIP_NO_INDEX: "1", PIP_FIND_LINKS: wheels });
-      const deps = {
-        python: config.python.executable,
-        envs: config.python.envs,
-        root,
-        clock: systemClock,
-      };
-      const first = await buildEnv(deps, ["sluice-unread"], ["sluice-unread"]);
-      assert.ok(first.ok, JSON.stringify(first));
+    await withBuilt("sluice-unread", async ({ deps, first }) => {
       const manifest = path.join(first.dir, MANIFEST);
       fs.rmSync(manifest);
       fs.mkdirSync(manifest); // present, and its read fails (EISDIR)
@@ -89,9 +87,6 @@ describe("an environment a crash left half deleted", () => {
       assert.equal(again.dir, first.dir);
       assert.equal(fs.statSync(again.dir).ino, inode, "the same directory, never moved aside");
       assert.ok(fs.existsSync(marker), "nothing of it deleted");
-    } finally {
-      fs.rmSync(root, { recursive: true, force: true });
-      fs.rmSync(wheels, { recursive: true, force: true });
-    }
+    });
   });
 });

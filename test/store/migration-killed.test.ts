@@ -21,31 +21,23 @@ import { pollUntil } from "../helpers/wait.ts";
  */
 const RUNS = 300_000;
 
-async function seed(db: Kysely<unknown>): Promise<void> {
+/** RUNS finished runs of one flow; the numbers 1..RUNS as each dialect makes them. */
+async function seed(db: Kysely<unknown>, dialect: "sqlite" | "postgres"): Promise<void> {
   await sql`insert into folders (id, app, space, path, created_at)
     values ('f0', 'a', 's', '/', 0)`.execute(db);
   await sql`insert into elements (id, app, space, folder_id, type, name, created_at, updated_at,
       status, release_version) values (1, 'a', 's', 'f0', 'DPL', 'f1', 0, 0, 'DRAFT', null)`.execute(
     db,
   );
-  await sql`insert into runs (id, app, space, element_id, element_type, element_name, folder_id,
-      trigger_type, status, run_param, create_time, end_time, result)
-    with recursive n(i) as (select 1 union all select i + 1 from n where i < ${RUNS})
-    select 'r' || i, 'a', 's', 1, 'DPL', 'f1', 'f0', 'MANUAL', 'SUCCESS', '{"p":1}', i, i,
-      '{"result":"' || i || '"}' from n`.execute(db);
-}
-
-async function seedPostgres(db: Kysely<unknown>): Promise<void> {
-  await sql`insert into folders (id, app, space, path, created_at)
-    values ('f0', 'a', 's', '/', 0)`.execute(db);
-  await sql`insert into elements (id, app, space, folder_id, type, name, created_at, updated_at,
-      status, release_version) values (1, 'a', 's', 'f0', 'DPL', 'f1', 0, 0, 'DRAFT', null)`.execute(
-    db,
-  );
+  const numbers =
+    dialect === "postgres"
+      ? sql`(select i from generate_series(1, ${RUNS}) i) n`
+      : sql`(with recursive n(i) as (select 1 union all select i + 1 from n where i < ${RUNS})
+          select i from n) n`;
   await sql`insert into runs (id, app, space, element_id, element_type, element_name, folder_id,
       trigger_type, status, run_param, create_time, end_time, result)
     select 'r' || i, 'a', 's', 1, 'DPL', 'f1', 'f0', 'MANUAL', 'SUCCESS', '{"p":1}', i, i,
-      '{"result":"' || i || '"}' from generate_series(1, ${RUNS}) i`.execute(db);
+      '{"result":"' || i || '"}' from ${numbers}`.execute(db);
 }
 
 describe(`an upgrade killed in the middle of a migration (${TEST_MODE})`, () => {
@@ -67,7 +59,7 @@ describe(`an upgrade killed in the middle of a migration (${TEST_MODE})`, () => 
       const sqlite = openSqlite(file);
       const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: sqlite.db }) });
       await migrate(db, "sqlite", "022-release-crons");
-      await seed(db);
+      await seed(db, "sqlite");
       await db.destroy();
       await sqlite.close();
       // A write is under way (the migration's: nothing else writes at start), taking a while.
@@ -105,7 +97,7 @@ describe(`an upgrade killed in the middle of a migration (${TEST_MODE})`, () => 
       const pool = new pg.Pool({ connectionString: url, max: 2 });
       const db = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
       await migrate(db, "postgres", "022-release-crons");
-      await seedPostgres(db);
+      await seed(db, "postgres");
       await db.destroy();
       const peek = new pg.Pool({ connectionString: url, max: 1 });
       after(() => peek.end());
